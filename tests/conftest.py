@@ -1,0 +1,15 @@
+"""Test set-up: repo root on sys.path, TensorFlow in graph mode, quiet logs."""
+
+import os
+import sys
+
+os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+tf.compat.v1.disable_eager_execution()
+tf.get_logger().setLevel('ERROR')

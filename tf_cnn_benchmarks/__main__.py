@@ -1,0 +1,55 @@
+"""`python -m tf_cnn_benchmarks`: flags -> Params -> run -> exit status.
+
+Exit status: 0 on success, 2 on a bad flag or combination (one line on
+stderr naming the flag and what is allowed, no traceback), 1 if the run fails.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from absl import flags
+
+from tf_cnn_benchmarks import quiet
+
+quiet.load_tensorflow()   # before any import that loads TensorFlow
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from tf_cnn_benchmarks import params as params_lib
+
+FLAGS = flags.FLAGS
+flags.DEFINE_bool('list_models', False,
+                  'Print every model with its dataset, image size, parameter '
+                  'count and GFLOPs, then exit.')
+params_lib.define_flags(FLAGS)
+
+
+def _usage_error(message: str) -> int:
+  print('error: %s' % message, file=sys.stderr)
+  return 2
+
+
+def main(argv: list[str]) -> int:
+  """Runs the benchmark the command line describes; returns the exit status."""
+  try:
+    rest = FLAGS(argv, known_only=False)
+  except flags.Error as e:
+    return _usage_error(str(e).splitlines()[0])
+  if len(rest) > 1:
+    return _usage_error('unexpected argument(s): %s (flags look like '
+                        '--name=value)' % ' '.join(rest[1:]))
+  if FLAGS.list_models:
+    from tf_cnn_benchmarks import model_table  # pylint: disable=g-import-not-at-top
+    print(model_table.render())
+    return 0
+  try:
+    params = params_lib.params_from_flags(FLAGS)
+  except params_lib.ParamsError as e:
+    return _usage_error(str(e))
+  from tf_cnn_benchmarks import benchmark_cnn  # pylint: disable=g-import-not-at-top
+  benchmark_cnn.run_benchmark(params, device_was_auto=FLAGS['device'].value is None)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))

@@ -1,0 +1,222 @@
+"""BenchmarkCNN: wires devices, inputs, model and variable manager; runs steps.
+
+The driver is strategy-blind: everything that depends on --variable_update is
+a method of the variable manager it gets from the registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import TextIO
+
+import tensorflow as tf
+
+import models
+import variable_mgr
+from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks import devices
+from tf_cnn_benchmarks import inputs
+from tf_cnn_benchmarks import optimizers
+from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks import timing
+from tf_cnn_benchmarks import towers
+
+tf1 = tf.compat.v1
+
+_RULE = '-' * 64
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltGraph:
+  """The ops a run needs, all in `graph`."""
+  graph: tf.Graph
+  step_op: tf.Operation          # train op, or a no-op when forward only
+  loss: tf.Tensor                # mean total loss over the towers
+  init_ops: tuple
+  post_init_ops: tuple
+  global_step: tf.Variable
+
+
+class BenchmarkCNN:
+  """One benchmark run, configured by a resolved `Params`."""
+
+  def __init__(self, params: params_lib.Params, out: TextIO = sys.stdout,
+               device_was_auto: bool = False):
+    self.params = params
+    self.out = out
+    self.device_was_auto = device_was_auto
+    self.model = models.create_model(params.model, params.data_name)
+    self.dataset = datasets.get(params.data_name)
+    self.devices = devices.tower_devices(params.device, params.num_gpus)
+    self.manager = variable_mgr.create(params.variable_update, params,
+                                       self.devices)
+    self.compute_dtype = tf.float32
+    self.global_batch_size = params.batch_size * len(self.devices)
+
+  # ---- console ------------------------------------------------------------
+
+  def _print(self, text: str = '') -> None:
+    print(text, file=self.out, flush=True)
+
+  def print_header(self) -> None:
+    """The classic header block."""
+    p = self.params
+    auto = '' if not self.device_was_auto else ' (auto: %s)' % (
+        'GPU visible' if p.device == 'gpu' else 'no GPU visible')
+    rows = [
+        ('TensorFlow', tf.__version__),
+        ('Model', p.model),
+        ('Dataset', '%s (synthetic)' % p.data_name),
+        ('Mode', 'forward-only' if p.forward_only else 'training'),
+        ('Batch size', '%d global' % self.global_batch_size),
+        ('', '%d per device' % p.batch_size),
+        ('Num batches', str(p.num_batches)),
+        ('Num warmup', str(p.num_warmup_batches)),
+        ('Devices', str(list(self.devices))),
+        ('Device kind', p.device + auto),
+        ('Data format', p.data_format),
+        ('Precision', self.compute_dtype.name),
+        ('Optimizer', p.optimizer),
+        ('Variables', self.manager.describe()),
+        ('AllReduce', str(self.manager.all_reduce_description())),
+    ]
+    for key, value in rows:
+      self._print('%-12s %s' % (key + ':' if key else '', value))
+    self._print('=' * 10)
+
+  # ---- graph --------------------------------------------------------------
+
+  def build(self) -> BuiltGraph:
+    """Builds towers, the update and the init ops in a fresh graph."""
+    p = self.params
+    graph = tf.Graph()
+    with graph.as_default():
+      with tf.device(self.manager.global_step_device):
+        global_step = tf1.train.get_or_create_global_step()
+      built_towers = [self._build_tower(i) for i in range(len(self.devices))]
+      with tf.device(self.manager.cpu_device):
+        loss = tf.add_n([t.loss for t in built_towers]) / len(built_towers)
+      stat_updates = self.manager.stat_update_ops(
+          [t.update_ops for t in built_towers])
+      if p.forward_only:
+        step_op = tf.group(*stat_updates, name='forward_only')
+      else:
+        step_op = self._build_update(built_towers, global_step, stat_updates)
+      init_ops = (tf1.global_variables_initializer(),
+                  tf1.local_variables_initializer())
+      post_init = tuple(self.manager.post_init_ops())
+    return BuiltGraph(graph, step_op, loss, init_ops, post_init, global_step)
+
+  def _build_tower(self, index: int) -> towers.Tower:
+    p = self.params
+    device = self.devices[index]
+    with tf.device(device):
+      images, labels = inputs.tower_synthetic_batch(
+          index, p.batch_size, image_size=self.model.image_size,
+          depth=self.dataset.depth, num_classes=self.dataset.num_classes,
+          data_format=p.data_format, seed=p.tf_random_seed)
+    with self.manager.tower_scope(index):
+      return towers.build_tower(
+          self.model, images, labels, num_classes=self.dataset.num_classes,
+          data_format=p.data_format, compute_dtype=self.compute_dtype,
+          seed=p.tf_random_seed, weight_decay=p.weight_decay,
+          trainable_variables=lambda: self.manager.tower_trainable_variables(
+              index),
+          forward_only=p.forward_only)
+
+  def _build_update(self, built_towers, global_step, stat_updates):
+    p = self.params
+    with tf.device(self.manager.global_step_device):
+      lr = optimizers.learning_rate(p, self.model, global_step,
+                                    self.global_batch_size,
+                                    self.dataset.num_train_examples)
+    make_optimizer = optimizers.optimizer_factory(
+        optimizers.OptimizerConfig.from_params(p), lr)
+    train_op = self.manager.build_train_op(
+        [t.grads_and_vars for t in built_towers], make_optimizer, global_step,
+        clip_norm=p.gradient_clip)
+    return tf.group(train_op, *stat_updates, name='step')
+
+  # ---- run ----------------------------------------------------------------
+
+  def run(self) -> results.BenchmarkResult:
+    """Builds the graph, runs warm-up and timed steps, returns the result."""
+    p = self.params
+    self.print_header()
+    self._print('Generating training model' if not p.forward_only
+                else 'Generating inference model')
+    built = self.build()
+    built.graph.finalize()
+    config = devices.session_config(
+        p.device, len(self.devices), num_intra_threads=p.num_intra_threads,
+        num_inter_threads=p.num_inter_threads)
+    with tf1.Session(graph=built.graph, config=config) as sess:
+      self._print('Initializing graph')
+      sess.run(built.init_ops)
+      if built.post_init_ops:
+        sess.run(built.post_init_ops)
+      losses, step_times = self._run_steps(sess, built)
+    return self._result(losses, step_times)
+
+  def _run_steps(self, sess, built: BuiltGraph):
+    p = self.params
+    fetches = [built.step_op, built.loss]
+    losses = []
+    if p.num_warmup_batches:
+      self._print('Running warm up')
+      for _ in range(p.num_warmup_batches):
+        losses.append(float(sess.run(fetches)[1]))
+      self._print('Done warm up')
+    self._print('Step\tImg/sec\ttotal_loss')
+    step_times = []
+    for step in range(p.num_batches):
+      start = time.perf_counter()
+      _, loss = sess.run(fetches)
+      step_times.append(time.perf_counter() - start)
+      losses.append(float(loss))
+      if step == 0 or (step + 1) % p.display_every == 0:
+        summary = timing.speed_summary(self.global_batch_size, step_times)
+        self._print('%d\t%s\t%.3f' % (step + 1, summary, loss))
+    return losses, step_times
+
+  def _result(self, losses, step_times) -> results.BenchmarkResult:
+    p = self.params
+    total_time = sum(step_times)
+    ips = self.global_batch_size * len(step_times) / total_time
+    self._print(_RULE)
+    self._print('total images/sec: %.2f' % ips)
+    self._print(_RULE)
+    flops = models.model_flops_per_image(self.model, self.dataset.num_classes,
+                                         data_format=p.data_format)
+    passes = 1 if p.forward_only else 3   # forward + 2x for the backward pass
+    tflops = flops * passes * ips / 1e12 if flops else None
+    mfu = None
+    if tflops is not None and p.peak_tflops_per_device:
+      mfu = tflops / (p.peak_tflops_per_device * len(self.devices))
+    return results.BenchmarkResult(
+        params=params_lib.as_dict(p),
+        env=results.environment(p.device),
+        model=p.model, data_name=p.data_name,
+        variable_update=p.variable_update,
+        all_reduce_spec=self.manager.all_reduce_description(),
+        precision=self.compute_dtype.name,
+        num_devices=len(self.devices), num_workers=1,
+        batch_size_per_device=p.batch_size,
+        global_batch_size=self.global_batch_size,
+        num_steps=len(step_times), num_warmup_steps=p.num_warmup_batches,
+        images_per_sec=ips, images_per_sec_per_device=ips / len(self.devices),
+        step_time_ms=timing.step_time_ms(step_times), losses=losses,
+        flops_per_image=flops, tflops_per_sec=tflops,
+        peak_tflops_per_device=p.peak_tflops_per_device, mfu=mfu)
+
+
+def run_benchmark(p: params_lib.Params, out: TextIO = sys.stdout,
+                  device_was_auto: bool = False) -> results.BenchmarkResult:
+  """Runs one benchmark; appends its JSON line to p.result_file if set."""
+  result = BenchmarkCNN(p, out=out, device_was_auto=device_was_auto).run()
+  if p.result_file:
+    results.append_json_line(p.result_file, result.to_record())
+  return result

@@ -1,0 +1,242 @@
+"""Run parameters: one frozen `Params` value, the absl flags generated from it.
+
+Every field of `Params` is a command-line flag with the same name. The flag
+definitions are generated from the dataclass fields (type, default, help), so the
+two cannot drift apart. `make_params(**overrides)` builds a validated, resolved
+`Params` without touching absl, for tests and scripts.
+
+"Resolved" means every automatic default is replaced by the concrete value the run
+will use (device kind, data format, batch size, number of batches, ...), so the
+value recorded in a results line says exactly what ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import typing
+from typing import Any, Optional
+
+from absl import flags
+
+import models
+import variable_mgr
+from tf_cnn_benchmarks import datasets
+
+
+class ParamsError(ValueError):
+  """A bad flag value or combination; the message is one line naming the flag."""
+
+
+def _field(default: Any, help_text: str, choices: tuple = ()) -> Any:
+  return dataclasses.field(
+      default=default, metadata={'help': help_text, 'choices': choices})
+
+
+OPTIMIZERS = ('sgd', 'momentum', 'rmsprop', 'adam')
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+  """Everything a benchmark run depends on. Field name == flag name."""
+
+  # What to run.
+  model: str = _field('trivial', 'Model name; see --list_models.')
+  data_name: Optional[str] = _field(
+      None, 'Dataset whose shapes the synthetic data has: imagenet (default) '
+      'or cifar10.', datasets.names())
+  batch_size: int = _field(
+      0, 'Batch size per device; 0 uses the model default.')
+  num_batches: Optional[int] = _field(
+      None, 'Number of timed batches (default 100 unless --num_epochs).')
+  num_epochs: Optional[float] = _field(
+      None, 'Number of epochs to run instead of --num_batches.')
+  num_warmup_batches: Optional[int] = _field(
+      None, 'Untimed batches run before the timed ones (default 10).')
+  forward_only: bool = _field(
+      False, 'Time inference (forward pass) only, no gradients or updates.')
+
+  # Where it runs.
+  num_gpus: int = _field(
+      1, 'Number of towers (devices). With --device=cpu, that many logical '
+      'CPU devices are made, one tower each.')
+  device: Optional[str] = _field(
+      None, 'cpu or gpu. Default: gpu when TensorFlow sees one, else cpu.',
+      ('cpu', 'gpu'))
+  data_format: Optional[str] = _field(
+      None, 'NHWC or NCHW. Default: NCHW on gpu, NHWC on cpu.',
+      ('NHWC', 'NCHW'))
+  num_intra_threads: Optional[int] = _field(
+      None, 'Intra-op threads (None: TensorFlow picks).')
+  num_inter_threads: int = _field(
+      0, 'Inter-op threads (0: TensorFlow picks).')
+
+  # How variables are kept and updated.
+  variable_update: str = _field(
+      'parameter_server', 'Variable manager; see variable_mgr.names().')
+  local_parameter_device: Optional[str] = _field(
+      None, 'Where parameter_server keeps variables: cpu, or gpu (spread over '
+      'the tower devices by size). Default: the tower device kind.',
+      ('cpu', 'gpu'))
+  use_resource_vars: bool = _field(
+      False, 'Use resource variables instead of reference variables.')
+
+  # Optimisation.
+  optimizer: str = _field('sgd', 'Optimizer.', OPTIMIZERS)
+  init_learning_rate: Optional[float] = _field(
+      None, 'Initial learning rate; default: the model\'s own schedule.')
+  num_epochs_per_decay: float = _field(
+      0, 'Epochs between exponential learning-rate decays (0: none).')
+  learning_rate_decay_factor: float = _field(
+      0, 'Factor of each exponential learning-rate decay.')
+  minimum_learning_rate: float = _field(
+      0, 'Floor of the decayed learning rate.')
+  momentum: float = _field(0.9, 'Momentum of the momentum optimizer.')
+  rmsprop_decay: float = _field(0.9, 'RMSProp decay.')
+  rmsprop_momentum: float = _field(0.9, 'RMSProp momentum.')
+  rmsprop_epsilon: float = _field(1.0, 'RMSProp epsilon.')
+  adam_beta1: float = _field(0.9, 'Adam beta1.')
+  adam_beta2: float = _field(0.999, 'Adam beta2.')
+  adam_epsilon: float = _field(1e-8, 'Adam epsilon.')
+  weight_decay: float = _field(
+      0.00004, 'L2 weight decay factor (batch-norm variables excluded).')
+  gradient_clip: Optional[float] = _field(
+      None, 'Clip the reduced gradients to this global norm.')
+  tf_random_seed: int = _field(
+      1234, 'Seed of the synthetic data and of the variable initializers.')
+
+  # Output.
+  display_every: int = _field(10, 'Print a table row every N steps.')
+  result_file: Optional[str] = _field(
+      None, 'Append one JSON line describing the run to this file.')
+  peak_tflops_per_device: Optional[float] = _field(
+      None, 'Peak TFLOP/s of one device, for the MFU column (optional).')
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Params)}
+_HINTS = typing.get_type_hints(Params)
+
+
+def _base_type(name: str) -> type:
+  hint = _HINTS[name]
+  args = [a for a in typing.get_args(hint) if a is not type(None)]
+  return args[0] if args else hint
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines one absl flag per Params field (idempotent per FlagValues)."""
+  definers = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+              float: flags.DEFINE_float, str: flags.DEFINE_string}
+  for name, field in FIELDS.items():
+    if name in flag_values:
+      continue
+    help_text = field.metadata['help']
+    if field.metadata['choices']:
+      help_text += ' One of: %s.' % ', '.join(field.metadata['choices'])
+    definers[_base_type(name)](name, field.default, help_text,
+                               flag_values=flag_values)
+
+
+def params_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> Params:
+  """Builds validated, resolved Params from parsed flags."""
+  return make_params(**{name: flag_values[name].value for name in FIELDS})
+
+
+def make_params(**overrides: Any) -> Params:
+  """Builds validated, resolved Params from keyword arguments (flag names)."""
+  unknown = sorted(set(overrides) - set(FIELDS))
+  if unknown:
+    raise ParamsError('unknown parameter(s): %s' % ', '.join(unknown))
+  raw = Params(**overrides)
+  _check_choices(raw)
+  return _resolve(raw)
+
+
+def _check_choices(p: Params) -> None:
+  for name, field in FIELDS.items():
+    value = getattr(p, name)
+    choices = field.metadata['choices']
+    if choices and value is not None and value not in choices:
+      raise ParamsError('--%s=%s: must be one of %s' %
+                        (name, value, ', '.join(choices)))
+
+
+def _require(condition: bool, message: str) -> None:
+  if not condition:
+    raise ParamsError(message)
+
+
+def gpu_available() -> bool:
+  """Whether this TensorFlow build sees a GPU."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return bool(tf.config.list_physical_devices('GPU'))
+
+
+def _resolve(p: Params) -> Params:
+  """Validates the combination and fills in every automatic default."""
+  data_name = p.data_name or 'imagenet'
+  if p.model not in models.names(data_name):
+    raise ParamsError('--model=%s: no such model for --data_name=%s; one of %s'
+                      % (p.model, data_name, ', '.join(models.names(data_name))))
+  model = models.create_model(p.model, data_name)
+  if p.variable_update not in variable_mgr.names():
+    raise ParamsError('--variable_update=%s: must be one of %s' %
+                      (p.variable_update, ', '.join(variable_mgr.names())))
+  _require(p.num_gpus >= 1, '--num_gpus=%d: must be >= 1' % p.num_gpus)
+  _require(p.batch_size >= 0,
+           '--batch_size=%d: must be >= 1 (or 0 for the model default)'
+           % p.batch_size)
+  _require(p.display_every >= 1,
+           '--display_every=%d: must be >= 1' % p.display_every)
+  _require(p.num_batches is None or p.num_batches >= 1,
+           '--num_batches=%s: must be >= 1' % p.num_batches)
+  _require(p.num_epochs is None or p.num_epochs > 0,
+           '--num_epochs=%s: must be > 0' % p.num_epochs)
+  _require(p.num_batches is None or p.num_epochs is None,
+           '--num_batches and --num_epochs: give at most one of them')
+  _require(p.num_warmup_batches is None or p.num_warmup_batches >= 0,
+           '--num_warmup_batches=%s: must be >= 0' % p.num_warmup_batches)
+  _require(p.gradient_clip is None or p.gradient_clip > 0,
+           '--gradient_clip=%s: must be > 0' % p.gradient_clip)
+  _require(p.init_learning_rate is None or p.init_learning_rate > 0,
+           '--init_learning_rate=%s: must be > 0' % p.init_learning_rate)
+  _require(p.weight_decay >= 0, '--weight_decay=%s: must be >= 0'
+           % p.weight_decay)
+
+  device = p.device or ('gpu' if gpu_available() else 'cpu')
+  if device == 'gpu':
+    _require(gpu_available(),
+             '--device=gpu: this TensorFlow build sees no GPU; '
+             'use --device=cpu (towers become logical CPU devices)')
+  data_format = p.data_format or ('NCHW' if device == 'gpu' else 'NHWC')
+  if device == 'cpu' and data_format == 'NCHW':
+    _require(os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1') != '0',
+             '--data_format=NCHW on cpu needs oneDNN ops; unset '
+             'TF_ENABLE_ONEDNN_OPTS=0 or use --data_format=NHWC')
+  manager_cls = variable_mgr.get(p.variable_update)
+  _require(not manager_cls.requires_cluster,
+           '--variable_update=%s: needs a cluster (--job_name, --ps_hosts, '
+           '--worker_hosts); local modes: %s' % (
+               p.variable_update, ', '.join(variable_mgr.local_names())))
+
+  batch_size = p.batch_size or model.default_batch_size
+  num_batches = p.num_batches
+  if num_batches is None:
+    if p.num_epochs is not None:
+      examples = datasets.get(data_name).num_train_examples
+      num_batches = max(1, math.ceil(
+          p.num_epochs * examples / (batch_size * p.num_gpus)))
+    else:
+      num_batches = 100
+  return dataclasses.replace(
+      p, data_name=data_name, device=device, data_format=data_format,
+      local_parameter_device=p.local_parameter_device or device,
+      batch_size=batch_size, num_batches=num_batches,
+      num_warmup_batches=(10 if p.num_warmup_batches is None
+                          else p.num_warmup_batches))
+
+
+def as_dict(p: Params) -> dict:
+  """Params as a plain dict (flag name -> value), for the results line."""
+  return dataclasses.asdict(p)

@@ -1,0 +1,66 @@
+"""One tower: forward pass, loss and gradients on one device."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+# The classic harness weighted the auxiliary head's loss (inception) by 0.4.
+AUX_LOSS_WEIGHT = 0.4
+
+
+@dataclasses.dataclass(frozen=True)
+class Tower:
+  """What the driver keeps of one tower."""
+  loss: tf.Tensor                 # float32 scalar: cross entropy + weight decay
+  logits: tf.Tensor
+  grads_and_vars: list            # [] when forward only
+  update_ops: tuple               # batch-norm statistic updates
+
+
+def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+  """Mean softmax cross entropy, computed in float32 whatever the logits' dtype."""
+  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=tf.cast(logits, tf.float32)))
+
+
+def l2_penalty(variables: Sequence[tf.Variable], weight_decay: float):
+  """weight_decay * sum of l2_loss over the non-batch-norm variables."""
+  decayed = [v for v in variables if 'batchnorm' not in v.op.name]
+  if not weight_decay or not decayed:
+    return tf.constant(0.0)
+  return weight_decay * tf.add_n(
+      [tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in decayed])
+
+
+def build_tower(model, images, labels, *, num_classes: int, data_format: str,
+                compute_dtype: tf.DType, seed: int, weight_decay: float,
+                trainable_variables: Callable[[], list],
+                forward_only: bool = False) -> Tower:
+  """Builds the model on `images`, its loss, and (unless forward_only) gradients.
+
+  Call inside the variable manager's tower scope; `trainable_variables` is
+  called after the model is built and returns the variables to differentiate.
+  """
+  out = model.build(images, num_classes, is_training=not forward_only,
+                    data_format=data_format, compute_dtype=compute_dtype,
+                    seed=seed)
+  with tf1.name_scope('loss'):
+    loss = cross_entropy(out.logits, labels)
+    if out.aux_logits is not None:
+      loss += AUX_LOSS_WEIGHT * cross_entropy(out.aux_logits, labels)
+    variables = trainable_variables()
+    loss += l2_penalty(variables, weight_decay)
+  if forward_only:
+    return Tower(loss, out.logits, [], tuple(out.update_ops))
+  with tf1.name_scope('gradients'):
+    grads = tf1.gradients(loss, variables)
+  missing = [v.op.name for g, v in zip(grads, variables) if g is None]
+  if missing:
+    raise ValueError('model %s: no gradient for %s' % (model.name, missing[:3]))
+  return Tower(loss, out.logits, list(zip(grads, variables)),
+               tuple(out.update_ops))

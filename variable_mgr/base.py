@@ -1,0 +1,166 @@
+"""The contract between the benchmark driver and a variable manager.
+
+A manager decides, for one data-parallel strategy:
+  * where each tower's variables live and under which names (`tower_scope`);
+  * how the towers' gradients are reduced (`reduce_gradients`) and applied
+    (`build_train_op`);
+  * what runs once after initialisation (`post_init_ops`, e.g. the v0 copy);
+  * which variables a checkpoint holds, under mode-independent names
+    (`savable_variables`).
+The driver only calls these methods; anything that differs between strategies
+belongs here, not in the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, ClassVar, Iterator, Sequence
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+GradsAndVars = list  # list[tuple[tf.Tensor, tf.Variable]]
+
+
+class VariableMgr:
+  """Base class of every variable manager.
+
+  Subclasses set `name`, implement `tower_scope`, `variable_prefix` and
+  `reduce_gradients`, and may override the other hooks.
+  """
+
+  name: ClassVar[str] = ''
+  # True for modes that only make sense with --job_name/--worker_hosts.
+  requires_cluster: ClassVar[bool] = False
+
+  def __init__(self, tower_devices: Sequence[str], *, cpu_device: str = '/cpu:0',
+               use_resource_vars: bool = False):
+    if not tower_devices:
+      raise ValueError('a variable manager needs at least one tower device')
+    self.tower_devices = tuple(tower_devices)
+    self.cpu_device = cpu_device
+    self.use_resource_vars = use_resource_vars
+
+  @classmethod
+  def from_params(cls, params, tower_devices: Sequence[str]) -> 'VariableMgr':
+    """Builds the manager from run Params (reads only the fields it needs)."""
+    return cls(tower_devices, use_resource_vars=params.use_resource_vars)
+
+  # ---- where things live -------------------------------------------------
+
+  @property
+  def num_towers(self) -> int:
+    return len(self.tower_devices)
+
+  @property
+  def global_step_device(self) -> str:
+    """Device of the global step variable."""
+    return self.cpu_device
+
+  def describe(self) -> str:
+    """One line for the console header ("Variables:")."""
+    return self.name
+
+  def all_reduce_description(self) -> str | None:
+    """The all-reduce in use, for the header and results (None if none)."""
+    return None
+
+  def variable_prefix(self, index: int) -> str:
+    """Name prefix (with trailing '/') of the variables tower `index` uses."""
+    raise NotImplementedError
+
+  def tower_scope(self, index: int) -> contextlib.AbstractContextManager:
+    """Context in which tower `index` builds its model (variables and ops)."""
+    raise NotImplementedError
+
+  def tower_trainable_variables(self, index: int) -> list:
+    """The trainable variables tower `index` computes gradients for."""
+    prefix = self.variable_prefix(index)
+    return [v for v in tf1.trainable_variables() if v.op.name.startswith(prefix)]
+
+  # ---- from gradients to updates ----------------------------------------
+
+  def reduce_gradients(
+      self, tower_grads: Sequence[GradsAndVars]) -> list[tuple[str, GradsAndVars]]:
+    """Turns every tower's (gradient, variable) list into apply sites.
+
+    Returns a list of (device, grads_and_vars): each entry is applied by one
+    optimizer on that device. Gradients are the MEAN over towers in every
+    mode that shares variables.
+    """
+    raise NotImplementedError
+
+  def build_train_op(self, tower_grads: Sequence[GradsAndVars],
+                     make_optimizer: Callable[[], tf1.train.Optimizer],
+                     global_step: tf.Variable,
+                     clip_norm: float | None = None) -> tf.Operation:
+    """Reduces the gradients, clips them, applies them; bumps global_step once."""
+    sites = self.reduce_gradients(tower_grads)
+    updates = []
+    for k, (device, grads_and_vars) in enumerate(sites):
+      if clip_norm is not None:
+        grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
+      with tf.device(device), self._apply_name_scope(k):
+        optimizer = make_optimizer()
+        updates.append(optimizer.apply_gradients(
+            grads_and_vars, global_step=global_step if k == 0 else None))
+    return tf.group(*updates, name='train_op')
+
+  def _apply_name_scope(self, site: int) -> contextlib.AbstractContextManager:
+    """Name scope for the optimizer of apply site `site`.
+
+    Optimizer-owned variables (e.g. Adam's beta powers) are created in this
+    scope, so per-replica optimizers get per-replica names.
+    """
+    del site
+    return contextlib.nullcontext()
+
+  def stat_update_ops(self, tower_update_ops: Sequence[Sequence]) -> list:
+    """Which towers' batch-norm statistic updates to run (default: all)."""
+    return [op for ops in tower_update_ops for op in ops]
+
+  # ---- initialisation and checkpoints -----------------------------------
+
+  def post_init_ops(self) -> list:
+    """Ops to run once after variable initialisation (default: none)."""
+    return []
+
+  def savable_variables(self) -> dict:
+    """Variables a checkpoint holds, keyed by mode-independent names."""
+    prefix = self.variable_prefix(0)
+    saved = {}
+    for v in tf1.global_variables():
+      name = v.op.name
+      if name.startswith(prefix):
+        saved[name[len(prefix):]] = v
+      elif '/' not in name:   # global_step and other top-level state
+        saved[name] = v
+    return saved
+
+
+def clip_by_global_norm(grads_and_vars: GradsAndVars,
+                        clip_norm: float) -> GradsAndVars:
+  """Clips the gradients of one apply site to `clip_norm` global norm."""
+  grads = [g for g, _ in grads_and_vars]
+  clipped, _ = tf.clip_by_global_norm(grads, clip_norm)
+  return list(zip(clipped, [v for _, v in grads_and_vars]))
+
+
+def mean_of(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+  """Mean of same-shaped tensors, summed in their own dtype."""
+  if len(tensors) == 1:
+    return tensors[0]
+  total = tf.add_n(list(tensors))
+  return total * tf.cast(1.0 / len(tensors), total.dtype)
+
+
+@contextlib.contextmanager
+def replica_scope(prefix: str, device, *, reuse: bool = False,
+                  use_resource: bool = False) -> Iterator[None]:
+  """Variable scope `prefix` + device for one tower's model."""
+  with tf1.variable_scope(prefix, reuse=reuse, use_resource=use_resource,
+                          auxiliary_name_scope=not reuse):
+    # tf1.device also takes a device function (parameter_server's placer).
+    with tf1.device(device):
+      yield

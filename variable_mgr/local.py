@@ -1,0 +1,198 @@
+"""Managers that run in one process: parameter_server, replicated, independent."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import tensorflow as tf
+
+from variable_mgr import base
+from variable_mgr.registry import register
+
+tf1 = tf.compat.v1
+
+# Op types that hold a variable's storage; parameter_server places these.
+_VARIABLE_OPS = frozenset(
+    ['Variable', 'VariableV2', 'VarHandleOp', 'AutoReloadVariable'])
+
+
+def _variable_bytes(op: tf.Operation) -> int:
+  shape = tf.TensorShape(op.get_attr('shape'))
+  elements = shape.num_elements() if shape.is_fully_defined() else 1
+  return elements * tf.as_dtype(op.get_attr('dtype')).size
+
+
+class GreedyVariablePlacer:
+  """Device function: variables to the least-loaded parameter device.
+
+  Every other op stays on the tower device. With one parameter device this is
+  "all variables on the CPU"; with the tower GPUs it spreads variables by size.
+  """
+
+  def __init__(self, param_devices: Sequence[str]):
+    self.param_devices = tuple(param_devices)
+    self.bytes_on = [0] * len(self.param_devices)
+
+  def device_fn(self, tower_device: str):
+    """Device function for the ops of one tower."""
+    def choose(op):
+      if op.type not in _VARIABLE_OPS:
+        return tower_device
+      k = min(range(len(self.bytes_on)), key=self.bytes_on.__getitem__)
+      self.bytes_on[k] += _variable_bytes(op)
+      return self.param_devices[k]
+    return choose
+
+
+@register
+class ParameterServer(base.VariableMgr):
+  """One copy of the variables on the parameter device(s).
+
+  Every tower reads them, the towers' gradients are averaged next to each
+  variable, and one optimizer applies the mean.
+  """
+
+  name = 'parameter_server'
+
+  def __init__(self, tower_devices: Sequence[str], *,
+               param_devices: Sequence[str] = ('/cpu:0',), **kwargs):
+    super().__init__(tower_devices, **kwargs)
+    self.placer = GreedyVariablePlacer(param_devices)
+
+  @classmethod
+  def from_params(cls, params, tower_devices):
+    if params.local_parameter_device == 'cpu':
+      param_devices = ('/cpu:0',)
+    else:   # spread over the towers' own devices, as the classic gpu mode did
+      param_devices = tuple(tower_devices)
+    return cls(tower_devices, param_devices=param_devices,
+               use_resource_vars=params.use_resource_vars)
+
+  def describe(self) -> str:
+    return '%s (variables on %s)' % (self.name,
+                                     ', '.join(self.placer.param_devices))
+
+  def variable_prefix(self, index: int) -> str:
+    del index
+    return 'v/'
+
+  @contextlib.contextmanager
+  def tower_scope(self, index: int):
+    with tf1.name_scope('tower_%d' % index):
+      with base.replica_scope('v', self.placer.device_fn(self.tower_devices[index]),
+                              reuse=index > 0,
+                              use_resource=self.use_resource_vars):
+        yield
+
+  def reduce_gradients(self, tower_grads):
+    sites = []
+    for grads_and_vars in zip(*tower_grads):
+      var = grads_and_vars[0][1]
+      # Average where the variable lives, so each gradient crosses once.
+      with tf.device(var.device):
+        sites.append((base.mean_of([g for g, _ in grads_and_vars]), var))
+    return [(None, sites)]
+
+  def stat_update_ops(self, tower_update_ops):
+    # The towers share one copy of the moving statistics; letting every tower
+    # race to update it adds nothing, so tower 0 updates it (as classically).
+    return list(tower_update_ops[0])
+
+
+class _PerTowerCopies(base.VariableMgr):
+  """Shared parts of the modes that keep one variable copy per tower."""
+
+  def variable_prefix(self, index: int) -> str:
+    return 'v%d/' % index
+
+  def tower_scope(self, index: int):
+    return base.replica_scope('v%d' % index, self.tower_devices[index],
+                              use_resource=self.use_resource_vars)
+
+  def _apply_name_scope(self, site: int):
+    return tf1.name_scope(self.variable_prefix(site))
+
+
+@register
+class Replicated(_PerTowerCopies):
+  """One copy per tower; gradients all-reduced; every tower applies the mean.
+
+  After initialisation every replica is overwritten with v0's values, so the
+  replicas start (and, applying the same updates, stay) identical.
+  """
+
+  name = 'replicated'
+
+  def __init__(self, tower_devices: Sequence[str], *, reducer=None, **kwargs):
+    super().__init__(tower_devices, **kwargs)
+    self.reducer = reducer or GradientReducer()
+
+  @classmethod
+  def from_params(cls, params, tower_devices):
+    return cls(tower_devices, reducer=GradientReducer.from_params(params),
+               use_resource_vars=params.use_resource_vars)
+
+  def all_reduce_description(self):
+    return self.reducer.describe()
+
+  def reduce_gradients(self, tower_grads):
+    grads = [[g for g, _ in gv] for gv in tower_grads]
+    summed = self.reducer.sum(grads, self.tower_devices)
+    scale = 1.0 / self.num_towers
+    sites = []
+    for i, (gv, sums) in enumerate(zip(tower_grads, summed)):
+      with tf.device(self.tower_devices[i]):
+        means = [s * tf.cast(scale, s.dtype) for s in sums]
+      sites.append((self.tower_devices[i], list(zip(means, [v for _, v in gv]))))
+    return sites
+
+  def post_init_ops(self):
+    return copy_from_replica_zero(tf1.global_variables(), self.num_towers)
+
+
+@register
+class Independent(_PerTowerCopies):
+  """One copy per tower and no exchange: each tower trains on its own."""
+
+  name = 'independent'
+
+  def reduce_gradients(self, tower_grads):
+    return [(self.tower_devices[i], list(gv)) for i, gv in enumerate(tower_grads)]
+
+
+def copy_from_replica_zero(variables, num_replicas: int) -> list:
+  """Assign ops setting every `vI/name` to the value of `v0/name`."""
+  by_name = {v.op.name: v for v in variables}
+  ops = []
+  for name, source in sorted(by_name.items()):
+    if not name.startswith('v0/'):
+      continue
+    for i in range(1, num_replicas):
+      target = by_name.get('v%d/%s' % (i, name[3:]))
+      if target is not None:
+        with tf.device(target.device):
+          ops.append(target.assign(source.read_value()))
+  return ops
+
+
+class GradientReducer:
+  """Sums every tower's gradients with an all-reduce (default: copy)."""
+
+  def __init__(self, spec: str = 'copy', **batch_options):
+    self.spec = spec
+    self.batch_options = batch_options
+
+  @classmethod
+  def from_params(cls, params):
+    del params
+    return cls()
+
+  def describe(self) -> str:
+    return self.spec
+
+  def sum(self, tower_tensors, devices):
+    """tower_tensors[i][j] summed over i; result[i][j] placed on devices[i]."""
+    from variable_mgr import batch_allreduce  # pylint: disable=g-import-not-at-top
+    return batch_allreduce.batch_all_reduce(tower_tensors, devices, self.spec,
+                                            **self.batch_options)
