@@ -97,11 +97,16 @@ class VariableMgr:
                      clip_norm: float | None = None) -> tf.Operation:
     """Reduces the gradients, clips them, applies them; bumps global_step once."""
     sites = self.reduce_gradients(tower_grads)
+    # Updates run in place on the variables' buffers: without this barrier an
+    # update could land while another op of the same step (the backprop of an
+    # earlier layer) still reads the old value, and the step would mix both.
+    every_gradient = [g for grads in tower_grads for g, _ in grads]
     updates = []
     for k, (device, grads_and_vars) in enumerate(sites):
       if clip_norm is not None:
         grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
-      with tf.device(device), self._apply_name_scope(k):
+      with tf.device(device), self._apply_name_scope(k), \
+          tf.control_dependencies(every_gradient):
         optimizer = make_optimizer()
         updates.append(optimizer.apply_gradients(
             grads_and_vars, global_step=global_step if k == 0 else None))

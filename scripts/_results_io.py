@@ -1,0 +1,310 @@
+"""Shared helpers for the scripts that write and read results files.
+
+Results files hold one JSON object per line (see results/README.md). This
+module keeps the parts that sweep.py, compare.py and plot.py have in common:
+
+- ``InputError`` and ``run_main``: bad input ends a script with one line on
+  stderr and exit status 2, never a traceback.
+- ``OneLineParser``: an argparse parser whose usage errors are one line too.
+- ``read_jsonl`` / ``append_jsonl_lines``: strict reading with file:line error
+  messages, and the atomic append every writer must use.
+- ``load_frame`` / ``summarize``: results records -> pandas tables of
+  images/sec, speed-up and scaling efficiency per configuration.
+
+Only the frame helpers need pandas; they import it lazily so that sweep.py
+(which only reads and appends lines) starts quickly.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+# Keys a successful (status "ok") record must have for compare/plot to use it.
+REQUIRED_OK_KEYS = ('model', 'variable_update', 'precision', 'num_devices',
+                    'batch_size_per_device', 'images_per_sec')
+
+# Configuration keys that identify a table row, in display order.
+BASE_ROW_KEYS = ('model', 'variable_update', 'all_reduce_spec', 'precision',
+                 'batch_size_per_device')
+
+# Shown instead of a null all_reduce_spec (and other missing key values), so
+# that pandas does not drop the group and the table has no "None"/"nan".
+MISSING = '-'
+
+# --by choice -> (count column, the other count column).
+BY_COLUMNS = {'devices': ('num_devices', 'num_workers'),
+              'workers': ('num_workers', 'num_devices')}
+
+
+class InputError(Exception):
+  """Bad input from the user: reported as one stderr line and exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+  """ArgumentParser whose usage errors are a single line on stderr, exit 2."""
+
+  def error(self, message):
+    """Print '<prog>: error: <message> (see --help)' and exit with status 2."""
+    sys.stderr.write('%s: error: %s (see --help)\n' % (self.prog, message))
+    sys.exit(2)
+
+
+def run_main(main, prog, argv=None):
+  """Call main(argv) and turn InputError into one stderr line and exit 2.
+
+  prog names the script in that line. Returns the exit status main returned
+  (0 when it returned None).
+  """
+  try:
+    status = main(argv)
+  except InputError as e:
+    sys.stderr.write('%s: error: %s\n' % (prog, e))
+    return 2
+  except BrokenPipeError:
+    # `compare.py ... | head` closing the pipe early is not an error worth a
+    # traceback; silence the second error Python raises at exit as well.
+    sys.stderr.close()
+    return 0
+  return 0 if status is None else status
+
+
+def warn(message):
+  """Write one 'warning:' line to stderr."""
+  sys.stderr.write('warning: %s\n' % message)
+
+
+def check_files(paths, flag=None):
+  """Raise InputError for the first path that is not a readable file.
+
+  Called on every input before any is read, so a typo in the last file name
+  is the only line printed, not one after notes about the other files.
+  """
+  for path in paths:
+    where = '%s %s' % (flag, path) if flag else path
+    if not os.path.exists(path):
+      raise InputError('%s: no such results file' % where)
+    if not os.path.isfile(path):
+      raise InputError('%s: not a regular file' % where)
+    if not os.access(path, os.R_OK):
+      raise InputError('%s: not readable' % where)
+
+
+def read_jsonl(path, skip_bad=False, validate=None,
+               hint='use --skip_bad to skip such lines'):
+  """Read a JSON-lines file into a list of (line_number, record) pairs.
+
+  Blank lines are ignored. A line that is not a JSON object, or that
+  validate(record) rejects by returning an error string, is malformed: it
+  raises InputError naming path:line (followed by hint, if any), or with
+  skip_bad it is reported as a warning on stderr and skipped.
+  """
+  try:
+    with open(path, 'rb') as f:
+      data = f.read()
+  except FileNotFoundError:
+    raise InputError('%s: no such results file' % path)
+  except OSError as e:
+    raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
+  records = []
+  for number, raw in enumerate(data.split(b'\n'), start=1):
+    if not raw.strip():
+      continue
+    record, problem = _parse_line(raw)
+    if problem is None and validate is not None:
+      problem = validate(record)
+    if problem is None:
+      records.append((number, record))
+    elif skip_bad:
+      warn('%s:%d: skipped: %s' % (path, number, problem))
+    else:
+      raise InputError('%s:%d: %s%s' % (path, number, problem,
+                                        ' (%s)' % hint if hint else ''))
+  return records
+
+
+def _parse_line(raw):
+  """Return (record, None) for a JSON-object line, else (None, problem)."""
+  try:
+    record = json.loads(raw.decode('utf-8'))
+  except UnicodeDecodeError:
+    return None, 'not UTF-8 text'
+  except json.JSONDecodeError as e:
+    # e's own text says "line 1"; the caller reports the file's line number.
+    return None, 'not valid JSON: %s at column %d' % (e.msg, e.colno)
+  except ValueError as e:
+    return None, 'not valid JSON: %s' % e
+  if not isinstance(record, dict):
+    return None, 'not a JSON object'
+  return record, None
+
+
+def append_jsonl_line(path, record):
+  """Append record as one JSON line to path, atomically (see below)."""
+  append_jsonl_lines(path, [record])
+
+
+def append_jsonl_lines(path, records):
+  """Append records as JSON lines to path, all in one atomic write.
+
+  The whole text goes out in a single os.write on an O_APPEND descriptor, so
+  concurrent appenders and a killed writer never leave a torn line, and a
+  point that wrote several lines is recorded entirely or not at all. If the
+  file does not end in a newline (someone else's torn write), a newline is
+  put first so our lines stay intact and readable.
+  """
+  text = ''.join(json.dumps(record) + '\n' for record in records)
+  # O_RDWR only so that pread can look at the last byte; writes still append.
+  fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+  try:
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b'\n':
+      text = '\n' + text
+    data = text.encode('utf-8')
+    written = os.write(fd, data)
+    if written != len(data):
+      raise OSError('short write to %s (%d of %d bytes)'
+                    % (path, written, len(data)))
+  finally:
+    os.close(fd)
+
+
+def validate_ok_record(record):
+  """Return why a status-ok record is unusable for tables, or None if fine.
+
+  Records with another status are not checked here: they are errors that the
+  readers count and skip.
+  """
+  if record.get('status', 'ok') != 'ok':
+    return None
+  for key in REQUIRED_OK_KEYS:
+    if key not in record or record[key] is None:
+      return 'missing key %r' % key
+  for key in ('num_devices', 'batch_size_per_device'):
+    if not _is_int(record[key]):
+      return '%s must be an integer, got %r' % (key, record[key])
+  if 'num_workers' in record and not _is_int(record['num_workers']):
+    return 'num_workers must be an integer, got %r' % record['num_workers']
+  if not _is_number(record['images_per_sec']):
+    return 'images_per_sec must be a number, got %r' % record['images_per_sec']
+  return None
+
+
+def _is_int(value):
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _counts_for_table(record):
+  """True for records a table should count (skips extra multi-worker lines).
+
+  Multi-worker runs may write one line per task. Images/sec is global, so only
+  the first worker's line is kept; parameter-server lines are dropped.
+  """
+  task = record.get('task')
+  if not isinstance(task, dict):
+    return True
+  if task.get('job_name') == 'ps':
+    return False
+  return task.get('task_index', 0) in (0, None)
+
+
+def _row_from_record(path, number, record):
+  """Flatten one successful record into the columns the tables use."""
+  num_devices = record['num_devices']
+  num_workers = record.get('num_workers') or 1
+  ips = float(record['images_per_sec'])
+  per_device = record.get('images_per_sec_per_device')
+  if not _is_number(per_device):
+    per_device = ips / (num_devices * num_workers)
+  mfu = record.get('mfu')
+  return {
+      'file': path,
+      'line': number,
+      'model': str(record['model']),
+      'data_name': str(record.get('data_name') or MISSING),
+      'variable_update': str(record['variable_update']),
+      'all_reduce_spec': str(record.get('all_reduce_spec') or MISSING),
+      'precision': str(record['precision']),
+      'batch_size_per_device': record['batch_size_per_device'],
+      'num_devices': num_devices,
+      'num_workers': num_workers,
+      'images_per_sec': ips,
+      'images_per_sec_per_device': float(per_device),
+      'mfu': float(mfu) if _is_number(mfu) else math.nan,
+  }
+
+
+def load_frame(paths, skip_bad=False):
+  """Read results files into a DataFrame with one row per successful run.
+
+  Records with status other than "ok" are skipped with one stderr note each.
+  Raises InputError for missing files, malformed lines (unless skip_bad) and
+  when no successful run is left.
+  """
+  import pandas as pd
+  rows = []
+  for path in paths:
+    for number, record in read_jsonl(path, skip_bad, validate_ok_record):
+      status = record.get('status', 'ok')
+      if status != 'ok':
+        sys.stderr.write('note: %s:%d: status %r ignored: %s\n'
+                         % (path, number, status, _describe_error(record)))
+      elif _counts_for_table(record):
+        rows.append(_row_from_record(path, number, record))
+  if not rows:
+    raise InputError('no successful results in %s' % ', '.join(paths))
+  return pd.DataFrame(rows)
+
+
+def _describe_error(record):
+  """One-line description of an error record for notes on stderr."""
+  sweep = record.get('sweep')
+  where = sweep.get('point_id') if isinstance(sweep, dict) else None
+  message = record.get('error') or 'no error message'
+  return '%s: %s' % (where, message) if where else str(message)
+
+
+def row_keys(frame, by='devices'):
+  """Configuration keys that name a table row for this frame and --by choice.
+
+  Beyond the fixed keys, data_name and the count that is not a column become
+  keys when they vary, so different setups are never merged into one median.
+  """
+  _, other = BY_COLUMNS[by]
+  keys = list(BASE_ROW_KEYS)
+  if frame['data_name'].nunique() > 1:
+    keys.insert(1, 'data_name')
+  if by == 'workers' or frame[other].nunique() > 1:
+    keys.append(other)
+  return keys
+
+
+def summarize(frame, by='devices', keys=None):
+  """Aggregate runs per configuration and device (or worker) count.
+
+  Returns a DataFrame with the key columns, 'count' (num_devices or
+  num_workers per `by`), the medians of images_per_sec,
+  images_per_sec_per_device and mfu over duplicate runs, 'runs', and
+  speedup = ips(N)/ips(1) and efficiency = ips(N)/(N*ips(1)), which are NaN
+  when the configuration has no run at count 1.
+  """
+  count_col, _ = BY_COLUMNS[by]
+  keys = list(keys) if keys is not None else row_keys(frame, by)
+  grouped = frame.groupby(keys + [count_col], sort=True)
+  summary = grouped.agg(
+      images_per_sec=('images_per_sec', 'median'),
+      images_per_sec_per_device=('images_per_sec_per_device', 'median'),
+      mfu=('mfu', 'median'),
+      runs=('images_per_sec', 'size'),
+  ).reset_index().rename(columns={count_col: 'count'})
+  single = summary[summary['count'] == 1][keys + ['images_per_sec']]
+  single = single.rename(columns={'images_per_sec': '_ips1'})
+  summary = summary.merge(single, on=keys, how='left')
+  summary['speedup'] = summary['images_per_sec'] / summary['_ips1']
+  summary['efficiency'] = summary['speedup'] / summary['count']
+  return summary.drop(columns=['_ips1'])

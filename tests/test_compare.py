@@ -1,0 +1,209 @@
+"""Tests of scripts/compare.py and scripts/plot.py on small fixture files.
+
+tests/fixtures/scaling.jsonl: trivial/cifar10/float32/batch 32 on 1, 2, 4
+devices. replicated: 100, median(170, 190, 180) = 180, 320 images/sec, MFU
+10%, 9%, 8%; parameter_server: 100, 150, 200; plus one status-error line.
+tests/fixtures/baseline.jsonl: replicated 100, 200, 320.
+tests/fixtures/malformed.jsonl: line 3 is a truncated JSON line.
+"""
+
+import csv
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / 'tests' / 'fixtures'
+sys.path.insert(0, str(REPO / 'scripts'))
+
+import _results_io  # noqa: E402
+import compare  # noqa: E402
+
+SCALING = str(FIXTURES / 'scaling.jsonl')
+BASELINE = str(FIXTURES / 'baseline.jsonl')
+MALFORMED = str(FIXTURES / 'malformed.jsonl')
+
+
+def run_script(script, *args):
+  """Run scripts/<script> from the repo root; returns the CompletedProcess."""
+  return subprocess.run([sys.executable, 'scripts/' + script] + list(args),
+                        cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def compare_cli(capsys, *args):
+  """Run compare.py's main in-process (fast); returns (status, out, err)."""
+  try:
+    status = _results_io.run_main(compare.main, 'compare.py', list(args))
+  except SystemExit as e:  # argparse usage errors exit from parse_args
+    status = e.code
+  out, err = capsys.readouterr()
+  return status, out, err
+
+
+def cells(summary, variable_update, column):
+  """{count: value} of one summary column for one strategy."""
+  rows = summary[summary['variable_update'] == variable_update]
+  return dict(zip(rows['count'], rows[column]))
+
+
+def test_speedup_and_efficiency_exact():
+  summary, keys = compare.summarize_files([SCALING])
+  assert keys == ['model', 'variable_update', 'all_reduce_spec', 'precision',
+                  'batch_size_per_device']
+  assert cells(summary, 'replicated', 'images_per_sec') == {
+      1: 100.0, 2: 180.0, 4: 320.0}
+  assert cells(summary, 'replicated', 'runs') == {1: 1, 2: 3, 4: 1}
+  assert cells(summary, 'replicated', 'speedup') == {1: 1.0, 2: 1.8, 4: 3.2}
+  assert cells(summary, 'replicated', 'efficiency') == {
+      1: 1.0, 2: 0.9, 4: 0.8}
+  assert cells(summary, 'replicated', 'images_per_sec_per_device') == {
+      1: 100.0, 2: 90.0, 4: 80.0}
+  assert cells(summary, 'replicated', 'mfu') == {1: 0.1, 2: 0.09, 4: 0.08}
+  assert cells(summary, 'parameter_server', 'speedup') == {
+      1: 1.0, 2: 1.5, 4: 2.0}
+  assert cells(summary, 'parameter_server', 'efficiency') == {
+      1: 1.0, 2: 0.75, 4: 0.5}
+
+
+def test_csv_output_and_error_lines_noted(capsys):
+  status, out, err = compare_cli(capsys, SCALING, '--csv')
+  assert status == 0, err
+  rows = {(r['variable_update'], r['metric']): r
+          for r in csv.DictReader(io.StringIO(out))}
+  assert [rows[('replicated', 'efficiency')][c] for c in '124'] == [
+      '1.0', '0.9', '0.8']
+  assert [rows[('parameter_server', 'speedup')][c] for c in '124'] == [
+      '1.0', '1.5', '2.0']
+  assert rows[('parameter_server', 'images_per_sec')]['all_reduce_spec'] == '-'
+  assert ('parameter_server', 'mfu') not in rows  # no MFU recorded there
+  assert 'scaling.jsonl:9: status \'error\' ignored' in err
+  assert 'RuntimeError: injected failure' in err
+
+
+def test_terminal_and_markdown_tables(capsys):
+  lines = compare_cli(capsys, SCALING)[1].splitlines()
+  assert lines[0].startswith('Columns: num_devices.')
+  assert lines[1].split()[-4:] == ['metric', '1', '2', '4']
+  efficiency = [l for l in lines if 'efficiency' in l.split()[:1]]
+  assert efficiency[1].split() == ['efficiency', '100.0%', '90.0%', '80.0%']
+  markdown = compare_cli(capsys, SCALING, '--markdown')[1]
+  assert '| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: |' in \
+      markdown
+  assert '|  |  |  |  |  | speedup | 1.00x | 1.80x | 3.20x |' in markdown
+
+
+def test_baseline_ratio_and_fail_below(capsys):
+  summary, _ = compare.summarize_files([SCALING], baseline_paths=[BASELINE])
+  assert cells(summary, 'replicated', 'baseline_ratio') == {
+      1: 1.0, 2: 0.9, 4: 1.0}
+  assert all(math.isnan(v) for v in
+             cells(summary, 'parameter_server', 'baseline_ratio').values())
+
+  failing = run_script('compare.py', SCALING, '--baseline', BASELINE,
+                       '--fail_below', '0.95')
+  assert failing.returncode == 1
+  fails = [l for l in failing.stderr.splitlines() if 'FAIL' in l]
+  assert fails == ['compare.py: FAIL: trivial/replicated/-/float32/32 at 2 '
+                   'device(s): ratio 0.900 < 0.95 (180.0 vs baseline 200.0 '
+                   'images/sec)']
+  assert 'baseline_ratio' in failing.stdout
+
+  status, _, err = compare_cli(capsys, SCALING, '--baseline', BASELINE,
+                               '--fail_below', '0.85')
+  assert status == 0, err
+
+
+def test_fail_below_with_nothing_matching_fails(tmp_path, capsys):
+  other = tmp_path / 'other.jsonl'
+  record = json.loads(Path(BASELINE).read_text().splitlines()[0])
+  record['model'] = 'resnet20'
+  other.write_text(json.dumps(record) + '\n')
+  status, _, err = compare_cli(capsys, SCALING, '--baseline', str(other),
+                               '--fail_below', '0.9')
+  assert status == 1
+  assert 'no configuration matches the baseline' in err
+
+
+def test_missing_file_is_exit_2():
+  result = run_script('compare.py', SCALING, 'nope/missing.jsonl')
+  assert result.returncode == 2
+  assert result.stderr.splitlines() == [
+      'compare.py: error: nope/missing.jsonl: no such results file']
+
+
+def test_missing_baseline_is_exit_2(capsys):
+  status, _, err = compare_cli(capsys, SCALING, '--baseline', 'nope.jsonl')
+  assert status == 2
+  assert err == ('compare.py: error: --baseline nope.jsonl: no such results '
+                 'file\n')
+
+
+def test_malformed_line_reported_by_file_and_line(capsys):
+  status, _, err = compare_cli(capsys, MALFORMED)
+  assert status == 2
+  assert len(err.splitlines()) == 1
+  assert err.startswith('compare.py: error: %s:3: not valid JSON' % MALFORMED)
+  assert '--skip_bad' in err
+
+  status, out, err = compare_cli(capsys, MALFORMED, '--skip_bad', '--csv')
+  assert status == 0
+  assert err.startswith('warning: %s:3: skipped' % MALFORMED)
+  assert out.splitlines()[0].endswith('metric,1,4')
+
+
+def test_record_missing_a_key_is_malformed(tmp_path):
+  path = tmp_path / 'r.jsonl'
+  record = json.loads(Path(BASELINE).read_text().splitlines()[0])
+  del record['images_per_sec']
+  path.write_text('\n' + json.dumps(record) + '\n')
+  try:
+    _results_io.load_frame([str(path)])
+  except _results_io.InputError as e:
+    assert str(e).startswith("%s:2: missing key 'images_per_sec'" % path)
+  else:
+    raise AssertionError('missing key not reported')
+
+
+def test_bad_option_values_are_exit_2(capsys):
+  for args in (['--by', 'gpus'], ['--fail_below', '0.9'],
+               ['--baseline', BASELINE, '--fail_below', 'x'],
+               ['--csv', '--markdown']):
+    status, _, err = compare_cli(capsys, SCALING, *args)
+    assert status == 2
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith('compare.py: error: '), err
+    assert 'Traceback' not in err
+
+
+def test_by_workers(tmp_path):
+  template = json.loads(Path(BASELINE).read_text().splitlines()[0])
+  path = tmp_path / 'workers.jsonl'
+  with open(path, 'w') as f:
+    for workers, ips in ((1, 200.0), (2, 300.0), (4, 400.0)):
+      f.write(json.dumps(dict(template, num_devices=2, num_workers=workers,
+                              images_per_sec=ips,
+                              images_per_sec_per_device=None)) + '\n')
+  frame = _results_io.load_frame([str(path)])
+  summary = _results_io.summarize(frame, by='workers')
+  assert list(summary['num_devices']) == [2, 2, 2]
+  assert list(summary['speedup']) == [1.0, 1.5, 2.0]
+  assert list(summary['efficiency']) == [1.0, 0.75, 0.5]
+  # Per-device figure derived when absent: ips / (devices * workers).
+  assert list(summary['images_per_sec_per_device']) == [100.0, 75.0, 50.0]
+
+
+def test_plot_files_are_written(tmp_path, capsys):
+  via_compare = tmp_path / 'compare.png'
+  status, _, err = compare_cli(capsys, SCALING, '--plot', str(via_compare))
+  assert status == 0, err
+  via_plot = tmp_path / 'sub' / 'plot.png'
+  result = run_script('plot.py', SCALING, BASELINE, '--out', str(via_plot),
+                      '--title', 'fixture')
+  assert result.returncode == 0, result.stderr
+  for path in (via_compare, via_plot):
+    data = path.read_bytes()
+    assert len(data) > 1000
+    assert data.startswith(b'\x89PNG\r\n\x1a\n')

@@ -1,0 +1,259 @@
+"""Tests of scripts/sweep.py, run against tests/fixtures/fake_benchmark.py.
+
+No TensorFlow: every point runs `python -m fake_benchmark`, which the tests
+steer through FAKE_BENCH_* environment variables (see that module).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / 'tests' / 'fixtures'
+sys.path.insert(0, str(REPO / 'scripts'))
+
+import _results_io  # noqa: E402
+import sweep  # noqa: E402
+
+GRID_2X2 = ['--axis', 'num_gpus=1,2',
+            '--axis', 'variable_update=parameter_server,replicated',
+            '--fixed', 'model=trivial']
+POINT_IDS = ['num_gpus=1,variable_update=parameter_server',
+             'num_gpus=1,variable_update=replicated',
+             'num_gpus=2,variable_update=parameter_server',
+             'num_gpus=2,variable_update=replicated']
+PROGRESS_RE = re.compile(
+    r'^\[(\d)/4\] (\S+) \.\.\. (ok|error) \d+\.\ds '
+    r'\(elapsed \d+s(, ~\d+s left)?\)')
+
+
+def run_sweep(tmp_path, *args, env=None, name='demo'):
+  """Run sweep.py with the fake benchmark; returns the CompletedProcess."""
+  child_env = {k: v for k, v in os.environ.items()
+               if not k.startswith('FAKE_BENCH_')}
+  child_env['PYTHONPATH'] = str(FIXTURES)
+  child_env['FAKE_BENCH_COUNTER'] = str(tmp_path / 'counter.txt')
+  child_env.update(env or {})
+  command = [sys.executable, 'scripts/sweep.py', '--name', name,
+             '--results_dir', str(tmp_path / 'results'),
+             '--module', 'fake_benchmark'] + list(args)
+  return subprocess.run(command, cwd=REPO, env=child_env, capture_output=True,
+                        text=True, timeout=120)
+
+
+def read_results(tmp_path, name='demo'):
+  """The sweep's results lines as dicts."""
+  path = tmp_path / 'results' / (name + '.jsonl')
+  if not path.exists():
+    return []
+  return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def invocations(tmp_path):
+  """How often the fake ran each point, by (num_gpus, variable_update)."""
+  path = tmp_path / 'counter.txt'
+  counts = {}
+  if path.exists():
+    for line in path.read_text().splitlines():
+      flags = dict(arg[2:].split('=', 1) for arg in line.split())
+      key = (flags['num_gpus'], flags['variable_update'])
+      counts[key] = counts.get(key, 0) + 1
+  return counts
+
+
+def test_two_by_two_sweep_writes_four_tagged_lines(tmp_path):
+  result = run_sweep(tmp_path, *GRID_2X2)
+  assert result.returncode == 0, result.stderr
+  records = read_results(tmp_path)
+  assert [r['sweep']['point_id'] for r in records] == POINT_IDS
+  assert all(r['status'] == 'ok' for r in records)
+  assert records[3]['sweep'] == {
+      'name': 'demo', 'point_id': POINT_IDS[3],
+      'point': {'num_gpus': '2', 'variable_update': 'replicated'},
+      'log': 'demo/logs/%s.log' % POINT_IDS[3]}
+  # fake: 1000 * devices * (0.75 or 0.9 per doubling)
+  assert [r['images_per_sec'] for r in records] == [1000.0, 1000.0, 1500.0,
+                                                    1800.0]
+  logs = tmp_path / 'results' / 'demo' / 'logs'
+  assert sorted(p.stem for p in logs.iterdir()) == POINT_IDS
+  assert 'images/sec: 1800.0' in (logs / (POINT_IDS[3] + '.log')).read_text()
+  lines = result.stdout.splitlines()
+  assert [PROGRESS_RE.match(l).group(1, 2, 3) for l in lines[:4]] == [
+      (str(k), pid, 'ok') for k, pid in enumerate(POINT_IDS, start=1)]
+  assert lines[4].startswith('demo: 4 points, 4 ok, 0 failed')
+
+
+def test_killed_sweep_resumes_without_repeating_points(tmp_path):
+  # The fake SIGKILLs the sweep while point 2 runs: point 1 is recorded,
+  # point 2 is lost, as if the sweep had been killed there.
+  killed = run_sweep(tmp_path, *GRID_2X2, env={
+      'FAKE_BENCH_KILL_SWEEP': 'num_gpus=1,variable_update=replicated'})
+  assert killed.returncode == -9
+  assert [r['sweep']['point_id'] for r in read_results(tmp_path)] == \
+      POINT_IDS[:1]
+
+  resumed = run_sweep(tmp_path, *GRID_2X2)
+  assert resumed.returncode == 0, resumed.stderr
+  assert resumed.stdout.splitlines()[0].startswith(
+      '[1/4] %s ... skipped (ok in' % POINT_IDS[0])
+  records = read_results(tmp_path)
+  assert sorted(r['sweep']['point_id'] for r in records) == POINT_IDS
+  assert invocations(tmp_path) == {('1', 'parameter_server'): 1,
+                                   ('1', 'replicated'): 2,
+                                   ('2', 'parameter_server'): 1,
+                                   ('2', 'replicated'): 1}
+
+
+def test_failure_and_timeout_are_recorded_and_sweep_goes_on(tmp_path):
+  result = run_sweep(tmp_path, '--timeout', '1', *GRID_2X2, env={
+      'FAKE_BENCH_FAIL': 'num_gpus=1,variable_update=parameter_server',
+      'FAKE_BENCH_HANG': 'num_gpus=2,variable_update=parameter_server'})
+  assert result.returncode == 1
+  by_id = {r['sweep']['point_id']: r for r in read_results(tmp_path)}
+  assert sorted(by_id) == POINT_IDS
+  failed, hung = by_id[POINT_IDS[0]], by_id[POINT_IDS[2]]
+  assert failed['status'] == 'error'
+  assert failed['error'] == 'RuntimeError: injected failure'
+  assert failed['returncode'] == 1
+  assert failed['params'] == {'model': 'trivial', 'num_gpus': '1',
+                              'variable_update': 'parameter_server'}
+  assert hung['status'] == 'error'
+  assert hung['error'] == 'timeout after 1s'
+  assert hung['returncode'] is None
+  assert hung['sweep']['point'] == {'num_gpus': '2',
+                                    'variable_update': 'parameter_server'}
+  assert by_id[POINT_IDS[1]]['status'] == by_id[POINT_IDS[3]]['status'] == 'ok'
+  assert ' ... error ' in result.stdout.splitlines()[0]
+  assert 'timeout after 1s' in result.stdout.splitlines()[2]
+  # The hung process was killed, not left behind.
+  log = (tmp_path / 'results' / 'demo' / 'logs' /
+         (POINT_IDS[2] + '.log')).read_text()
+  pid = int(re.search(r'pid=(\d+)', log).group(1))
+  with pytest.raises(ProcessLookupError):
+    os.kill(pid, 0)
+
+  # Failed points are not re-run by default...
+  again = run_sweep(tmp_path, *GRID_2X2)
+  assert again.returncode == 1
+  assert 'skipped (failed before; --retry_failed re-runs it)' in again.stdout
+  assert sum(invocations(tmp_path).values()) == 4
+  # ...but are with --retry_failed, and then count as ok.
+  retried = run_sweep(tmp_path, '--retry_failed', *GRID_2X2)
+  assert retried.returncode == 0, retried.stdout
+  assert sum(invocations(tmp_path).values()) == 6
+  assert len(read_results(tmp_path)) == 6
+
+
+def test_dry_run_prints_points_and_launcher_commands(tmp_path):
+  result = run_sweep(tmp_path, '--dry_run', '--axis', 'num_workers=1,2',
+                     '--fixed', 'model=trivial', '--fixed', 'num_gpus=1')
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
+  assert len(lines) == 2
+  assert lines[1].startswith('[2/2] num_workers=2: ')
+  assert ('scripts/launch_local_cluster.py --num_workers=2 -- '
+          '--model=trivial --num_gpus=1 --result_file=') in lines[1]
+  assert not (tmp_path / 'results').exists()
+  assert not (tmp_path / 'counter.txt').exists()
+
+
+def test_grid_file_format(tmp_path):
+  grid = tmp_path / 'grid.txt'
+  grid.write_text('# scaling sweep\n'
+                  'axis variable_update = parameter_server, replicated\n'
+                  '\n'
+                  'axis num_gpus = 1,2   # devices\n'
+                  'fixed model = trivial\n'
+                  'fixed piecewise = 0.1,0.01\n')
+  parsed = sweep.parse_grid_file(str(grid))
+  assert parsed.axes == [('variable_update', ['parameter_server',
+                                              'replicated']),
+                         ('num_gpus', ['1', '2'])]
+  assert parsed.fixed == [('model', 'trivial'), ('piecewise', '0.1,0.01')]
+  points = sweep.make_points(parsed)
+  # First axis varies slowest; ids sort axes by name whatever the file order.
+  assert [p.point_id for p in points] == [POINT_IDS[0], POINT_IDS[2],
+                                          POINT_IDS[1], POINT_IDS[3]]
+  command = sweep.build_command(points[0], 'fake_benchmark', 'launcher', 'R')
+  assert command[1:] == ['-m', 'fake_benchmark', '--model=trivial',
+                         '--piecewise=0.1,0.01',
+                         '--variable_update=parameter_server', '--num_gpus=1',
+                         '--result_file=R']
+
+
+@pytest.mark.parametrize('grid_text, args, expected', [
+    ('axis num_gpus = 1,2\nnum_gpus 4\n', [], 'grid.txt:2: expected'),
+    ('axis num_gpus = 1,,2\n', [], 'grid.txt:1: axis num_gpus has an empty'),
+    ('axis num_gpus = 1,2\n', ['--fixed', 'num_gpus=4'],
+     '--fixed num_gpus: num_gpus is already defined at'),
+    ('axis num_gpus = 1,2\n', ['--axis', 'num_workers=0,2'],
+     'num_workers must be a positive integer'),
+    ('axis num_gpus = 1,2\n', ['--fixed', 'result_file=x'],
+     'result_file is set by the sweep itself'),
+    ('fixed model = trivial\n', [], 'no axes'),
+    ('axis num_gpus = 1,2\n', ['--timeout=-1'], 'argument --timeout'),
+    ('axis num_gpus = 1,2\n', ['--axis', 'model'], '--axis model: expected'),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, grid_text, args,
+                                           expected):
+  grid = tmp_path / 'grid.txt'
+  grid.write_text(grid_text)
+  result = run_sweep(tmp_path, '--grid', str(grid), *args)
+  assert result.returncode == 2
+  assert len(result.stderr.splitlines()) == 1, result.stderr
+  assert expected in result.stderr
+  assert not (tmp_path / 'counter.txt').exists()
+
+
+def test_missing_grid_file(tmp_path):
+  result = run_sweep(tmp_path, '--grid', str(tmp_path / 'nope.txt'))
+  assert result.returncode == 2
+  assert result.stderr.startswith('sweep.py: error: --grid: cannot read ')
+  assert 'nope.txt' in result.stderr and 'Traceback' not in result.stderr
+
+
+def test_malformed_existing_results_stop_the_resume(tmp_path):
+  (tmp_path / 'results').mkdir()
+  (tmp_path / 'results' / 'demo.jsonl').write_text('{"status": "ok"}\n{oops\n')
+  result = run_sweep(tmp_path, *GRID_2X2)
+  assert result.returncode == 2
+  assert 'demo.jsonl:2: not valid JSON' in result.stderr
+
+
+def test_append_is_one_line_even_after_a_torn_line(tmp_path):
+  path = tmp_path / 'r.jsonl'
+  path.write_text('{"torn": ')
+  _results_io.append_jsonl_line(str(path), {'a': 1})
+  _results_io.append_jsonl_line(str(path), {'b': 2})
+  assert path.read_text() == '{"torn": \n{"a": 1}\n{"b": 2}\n'
+
+
+def test_durations_format():
+  assert sweep.format_duration(12.4) == '12s'
+  assert sweep.format_duration(62) == '1m02s'
+  assert sweep.format_duration(3725) == '1h02m'
+  assert sweep.format_eta(170) == '~3m'
+  assert sweep.log_stem('data_dir=/a b') == 'data_dir=_a_b'
+  assert len(sweep.log_stem('x=' + 'y' * 400)) == sweep.MAX_LOG_STEM
+
+
+def test_error_line_prefers_the_specific_exception(tmp_path):
+  log = tmp_path / 'point.log'
+  log.write_text('$ python -m x\n'
+                 'Traceback (most recent call last):\n'
+                 '  File "a.py", line 1, in f\n'
+                 'errors_impl.InvalidArgumentError: Cannot colocate nodes\n'
+                 '\n'
+                 'errors_impl.InvalidArgumentError: Graph execution error:\n'
+                 '    File "b.py", line 2, in g\n')
+  assert sweep.log_error_line(str(log)) == \
+      'errors_impl.InvalidArgumentError: Cannot colocate nodes'
+  log.write_text('$ python -m x\nsome output\nKilled\n\n')
+  assert sweep.log_error_line(str(log)) == 'Killed'
+  log.write_text('$ python -m x\n')
+  assert sweep.log_error_line(str(log)) is None

@@ -1,0 +1,55 @@
+"""Step statistics and the results line."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks import timing
+
+
+def test_speed_summary_numbers():
+  times = [0.5, 0.25, 0.25, 1.0]           # speeds at 8 images/step: 16, 32, 32, 8
+  summary = timing.speed_summary(8, times)
+  assert summary.mean == pytest.approx(32 / 2.0)          # 32 images in 2 s
+  speeds = np.array([16, 32, 32, 8.0])
+  assert summary.uncertainty == pytest.approx(speeds.std() / 2)
+  assert summary.jitter == pytest.approx(1.4826 * 8.0)     # MAD of speeds = 8
+  assert str(summary) == 'images/sec: 16.0 +/- %.1f (jitter = 11.9)' % (
+      speeds.std() / 2)
+
+
+def test_step_time_percentiles():
+  stats = timing.step_time_ms([0.001 * k for k in range(1, 11)])
+  assert stats['mean'] == pytest.approx(5.5)
+  assert stats['p50'] == pytest.approx(5.5)
+  assert stats['p90'] == pytest.approx(9.1)
+
+
+def test_append_json_line_appends_whole_lines(tmp_path):
+  path = tmp_path / 'sub' / 'r.jsonl'
+  results.append_json_line(str(path), {'a': 1})
+  results.append_json_line(str(path), {'b': [1.5, 2]})
+  assert [json.loads(l) for l in path.read_text().splitlines()] == [
+      {'a': 1}, {'b': [1.5, 2]}]
+
+
+def test_record_has_the_schema_keys():
+  result = results.BenchmarkResult(
+      params={'model': 'x'}, env={}, model='x', data_name='cifar10',
+      variable_update='replicated', all_reduce_spec='copy', precision='float32',
+      num_devices=2, num_workers=1, batch_size_per_device=4,
+      global_batch_size=8, num_steps=3, num_warmup_steps=1,
+      images_per_sec=10.0, images_per_sec_per_device=5.0,
+      step_time_ms={'mean': 1, 'p50': 1, 'p90': 1}, losses=[3.0, 2.0],
+      flops_per_image=100, tflops_per_sec=1e-9, peak_tflops_per_device=None,
+      mfu=None, extra={'loss_scale': 128.0})
+  record = result.to_record()
+  readme = open(os.path.join(os.path.dirname(__file__), '..', 'results',
+                             'README.md')).read()
+  documented = {line.split('`')[1] for line in readme.splitlines()
+                if line.startswith('| `')}
+  assert documented <= set(record), documented - set(record)
+  assert record['final_loss'] == 2.0 and record['loss_scale'] == 128.0
