@@ -22,6 +22,7 @@ from absl import flags
 
 import models
 import variable_mgr
+from variable_mgr import allreduce
 from tf_cnn_benchmarks import datasets
 
 
@@ -81,6 +82,29 @@ class Params:
       ('cpu', 'gpu'))
   use_resource_vars: bool = _field(
       False, 'Use resource variables instead of reference variables.')
+
+  # How replicated gradients are all-reduced (variable_mgr/allreduce.py).
+  all_reduce_spec: Optional[str] = _field(
+      None, 'All-reduce algorithm(s): ALG[#N][/ALG[#N]] or '
+      'ALG:LIMIT:ALG[:LIMIT:ALG...]; LIMIT counts tensor ELEMENTS (K/M/G/T '
+      'suffixes are powers of two). Algorithms: copy, pscpu, psgpu, xring, '
+      'rechd, shuffle, collective, nccl, hierarchical_copy. Default: copy.')
+  gradient_repacking: int = _field(
+      0, 'Concatenate each tower\'s gradients and all-reduce them as this '
+      'many packs (0: off).')
+  agg_small_grads_max_bytes: int = _field(
+      0, 'Pack runs of gradients of at most this many bytes into one '
+      'all-reduce (0: off).')
+  agg_small_grads_max_group: int = _field(
+      10, 'At most this many gradients per small-gradient pack.')
+  compact_gradient_transfer: bool = _field(
+      True, 'All-reduce gradients in 16 bits when computing in fp16/bf16.')
+  variable_consistency: str = _field(
+      'strong', 'strong: each step applies its own gradients. relaxed: the '
+      'reduced gradients are applied one step late, so the update overlaps '
+      'the next step (replicated only).', ('strong', 'relaxed'))
+  allreduce_merge_scope: int = _field(
+      1, 'All-reduce gradients in groups of this many under one name scope.')
 
   # Optimisation.
   optimizer: str = _field('sgd', 'Optimizer.', OPTIMIZERS)
@@ -220,6 +244,8 @@ def _resolve(p: Params) -> Params:
            '--worker_hosts); local modes: %s' % (
                p.variable_update, ', '.join(variable_mgr.local_names())))
 
+  _check_all_reduce(p, manager_cls, device)
+
   batch_size = p.batch_size or model.default_batch_size
   num_batches = p.num_batches
   if num_batches is None:
@@ -235,6 +261,40 @@ def _resolve(p: Params) -> Params:
       batch_size=batch_size, num_batches=num_batches,
       num_warmup_batches=(10 if p.num_warmup_batches is None
                           else p.num_warmup_batches))
+
+
+def _check_all_reduce(p: Params, manager_cls, device: str) -> None:
+  """The all-reduce flags: a parsable spec, used by the manager, runnable."""
+  for name in ('gradient_repacking', 'agg_small_grads_max_bytes'):
+    _require(getattr(p, name) >= 0, '--%s=%d: must be >= 0'
+             % (name, getattr(p, name)))
+  for name in ('agg_small_grads_max_group', 'allreduce_merge_scope'):
+    _require(getattr(p, name) >= 1, '--%s=%d: must be >= 1'
+             % (name, getattr(p, name)))
+  _require(not (p.gradient_repacking and p.agg_small_grads_max_bytes),
+           '--gradient_repacking and --agg_small_grads_max_bytes: use one '
+           'packing, not both')
+  reduces = manager_cls.uses_all_reduce
+  for name, default in (('all_reduce_spec', None), ('gradient_repacking', 0),
+                        ('agg_small_grads_max_bytes', 0),
+                        ('variable_consistency', 'strong')):
+    _require(reduces or getattr(p, name) == default,
+             '--%s: only used by the managers that all-reduce (%s), not '
+             '--variable_update=%s' % (
+                 name, ', '.join(variable_mgr.all_reduce_names()),
+                 p.variable_update))
+  if p.all_reduce_spec is None:
+    return
+  try:
+    spec = allreduce.parse_all_reduce_spec(p.all_reduce_spec)
+  except allreduce.AllReduceSpecError as e:
+    raise ParamsError(str(e)) from None
+  gpu_only = sorted(spec.algorithms - set(allreduce.algorithm_names(
+      cpu_only=True)))
+  _require(device == 'gpu' or not gpu_only,
+           '--all_reduce_spec=%s: %s needs GPUs; on cpu use one of %s' % (
+               p.all_reduce_spec, ', '.join(gpu_only),
+               ', '.join(allreduce.algorithm_names(cpu_only=True))))
 
 
 def as_dict(p: Params) -> dict:

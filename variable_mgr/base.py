@@ -14,6 +14,7 @@ belongs here, not in the driver.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Callable, ClassVar, Iterator, Sequence
 
 import tensorflow as tf
@@ -21,6 +22,22 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 
 GradsAndVars = list  # list[tuple[tf.Tensor, tf.Variable]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+  """What a manager's gradient reduction produced.
+
+  sites: (device, grads_and_vars) pairs; each is applied by one optimizer on
+    that device.
+  side_ops: ops to run every step beside the updates (e.g. storing this
+    step's reduced gradients for the next step in relaxed mode).
+  consistent: True if the updates must wait for every gradient of the step
+    (strong consistency); False lets them overlap the step's computation.
+  """
+  sites: list
+  side_ops: tuple = ()
+  consistent: bool = True
 
 
 class VariableMgr:
@@ -33,6 +50,8 @@ class VariableMgr:
   name: ClassVar[str] = ''
   # True for modes that only make sense with --job_name/--worker_hosts.
   requires_cluster: ClassVar[bool] = False
+  # True for modes that reduce with an --all_reduce_spec.
+  uses_all_reduce: ClassVar[bool] = False
 
   def __init__(self, tower_devices: Sequence[str], *, cpu_device: str = '/cpu:0',
                use_resource_vars: bool = False):
@@ -81,13 +100,10 @@ class VariableMgr:
 
   # ---- from gradients to updates ----------------------------------------
 
-  def reduce_gradients(
-      self, tower_grads: Sequence[GradsAndVars]) -> list[tuple[str, GradsAndVars]]:
+  def reduce_gradients(self, tower_grads: Sequence[GradsAndVars]) -> Reduction:
     """Turns every tower's (gradient, variable) list into apply sites.
 
-    Returns a list of (device, grads_and_vars): each entry is applied by one
-    optimizer on that device. Gradients are the MEAN over towers in every
-    mode that shares variables.
+    Gradients are the MEAN over towers in every mode that shares variables.
     """
     raise NotImplementedError
 
@@ -96,21 +112,22 @@ class VariableMgr:
                      global_step: tf.Variable,
                      clip_norm: float | None = None) -> tf.Operation:
     """Reduces the gradients, clips them, applies them; bumps global_step once."""
-    sites = self.reduce_gradients(tower_grads)
+    reduction = self.reduce_gradients(tower_grads)
     # Updates run in place on the variables' buffers: without this barrier an
     # update could land while another op of the same step (the backprop of an
     # earlier layer) still reads the old value, and the step would mix both.
-    every_gradient = [g for grads in tower_grads for g, _ in grads]
+    barrier = ([g for grads in tower_grads for g, _ in grads]
+               if reduction.consistent else [])
     updates = []
-    for k, (device, grads_and_vars) in enumerate(sites):
+    for k, (device, grads_and_vars) in enumerate(reduction.sites):
       if clip_norm is not None:
         grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
       with tf.device(device), self._apply_name_scope(k), \
-          tf.control_dependencies(every_gradient):
+          tf.control_dependencies(barrier):
         optimizer = make_optimizer()
         updates.append(optimizer.apply_gradients(
             grads_and_vars, global_step=global_step if k == 0 else None))
-    return tf.group(*updates, name='train_op')
+    return tf.group(*updates, *reduction.side_ops, name='train_op')
 
   def _apply_name_scope(self, site: int) -> contextlib.AbstractContextManager:
     """Name scope for the optimizer of apply site `site`.

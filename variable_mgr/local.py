@@ -7,7 +7,10 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from variable_mgr import allreduce
 from variable_mgr import base
+from variable_mgr import batch_allreduce
+from variable_mgr import collective_keys
 from variable_mgr.registry import register
 
 tf1 = tf.compat.v1
@@ -92,7 +95,7 @@ class ParameterServer(base.VariableMgr):
       # Average where the variable lives, so each gradient crosses once.
       with tf.device(var.device):
         sites.append((base.mean_of([g for g, _ in grads_and_vars]), var))
-    return [(None, sites)]
+    return base.Reduction([(None, sites)])
 
   def stat_update_ops(self, tower_update_ops):
     # The towers share one copy of the moving statistics; letting every tower
@@ -119,33 +122,43 @@ class Replicated(_PerTowerCopies):
   """One copy per tower; gradients all-reduced; every tower applies the mean.
 
   After initialisation every replica is overwritten with v0's values, so the
-  replicas start (and, applying the same updates, stay) identical.
+  replicas start (and, applying the same updates, stay) identical. With
+  relaxed consistency the reduced gradients of a step are applied in the
+  next step (the first step applies zeros), so updates overlap computation.
   """
 
   name = 'replicated'
+  uses_all_reduce = True
 
-  def __init__(self, tower_devices: Sequence[str], *, reducer=None, **kwargs):
+  def __init__(self, tower_devices: Sequence[str], *, reducer=None,
+               relaxed: bool = False, **kwargs):
     super().__init__(tower_devices, **kwargs)
     self.reducer = reducer or GradientReducer()
+    self.relaxed = relaxed
 
   @classmethod
   def from_params(cls, params, tower_devices):
     return cls(tower_devices, reducer=GradientReducer.from_params(params),
+               relaxed=params.variable_consistency == 'relaxed',
                use_resource_vars=params.use_resource_vars)
 
   def all_reduce_description(self):
-    return self.reducer.describe()
+    return self.reducer.describe() + (' (relaxed)' if self.relaxed else '')
 
   def reduce_gradients(self, tower_grads):
     grads = [[g for g, _ in gv] for gv in tower_grads]
-    summed = self.reducer.sum(grads, self.tower_devices)
+    sums = self.reducer.sum(grads, self.tower_devices)
+    side_ops = ()
+    if self.relaxed:
+      delay = batch_allreduce.OneStepDelay(sums, self.tower_devices)
+      sums, side_ops = delay.delayed, (delay.update_op,)
     scale = 1.0 / self.num_towers
     sites = []
-    for i, (gv, sums) in enumerate(zip(tower_grads, summed)):
+    for i, (gv, tower_sums) in enumerate(zip(tower_grads, sums)):
       with tf.device(self.tower_devices[i]):
-        means = [s * tf.cast(scale, s.dtype) for s in sums]
+        means = [s * tf.cast(scale, s.dtype) for s in tower_sums]
       sites.append((self.tower_devices[i], list(zip(means, [v for _, v in gv]))))
-    return sites
+    return base.Reduction(sites, side_ops, consistent=not self.relaxed)
 
   def post_init_ops(self):
     return copy_from_replica_zero(tf1.global_variables(), self.num_towers)
@@ -158,7 +171,8 @@ class Independent(_PerTowerCopies):
   name = 'independent'
 
   def reduce_gradients(self, tower_grads):
-    return [(self.tower_devices[i], list(gv)) for i, gv in enumerate(tower_grads)]
+    return base.Reduction(
+        [(self.tower_devices[i], list(gv)) for i, gv in enumerate(tower_grads)])
 
 
 def copy_from_replica_zero(variables, num_replicas: int) -> list:
@@ -177,22 +191,62 @@ def copy_from_replica_zero(variables, num_replicas: int) -> list:
 
 
 class GradientReducer:
-  """Sums every tower's gradients with an all-reduce (default: copy)."""
+  """Sums every tower's gradients with an all-reduce spec (default: copy).
 
-  def __init__(self, spec: str = 'copy', **batch_options):
-    self.spec = spec
-    self.batch_options = batch_options
+  Gradients are reduced in groups of `merge_scope` under one name scope
+  each (--allreduce_merge_scope), every group with the batch options
+  (repacking, small-gradient packing, compact 16-bit transfer).
+  """
+
+  def __init__(self, spec: str = 'copy', *, merge_scope: int = 1,
+               num_packs: int = 0, agg_small_grads_max_bytes: int = 0,
+               agg_small_grads_max_group: int = 10, compact_dtype=None):
+    self.spec = allreduce.parse_all_reduce_spec(spec)
+    self.merge_scope = merge_scope
+    self.batch_options = dict(
+        num_packs=num_packs,
+        agg_small_grads_max_bytes=agg_small_grads_max_bytes,
+        agg_small_grads_max_group=agg_small_grads_max_group,
+        compact_dtype=compact_dtype)
 
   @classmethod
-  def from_params(cls, params):
-    del params
-    return cls()
+  def from_params(cls, params, compact_dtype=None):
+    """The reducer the all-reduce flags describe."""
+    return cls(params.all_reduce_spec or 'copy',
+               merge_scope=params.allreduce_merge_scope,
+               num_packs=params.gradient_repacking,
+               agg_small_grads_max_bytes=params.agg_small_grads_max_bytes,
+               agg_small_grads_max_group=params.agg_small_grads_max_group,
+               compact_dtype=(compact_dtype if params.compact_gradient_transfer
+                              else None))
 
   def describe(self) -> str:
-    return self.spec
+    options = []
+    if self.batch_options['num_packs']:
+      options.append('repacking %d' % self.batch_options['num_packs'])
+    if self.batch_options['agg_small_grads_max_bytes']:
+      options.append('small-gradient packs <= %d bytes x %d' % (
+          self.batch_options['agg_small_grads_max_bytes'],
+          self.batch_options['agg_small_grads_max_group']))
+    if self.batch_options['compact_dtype'] is not None:
+      options.append('sent as %s' % self.batch_options['compact_dtype'].name)
+    return str(self.spec) + (' (%s)' % ', '.join(options) if options else '')
 
   def sum(self, tower_tensors, devices):
     """tower_tensors[i][j] summed over i; result[i][j] placed on devices[i]."""
-    from variable_mgr import batch_allreduce  # pylint: disable=g-import-not-at-top
-    return batch_allreduce.batch_all_reduce(tower_tensors, devices, self.spec,
-                                            **self.batch_options)
+    num = len(tower_tensors[0])
+    # Packing works across gradients, so it sees them all at once.
+    packs = (self.batch_options['num_packs'] or
+             self.batch_options['agg_small_grads_max_bytes'])
+    step = num if packs else self.merge_scope
+    keys = collective_keys.keys_for_graph()
+    sums = [[] for _ in tower_tensors]
+    for start in range(0, num, step):
+      group = [tensors[start:start + step] for tensors in tower_tensors]
+      with tf1.name_scope('allreduce_%d' % (start // step)):
+        reduced = batch_allreduce.batch_all_reduce(
+            group, devices, self.spec, collective_keys=keys,
+            **self.batch_options)
+      for i, tensors in enumerate(reduced):
+        sums[i].extend(tensors)
+    return sums

@@ -23,6 +23,11 @@ def local_names() -> list[str]:
   return sorted(n for n, c in _MANAGERS.items() if not c.requires_cluster)
 
 
+def all_reduce_names() -> list[str]:
+  """Names of the managers that reduce gradients with an all-reduce spec."""
+  return sorted(n for n, c in _MANAGERS.items() if c.uses_all_reduce)
+
+
 def get(name: str):
   """The manager class registered as `name`."""
   try:

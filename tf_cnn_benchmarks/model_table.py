@@ -1,0 +1,26 @@
+"""The model table printed by `--list_models`: counted from built graphs."""
+
+from __future__ import annotations
+
+import models
+from tf_cnn_benchmarks import datasets
+
+
+def rows():
+  """(name, dataset, image size, batch size, parameters, forward GFLOPs) per model."""
+  for name, data_name in models.list_models():
+    model = models.create_model(name, data_name)
+    num_classes = datasets.get(data_name).num_classes
+    yield (name, data_name, model.image_size, model.default_batch_size,
+           models.model_param_count(model, num_classes),
+           models.model_flops_per_image(model, num_classes) / 1e9)
+
+
+def render() -> str:
+  """A markdown table of every registered model."""
+  lines = ['| model | dataset | image size | default batch | parameters | GFLOPs/image (fwd) |',
+           '|---|---|---|---|---|---|']
+  for name, data_name, size, batch, count, gflops in rows():
+    lines.append('| %s | %s | %d | %d | %s | %.3f |' % (
+        name, data_name, size, batch, '{:,}'.format(count), gflops))
+  return '\n'.join(lines)
