@@ -63,6 +63,9 @@ def test_replicated_run_prints_table_and_appends_a_json_line(tmp_path):
     (['--num_gpus=two'], '--num_gpus'),
     (['--no_such_flag=1'], 'no_such_flag'),
     (['--num_batches=10', '--num_epochs=1'], '--num_epochs'),
+    (['--use_fp16', '--use_bf16'], '--use_fp16 and --use_bf16'),
+    (['--device=cpu', '--all_reduce_spec=nccl', '--variable_update=replicated'],
+     'nccl'),
 ])
 def test_bad_flags_exit_2_with_one_line(flags, names, tmp_path):
   result_file = tmp_path / 'r.jsonl'

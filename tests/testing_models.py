@@ -52,3 +52,28 @@ def ensure_registered() -> None:
   """Registers the test models once per process."""
   if 'test_linear' not in models.names(LINEAR_DATASET):
     models.register('test_linear', LINEAR_DATASET, LinearModel)
+
+
+INJECT_NAME = 'inject_to_logits'
+
+
+class InjectableLinearModel(LinearModel):
+  """test_linear whose logits get a fed value added: feed inf to poison a step.
+
+  Each tower has its own placeholder (named INJECT_NAME in the tower's name
+  scope), defaulting to 0.
+  """
+
+  name = 'test_injectable'
+
+  def build(self, images, num_classes, **kwargs):
+    out = super().build(images, num_classes, **kwargs)
+    inject = tf1.placeholder_with_default(
+        tf.constant(0.0, out.logits.dtype), [], name=INJECT_NAME)
+    return models.ModelOutput(logits=out.logits + inject)
+
+
+def ensure_injectable_registered() -> None:
+  """Registers test_injectable once per process."""
+  if 'test_injectable' not in models.names(LINEAR_DATASET):
+    models.register('test_injectable', LINEAR_DATASET, InjectableLinearModel)

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 import models
 import variable_mgr
+from variable_mgr import loss_scale as loss_scale_lib
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
 from tf_cnn_benchmarks import inputs
@@ -38,6 +39,7 @@ class BuiltGraph:
   init_ops: tuple
   post_init_ops: tuple
   global_step: tf.Variable
+  report: dict                   # name -> tensor, fetched once at the end
 
 
 class BenchmarkCNN:
@@ -53,7 +55,8 @@ class BenchmarkCNN:
     self.devices = devices.tower_devices(params.device, params.num_gpus)
     self.manager = variable_mgr.create(params.variable_update, params,
                                        self.devices)
-    self.compute_dtype = tf.float32
+    self.compute_dtype = params_lib.compute_dtype(params)
+    self.loss_scale_config = loss_scale_lib.LossScaleConfig.from_params(params)
     self.global_batch_size = params.batch_size * len(self.devices)
 
   # ---- console ------------------------------------------------------------
@@ -79,6 +82,8 @@ class BenchmarkCNN:
         ('Device kind', p.device + auto),
         ('Data format', p.data_format),
         ('Precision', self.compute_dtype.name),
+        ('Loss scale', self.loss_scale_config.describe()
+         if self.loss_scale_config else 'none'),
         ('Optimizer', p.optimizer),
         ('Variables', self.manager.describe()),
         ('AllReduce', str(self.manager.all_reduce_description())),
@@ -96,6 +101,11 @@ class BenchmarkCNN:
     with graph.as_default():
       with tf.device(self.manager.global_step_device):
         global_step = tf1.train.get_or_create_global_step()
+      loss_scale = None
+      if self.loss_scale_config and not p.forward_only:
+        loss_scale = loss_scale_lib.LossScale(
+            self.loss_scale_config, self.manager.global_step_device)
+      self._loss_scale = loss_scale
       built_towers = [self._build_tower(i) for i in range(len(self.devices))]
       with tf.device(self.manager.cpu_device):
         loss = tf.add_n([t.loss for t in built_towers]) / len(built_towers)
@@ -104,11 +114,14 @@ class BenchmarkCNN:
       if p.forward_only:
         step_op = tf.group(*stat_updates, name='forward_only')
       else:
-        step_op = self._build_update(built_towers, global_step, stat_updates)
+        step_op = self._build_update(built_towers, global_step, stat_updates,
+                                     loss_scale)
       init_ops = (tf1.global_variables_initializer(),
                   tf1.local_variables_initializer())
       post_init = tuple(self.manager.post_init_ops())
-    return BuiltGraph(graph, step_op, loss, init_ops, post_init, global_step)
+      report = loss_scale.report() if loss_scale else {}
+    return BuiltGraph(graph, step_op, loss, init_ops, post_init, global_step,
+                      report)
 
   def _build_tower(self, index: int) -> towers.Tower:
     p = self.params
@@ -125,9 +138,11 @@ class BenchmarkCNN:
           seed=p.tf_random_seed, weight_decay=p.weight_decay,
           trainable_variables=lambda: self.manager.tower_trainable_variables(
               index),
-          forward_only=p.forward_only)
+          forward_only=p.forward_only, float16_vars=p.fp16_vars,
+          scale_loss=self._loss_scale.scale_loss if self._loss_scale else None)
 
-  def _build_update(self, built_towers, global_step, stat_updates):
+  def _build_update(self, built_towers, global_step, stat_updates,
+                    loss_scale):
     p = self.params
     with tf.device(self.manager.global_step_device):
       lr = optimizers.learning_rate(p, self.model, global_step,
@@ -135,9 +150,13 @@ class BenchmarkCNN:
                                     self.dataset.num_train_examples)
     make_optimizer = optimizers.optimizer_factory(
         optimizers.OptimizerConfig.from_params(p), lr)
-    train_op = self.manager.build_train_op(
-        [t.grads_and_vars for t in built_towers], make_optimizer, global_step,
-        clip_norm=p.gradient_clip)
+    # The reported loss must be that of the values the step started from;
+    # parts of it (the L2 term) feed no gradient, so nothing else orders
+    # them before the in-place updates.
+    with tf.control_dependencies([t.loss for t in built_towers]):
+      train_op = self.manager.build_train_op(
+          [t.grads_and_vars for t in built_towers], make_optimizer,
+          global_step, clip_norm=p.gradient_clip, loss_scale=loss_scale)
     return tf.group(train_op, *stat_updates, name='step')
 
   # ---- run ----------------------------------------------------------------
@@ -159,7 +178,8 @@ class BenchmarkCNN:
       if built.post_init_ops:
         sess.run(built.post_init_ops)
       losses, step_times = self._run_steps(sess, built)
-    return self._result(losses, step_times)
+      final_state = sess.run(built.report)
+    return self._result(losses, step_times, final_state)
 
   def _run_steps(self, sess, built: BuiltGraph):
     p = self.params
@@ -182,7 +202,8 @@ class BenchmarkCNN:
         self._print('%d\t%s\t%.3f' % (step + 1, summary, loss))
     return losses, step_times
 
-  def _result(self, losses, step_times) -> results.BenchmarkResult:
+  def _result(self, losses, step_times,
+              final_state: dict) -> results.BenchmarkResult:
     p = self.params
     total_time = sum(step_times)
     ips = self.global_batch_size * len(step_times) / total_time
@@ -210,7 +231,10 @@ class BenchmarkCNN:
         images_per_sec=ips, images_per_sec_per_device=ips / len(self.devices),
         step_time_ms=timing.step_time_ms(step_times), losses=losses,
         flops_per_image=flops, tflops_per_sec=tflops,
-        peak_tflops_per_device=p.peak_tflops_per_device, mfu=mfu)
+        peak_tflops_per_device=p.peak_tflops_per_device, mfu=mfu,
+        extra={'loss_scale': (float(final_state['loss_scale'])
+                              if 'loss_scale' in final_state else None),
+               'skipped_steps': int(final_state.get('skipped_steps', 0))})
 
 
 def run_benchmark(p: params_lib.Params, out: TextIO = sys.stdout,

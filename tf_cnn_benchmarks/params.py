@@ -80,8 +80,28 @@ class Params:
       None, 'Where parameter_server keeps variables: cpu, or gpu (spread over '
       'the tower devices by size). Default: the tower device kind.',
       ('cpu', 'gpu'))
-  use_resource_vars: bool = _field(
-      False, 'Use resource variables instead of reference variables.')
+  use_resource_vars: Optional[bool] = _field(
+      None, 'Use resource variables instead of reference variables. Default: '
+      'false, but true with --fp16_enable_auto_loss_scale (the skipped update '
+      'is a conditional branch, which only resource variables can enter).')
+
+  # Precision.
+  use_fp16: bool = _field(
+      False, 'Compute in float16 (variables float32, cast when read; loss in '
+      'float32), with loss scaling.')
+  fp16_vars: bool = _field(
+      False, 'With --use_fp16: store the variables in float16 too (batch-norm '
+      'variables stay float32).')
+  fp16_loss_scale: Optional[float] = _field(
+      None, 'Initial loss scale with --use_fp16 (default 128).')
+  fp16_enable_auto_loss_scale: bool = _field(
+      False, 'With --use_fp16: skip updates whose reduced gradients hold '
+      'inf/nan and halve the loss scale; double it after '
+      '--fp16_inc_loss_scale_every_n finite steps in a row.')
+  fp16_inc_loss_scale_every_n: int = _field(
+      1000, 'Finite steps in a row before the auto loss scale doubles.')
+  use_bf16: bool = _field(
+      False, 'Compute in bfloat16 (variables float32); no loss scaling needed.')
 
   # How replicated gradients are all-reduced (variable_mgr/allreduce.py).
   all_reduce_spec: Optional[str] = _field(
@@ -245,6 +265,7 @@ def _resolve(p: Params) -> Params:
                p.variable_update, ', '.join(variable_mgr.local_names())))
 
   _check_all_reduce(p, manager_cls, device)
+  _check_precision(p)
 
   batch_size = p.batch_size or model.default_batch_size
   num_batches = p.num_batches
@@ -258,6 +279,9 @@ def _resolve(p: Params) -> Params:
   return dataclasses.replace(
       p, data_name=data_name, device=device, data_format=data_format,
       local_parameter_device=p.local_parameter_device or device,
+      use_resource_vars=(p.fp16_enable_auto_loss_scale
+                         if p.use_resource_vars is None
+                         else p.use_resource_vars),
       batch_size=batch_size, num_batches=num_batches,
       num_warmup_batches=(10 if p.num_warmup_batches is None
                           else p.num_warmup_batches))
@@ -295,6 +319,35 @@ def _check_all_reduce(p: Params, manager_cls, device: str) -> None:
            '--all_reduce_spec=%s: %s needs GPUs; on cpu use one of %s' % (
                p.all_reduce_spec, ', '.join(gpu_only),
                ', '.join(allreduce.algorithm_names(cpu_only=True))))
+
+
+def _check_precision(p: Params) -> None:
+  """fp16 / bf16 flags: one precision, fp16-only flags only with fp16."""
+  _require(not (p.use_fp16 and p.use_bf16),
+           '--use_fp16 and --use_bf16: choose one compute precision')
+  for name in ('fp16_vars', 'fp16_enable_auto_loss_scale'):
+    _require(p.use_fp16 or not getattr(p, name),
+             '--%s: only with --use_fp16' % name)
+  _require(p.use_fp16 or p.fp16_loss_scale is None,
+           '--fp16_loss_scale: only with --use_fp16')
+  _require(p.fp16_loss_scale is None or p.fp16_loss_scale > 0,
+           '--fp16_loss_scale=%s: must be > 0' % p.fp16_loss_scale)
+  _require(p.fp16_inc_loss_scale_every_n >= 1,
+           '--fp16_inc_loss_scale_every_n=%d: must be >= 1'
+           % p.fp16_inc_loss_scale_every_n)
+  _require(not (p.fp16_enable_auto_loss_scale and p.use_resource_vars is False),
+           '--fp16_enable_auto_loss_scale needs resource variables; drop '
+           '--nouse_resource_vars')
+
+
+def compute_dtype(p: Params):
+  """The dtype the towers compute in."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if p.use_fp16:
+    return tf.float16
+  if p.use_bf16:
+    return tf.bfloat16
+  return tf.float32
 
 
 def as_dict(p: Params) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Callable, Sequence
 
@@ -37,18 +38,41 @@ def l2_penalty(variables: Sequence[tf.Variable], weight_decay: float):
       [tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in decayed])
 
 
+@contextlib.contextmanager
+def float16_variables():
+  """Creates the model's float32 variables as float16 (batch norm's excepted).
+
+  fused_batch_norm needs float32 scale, offset and statistics, so the
+  batch-norm variables stay float32.
+  """
+  def float16_getter(getter, name, *args, **kwargs):
+    if kwargs.get('dtype') == tf.float32 and 'batchnorm' not in name:
+      kwargs['dtype'] = tf.float16
+      if isinstance(kwargs.get('initializer'), tf.Tensor):
+        kwargs['initializer'] = tf.cast(kwargs['initializer'], tf.float16)
+    return getter(name, *args, **kwargs)
+  with tf1.variable_scope(tf1.get_variable_scope(), custom_getter=float16_getter,
+                          auxiliary_name_scope=False):
+    yield
+
+
 def build_tower(model, images, labels, *, num_classes: int, data_format: str,
                 compute_dtype: tf.DType, seed: int, weight_decay: float,
                 trainable_variables: Callable[[], list],
-                forward_only: bool = False) -> Tower:
+                forward_only: bool = False, float16_vars: bool = False,
+                scale_loss: Callable | None = None) -> Tower:
   """Builds the model on `images`, its loss, and (unless forward_only) gradients.
 
   Call inside the variable manager's tower scope; `trainable_variables` is
   called after the model is built and returns the variables to differentiate.
+  With `scale_loss`, the gradients are those of scale_loss(loss) (fp16 loss
+  scaling); the returned loss is unscaled.
   """
-  out = model.build(images, num_classes, is_training=not forward_only,
-                    data_format=data_format, compute_dtype=compute_dtype,
-                    seed=seed)
+  storage = float16_variables() if float16_vars else contextlib.nullcontext()
+  with storage:
+    out = model.build(images, num_classes, is_training=not forward_only,
+                      data_format=data_format, compute_dtype=compute_dtype,
+                      seed=seed)
   with tf1.name_scope('loss'):
     loss = cross_entropy(out.logits, labels)
     if out.aux_logits is not None:
@@ -58,7 +82,7 @@ def build_tower(model, images, labels, *, num_classes: int, data_format: str,
   if forward_only:
     return Tower(loss, out.logits, [], tuple(out.update_ops))
   with tf1.name_scope('gradients'):
-    grads = tf1.gradients(loss, variables)
+    grads = tf1.gradients(scale_loss(loss) if scale_loss else loss, variables)
   missing = [v.op.name for g, v in zip(grads, variables) if g is None]
   if missing:
     raise ValueError('model %s: no gradient for %s' % (model.name, missing[:3]))

@@ -110,24 +110,37 @@ class VariableMgr:
   def build_train_op(self, tower_grads: Sequence[GradsAndVars],
                      make_optimizer: Callable[[], tf1.train.Optimizer],
                      global_step: tf.Variable,
-                     clip_norm: float | None = None) -> tf.Operation:
-    """Reduces the gradients, clips them, applies them; bumps global_step once."""
+                     clip_norm: float | None = None,
+                     loss_scale=None) -> tf.Operation:
+    """Reduces, (unscales, checks,) clips and applies the gradients.
+
+    global_step moves once per applied step. With a LossScale, towers must
+    have differentiated the scaled loss; with an automatic one, a step whose
+    reduced gradients hold inf/nan updates nothing on any replica.
+    """
     reduction = self.reduce_gradients(tower_grads)
+
+    def apply(sites):
+      updates = []
+      for k, (device, grads_and_vars) in enumerate(sites):
+        if clip_norm is not None:
+          grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
+        with tf.device(device), self._apply_name_scope(k):
+          updates.append(make_optimizer().apply_gradients(
+              grads_and_vars, global_step=global_step if k == 0 else None))
+      return updates
+
     # Updates run in place on the variables' buffers: without this barrier an
     # update could land while another op of the same step (the backprop of an
     # earlier layer) still reads the old value, and the step would mix both.
     barrier = ([g for grads in tower_grads for g, _ in grads]
                if reduction.consistent else [])
-    updates = []
-    for k, (device, grads_and_vars) in enumerate(reduction.sites):
-      if clip_norm is not None:
-        grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
-      with tf.device(device), self._apply_name_scope(k), \
-          tf.control_dependencies(barrier):
-        optimizer = make_optimizer()
-        updates.append(optimizer.apply_gradients(
-            grads_and_vars, global_step=global_step if k == 0 else None))
-    return tf.group(*updates, *reduction.side_ops, name='train_op')
+    with tf.control_dependencies(barrier):
+      if loss_scale is None:
+        update = tf.group(*apply(reduction.sites))
+      else:
+        update = loss_scale.guarded_update(reduction.sites, apply)
+    return tf.group(update, *reduction.side_ops, name='train_op')
 
   def _apply_name_scope(self, site: int) -> contextlib.AbstractContextManager:
     """Name scope for the optimizer of apply site `site`.

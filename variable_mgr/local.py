@@ -138,7 +138,10 @@ class Replicated(_PerTowerCopies):
 
   @classmethod
   def from_params(cls, params, tower_devices):
-    return cls(tower_devices, reducer=GradientReducer.from_params(params),
+    sixteen_bit = (tf.float16 if params.use_fp16 else
+                   tf.bfloat16 if params.use_bf16 else None)
+    return cls(tower_devices,
+               reducer=GradientReducer.from_params(params, sixteen_bit),
                relaxed=params.variable_consistency == 'relaxed',
                use_resource_vars=params.use_resource_vars)
 

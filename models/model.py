@@ -1,0 +1,90 @@
+"""The Model base class and its build result.
+
+A model is a small description (name, dataset, input size, classic default
+batch size and learning rate) plus a ``body`` that appends layers to a
+``NetBuilder``. ``build`` adds the final linear classifier, so a family only
+writes its trunk.
+"""
+
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+
+from models.builder import NetBuilder
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOutput:
+    """What ``Model.build`` returns for one tower.
+
+    Attributes:
+      logits: [batch, num_classes] in the compute dtype.
+      aux_logits: auxiliary-head logits, or None (no model here has one).
+      update_ops: this tower's batch-norm moving-average assign ops (never the
+        global UPDATE_OPS collection).
+    """
+    logits: tf.Tensor
+    aux_logits: Optional[tf.Tensor] = None
+    update_ops: tuple = ()
+
+
+class Model:
+    """Base class: subclasses set the attributes and implement ``body``.
+
+    Attributes:
+      name: registry name, e.g. 'resnet50_v1.5'.
+      dataset: 'imagenet' or 'cifar10'.
+      image_size: input height and width in pixels.
+      default_batch_size: classic per-device default batch size.
+      default_learning_rate: classic initial learning rate (for the ImageNet
+        ResNets: the rate at a global batch of 256, before linear scaling).
+    """
+
+    def __init__(self, name: str, dataset: str, image_size: int,
+                 default_batch_size: int, default_learning_rate: float):
+        self.name = name
+        self.dataset = dataset
+        self.image_size = image_size
+        self.default_batch_size = default_batch_size
+        self.default_learning_rate = default_learning_rate
+
+    def __repr__(self):
+        return f'{type(self).__name__}(name={self.name!r}, dataset={self.dataset!r})'
+
+    def body(self, net: NetBuilder) -> None:
+        """Appends the trunk (everything but the classifier) to ``net``."""
+        raise NotImplementedError
+
+    def build(self, images, num_classes, *, is_training=True,
+              data_format='NHWC', compute_dtype=tf.float32,
+              seed=1234) -> ModelOutput:
+        """Builds the forward pass for one tower in the current graph/scope.
+
+        Args:
+          images: float32 [B, H, W, 3] (NHWC) or [B, 3, H, W] (NCHW) tensor.
+          num_classes: width of the logits.
+          is_training: batch statistics + dropout (True) or inference.
+          data_format: layout of ``images`` and of every activation.
+          compute_dtype: tf.float32, tf.float16 or tf.bfloat16; variables stay
+            float32.
+          seed: fixes every initial value together with the variable names.
+
+        Returns:
+          ModelOutput with logits in ``compute_dtype`` and this tower's
+          batch-norm update ops.
+        """
+        net = NetBuilder(images, is_training=is_training,
+                         data_format=data_format, compute_dtype=compute_dtype,
+                         seed=seed)
+        self.body(net)
+        logits = net.affine(num_classes, activation=None)
+        return ModelOutput(logits=logits, update_ops=tuple(net.update_ops))
+
+    def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
+        """The model's default schedule: a float, or a scalar float32 tensor.
+
+        The base class (and the simple models) use a constant.
+        """
+        del global_step, global_batch_size, examples_per_epoch
+        return float(self.default_learning_rate)

@@ -1,0 +1,53 @@
+"""Name -> model factory registry, one namespace per dataset."""
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+DATASETS = ('imagenet', 'cifar10')
+
+# (name, dataset) -> zero-argument factory returning a fresh Model.
+_REGISTRY: Dict[Tuple[str, str], Callable] = {}
+
+
+class UnknownModelError(ValueError):
+    """Raised by ``create_model`` for a name (or dataset) with no model."""
+
+
+def register(name: str, dataset: str, factory: Callable) -> None:
+    """Registers ``factory`` (no arguments -> Model) as ``name`` for ``dataset``.
+
+    Raises:
+      ValueError: unknown dataset, or (name, dataset) already registered.
+    """
+    if dataset not in DATASETS:
+        raise ValueError(f'dataset must be one of {DATASETS}, got {dataset!r}')
+    key = (name, dataset)
+    if key in _REGISTRY:
+        raise ValueError(f'model {name!r} is already registered for {dataset!r}')
+    _REGISTRY[key] = factory
+
+
+def create_model(name: str, dataset: str):
+    """Returns a new Model instance for (name, dataset).
+
+    Raises:
+      UnknownModelError: with the names available for that dataset.
+    """
+    factory = _REGISTRY.get((name, dataset))
+    if factory is None:
+        if dataset not in DATASETS:
+            raise UnknownModelError(
+                f'unknown dataset {dataset!r}; datasets: {", ".join(DATASETS)}')
+        raise UnknownModelError(
+            f'unknown model {name!r} for dataset {dataset!r}; '
+            f'available: {", ".join(names(dataset))}')
+    return factory()
+
+
+def names(dataset: Optional[str] = None) -> List[str]:
+    """Sorted model names, for one dataset or (None) across all of them."""
+    return sorted({n for n, d in _REGISTRY if dataset is None or d == dataset})
+
+
+def list_models() -> List[Tuple[str, str]]:
+    """Sorted (name, dataset) pairs of every registered model."""
+    return sorted(_REGISTRY)

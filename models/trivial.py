@@ -1,0 +1,23 @@
+"""Trivial model: almost no compute, for measuring harness overhead.
+
+Architecture (as the classic tf_cnn_benchmarks 'trivial'): flatten the image,
+a 1-unit ReLU layer, a 4096-unit ReLU layer, then the classifier. The 1-unit
+bottleneck keeps the first matmul tiny even on 227x227x3 inputs.
+"""
+
+from models.model import Model
+from models.registry import register
+
+
+class Trivial(Model):
+    """Flatten -> affine(1) -> affine(4096) -> classifier."""
+
+    def body(self, net):
+        net.flatten()
+        net.affine(1)
+        net.affine(4096)
+
+
+# Classic defaults: ImageNet input 224 + 3 (like AlexNet), batch 32, lr 0.005.
+register('trivial', 'imagenet', lambda: Trivial('trivial', 'imagenet', 227, 32, 0.005))
+register('trivial', 'cifar10', lambda: Trivial('trivial', 'cifar10', 32, 32, 0.005))

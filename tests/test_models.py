@@ -1,0 +1,540 @@
+"""Tests for the models package: registry, builder, every model, counts, FLOPs.
+
+Fast on CPU: batch 2, one training step per model. The deep ImageNet ResNets
+(101/152 layers) and the full-size NCHW ImageNet runs are marked slow.
+"""
+
+import os
+
+# NCHW convolutions / pooling on CPU need the oneDNN kernels; must be set
+# before TensorFlow is imported.
+os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
+
+import pathlib  # noqa: E402
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import models  # noqa: E402
+from models import initializers  # noqa: E402
+from models import registry  # noqa: E402
+from models.builder import NetBuilder  # noqa: E402
+
+tf1 = tf.compat.v1
+
+NUM_CLASSES = {'imagenet': 1001, 'cifar10': 10}
+MODELS_DIR = pathlib.Path(models.__file__).parent
+
+
+def _is_heavy(name, dataset):
+    """ImageNet ResNet-101/152 (any version): ~10-30 s a step on 2 cores."""
+    return dataset == 'imagenet' and re.match(r'resnet(101|152)', name) is not None
+
+
+def _model_params():
+    params = []
+    for name, dataset in models.list_models():
+        marks = [pytest.mark.slow] if _is_heavy(name, dataset) else []
+        params.append(pytest.param(name, dataset, marks=marks,
+                                   id=f'{dataset}-{name}'))
+    return params
+
+
+def _images(batch, size, data_format, seed=(7, 11)):
+    shape = ([batch, size, size, 3] if data_format == 'NHWC'
+             else [batch, 3, size, size])
+    return tf.random.stateless_uniform(shape, seed=seed, minval=-1.0, maxval=1.0)
+
+
+def _train_once(model, *, data_format='NHWC', compute_dtype=tf.float32,
+                image_size=None, batch=2):
+    """Builds model + SGD step in a fresh graph, runs one step.
+
+    Returns a dict with loss before/after the step, the logits, and the
+    graph objects the callers inspect.
+    """
+    num_classes = NUM_CLASSES[model.dataset]
+    graph = tf.Graph()
+    with graph.as_default():
+        images = _images(batch, image_size or model.image_size, data_format)
+        labels = tf.constant([i % num_classes for i in range(batch)])
+        out = model.build(images, num_classes, is_training=True,
+                          data_format=data_format, compute_dtype=compute_dtype)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=tf.cast(out.logits, tf.float32)))
+        opt = tf1.train.GradientDescentOptimizer(0.01)
+        grads_and_vars = opt.compute_gradients(loss)
+        with tf.control_dependencies(out.update_ops):
+            train_op = opt.apply_gradients(grads_and_vars)
+        init = tf1.global_variables_initializer()
+    with tf1.Session(graph=graph) as sess:
+        sess.run(init)
+        loss0, logits, _ = sess.run([loss, out.logits, train_op])
+        loss1 = sess.run(loss)
+    return dict(graph=graph, out=out, loss0=loss0, loss1=loss1, logits=logits,
+                grads_and_vars=grads_and_vars)
+
+
+# --------------------------------------------------------------------------
+# Registry
+
+def _zoo_names(dataset):
+    # Other test modules register throwaway 'test_*' models in the same process.
+    return [n for n in models.names(dataset) if not n.startswith('test_')]
+
+
+def test_registry_lists_the_classic_models():
+    assert _zoo_names('imagenet') == sorted(
+        ['trivial', 'lenet', 'alexnet'] +
+        [f'resnet{d}{v}' for d in (50, 101, 152) for v in ('', '_v1.5', '_v2')])
+    assert _zoo_names('cifar10') == sorted(
+        ['trivial', 'alexnet'] +
+        [f'resnet{d}{v}' for d in (20, 32, 44, 56, 110) for v in ('', '_v2')])
+    assert models.names() == sorted(set(models.names('imagenet')) |
+                                    set(models.names('cifar10')))
+    pairs = models.list_models()
+    assert pairs == sorted(pairs)
+    assert set(pairs) == {(n, d) for d in ('imagenet', 'cifar10')
+                          for n in models.names(d)}
+
+
+def test_registry_refuses_duplicates():
+    with pytest.raises(ValueError, match='already registered'):
+        models.register('resnet20', 'cifar10', lambda: None)
+    with pytest.raises(ValueError, match='dataset'):
+        models.register('new_model', 'mnist', lambda: None)
+
+
+def test_registry_register_new_model(monkeypatch):
+    # Work on a copy so the real registry is untouched after the test.
+    monkeypatch.setattr(registry, '_REGISTRY', dict(registry._REGISTRY))
+    models.register('tiny', 'cifar10', lambda: 'a model')
+    assert models.create_model('tiny', 'cifar10') == 'a model'
+    assert ('tiny', 'cifar10') in models.list_models()
+    assert 'tiny' not in models.names('imagenet')
+
+
+def test_unknown_model_lists_alternatives():
+    with pytest.raises(models.UnknownModelError) as err:
+        models.create_model('resnet21', 'cifar10')
+    assert isinstance(err.value, ValueError)
+    message = str(err.value)
+    assert 'resnet21' in message
+    for name in models.names('cifar10'):
+        assert name in message
+    assert 'resnet50' not in message  # an imagenet-only name
+    with pytest.raises(models.UnknownModelError, match='dataset'):
+        models.create_model('resnet50', 'mnist')
+
+
+def test_model_attributes():
+    m = models.create_model('resnet50', 'imagenet')
+    assert isinstance(m, models.Model)
+    assert (m.name, m.dataset, m.image_size, m.default_batch_size,
+            m.default_learning_rate) == ('resnet50', 'imagenet', 224, 64, 0.128)
+    assert models.create_model('resnet152_v2', 'imagenet').default_batch_size == 32
+    m = models.create_model('resnet56', 'cifar10')
+    assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (32, 128, 0.1)
+    assert models.create_model('alexnet', 'imagenet').image_size == 227
+    assert models.create_model('lenet', 'imagenet').image_size == 28
+    # A fresh instance per call.
+    assert models.create_model('lenet', 'imagenet') is not models.create_model('lenet', 'imagenet')
+
+
+def test_models_package_is_self_contained():
+    """models/ must not depend on the harness, Keras, tf.layers or TF privates."""
+    forbidden = re.compile(
+        r'tf_cnn_benchmarks|variable_mgr|keras|compat\.v1\.layers|tf1\.layers|'
+        r'tensorflow\.python|rnn_cell')
+    for path in MODELS_DIR.glob('*.py'):
+        for line in path.read_text().splitlines():
+            code = line.split('#')[0]
+            if 'import' in code or 'tf.' in code or 'tf1.' in code:
+                assert not forbidden.search(code), f'{path.name}: {line}'
+
+
+# --------------------------------------------------------------------------
+# One training step of every model
+
+@pytest.mark.parametrize('name,dataset', _model_params())
+def test_one_training_step_nhwc(name, dataset):
+    model = models.create_model(name, dataset)
+    result = _train_once(model)
+    num_classes = NUM_CLASSES[dataset]
+    assert result['logits'].shape == (2, num_classes)
+    assert result['logits'].dtype == np.float32
+    assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
+    assert np.all(np.isfinite(result['logits']))
+    # Every trainable variable gets a gradient.
+    assert all(g is not None for g, _ in result['grads_and_vars'])
+    # Batch-norm updates come back in the output, not in the collection.
+    with result['graph'].as_default():
+        assert tf1.get_collection(tf1.GraphKeys.UPDATE_OPS) == []
+        num_bn = len([v for v in tf1.global_variables()
+                      if v.name.endswith('moving_mean:0')])
+    assert len(result['out'].update_ops) == 2 * num_bn
+
+
+@pytest.mark.parametrize('name,dataset', [
+    ('lenet', 'imagenet'),
+    ('trivial', 'cifar10'),
+    ('alexnet', 'cifar10'),
+    ('resnet20', 'cifar10'),
+    ('resnet20_v2', 'cifar10'),
+    pytest.param('alexnet', 'imagenet', marks=pytest.mark.slow),
+    pytest.param('resnet50', 'imagenet', marks=pytest.mark.slow),
+    pytest.param('resnet101_v1.5', 'imagenet', marks=pytest.mark.slow),
+    pytest.param('resnet152_v2', 'imagenet', marks=pytest.mark.slow),
+])
+def test_one_training_step_nchw(name, dataset):
+    model = models.create_model(name, dataset)
+    result = _train_once(model, data_format='NCHW')
+    assert result['logits'].shape == (2, NUM_CLASSES[dataset])
+    assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
+
+
+@pytest.mark.parametrize('name,dataset,image_size,is_training', [
+    ('resnet20', 'cifar10', 32, True),
+    ('resnet20_v2', 'cifar10', 32, False),
+    # Fully convolutional, so a small input keeps these cheap.
+    ('resnet50_v1.5', 'imagenet', 64, True),
+    ('resnet50_v2', 'imagenet', 64, False),
+])
+def test_nchw_matches_nhwc(name, dataset, image_size, is_training):
+    """Same seed and names => same weights, so both layouts give the same logits
+    (models without a flatten, whose feature order depends on the layout)."""
+    model = models.create_model(name, dataset)
+    num_classes = NUM_CLASSES[dataset]
+    logits = {}
+    for data_format in ('NHWC', 'NCHW'):
+        graph = tf.Graph()
+        with graph.as_default():
+            images = _images(2, image_size, 'NHWC')
+            if data_format == 'NCHW':
+                images = tf.transpose(images, [0, 3, 1, 2])
+            out = model.build(images, num_classes, is_training=is_training,
+                              data_format=data_format)
+            init = tf1.global_variables_initializer()
+        with tf1.Session(graph=graph) as sess:
+            sess.run(init)
+            logits[data_format] = sess.run(out.logits)
+    # Different conv kernels per layout round differently; batch-statistics BN
+    # over tiny late-stage maps amplifies that, hence the loose tolerance (a
+    # layout bug gives O(1) differences).
+    np.testing.assert_allclose(logits['NHWC'], logits['NCHW'], rtol=1e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize('compute_dtype', [tf.float16, tf.bfloat16])
+@pytest.mark.parametrize('name,dataset', [
+    ('resnet20', 'cifar10'),
+    ('resnet20_v2', 'cifar10'),
+    ('alexnet', 'cifar10'),  # LRN has no 16-bit GPU kernel: runs in float32
+    ('lenet', 'imagenet'),
+])
+def test_16bit_compute(name, dataset, compute_dtype):
+    model = models.create_model(name, dataset)
+    result = _train_once(model, compute_dtype=compute_dtype)
+    assert result['out'].logits.dtype == compute_dtype
+    assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
+    with result['graph'].as_default():
+        variables = tf1.global_variables()
+    # Variables, hence their gradients, stay float32.
+    assert variables and all(v.dtype.base_dtype == tf.float32 for v in variables)
+    assert all(g.dtype.base_dtype == tf.float32
+               for g, _ in result['grads_and_vars'])
+
+
+def test_inference_build_has_no_update_ops_or_dropout():
+    graph = tf.Graph()
+    with graph.as_default():
+        images = _images(2, 227, 'NHWC')
+        out = models.create_model('alexnet', 'imagenet').build(
+            images, 1001, is_training=False)
+        assert out.update_ops == ()
+        op_types = {op.type for op in graph.get_operations()}
+    # Dropout would add a stateful random op; inference must be deterministic.
+    assert not [t for t in op_types if 'Random' in t and not t.startswith('Stateless')]
+    graph = tf.Graph()
+    with graph.as_default():
+        models.create_model('alexnet', 'imagenet').build(
+            _images(2, 227, 'NHWC'), 1001, is_training=True)
+        assert 'RandomUniform' in {op.type for op in graph.get_operations()}
+
+    graph = tf.Graph()
+    with graph.as_default():
+        out = models.create_model('resnet20', 'cifar10').build(
+            _images(2, 32, 'NHWC'), 10, is_training=False)
+        assert out.update_ops == ()
+        assert isinstance(out, models.ModelOutput) and out.aux_logits is None
+
+
+# --------------------------------------------------------------------------
+# Parameter counts and FLOPs
+
+@pytest.mark.parametrize('name,dataset,num_classes,expected', [
+    # torchvision resnet50 / resnet101 / resnet152 "num_params" (same v1
+    # architecture; v1.5 moves a stride, no parameters).
+    ('resnet50', 'imagenet', 1000, 25_557_032),
+    ('resnet50_v1.5', 'imagenet', 1000, 25_557_032),
+    pytest.param('resnet101', 'imagenet', 1000, 44_549_160, marks=pytest.mark.slow),
+    pytest.param('resnet152', 'imagenet', 1000, 60_192_808, marks=pytest.mark.slow),
+    # He et al. 2015, Table 6: ResNet-20 "0.27M", ResNet-110 "1.7M". Exactly,
+    # for the option-A (parameter-free shortcut) network built here:
+    #   stem conv 3*3*3*16 + BN 2*16                         =     464
+    #   stage 1: 6 convs 3*3*16*16 + 6 BN 2*16               =  14,016
+    #   stage 2: 3*3*16*32 + 5 * 3*3*32*32 + 6 BN 2*32       =  51,072
+    #   stage 3: 3*3*32*64 + 5 * 3*3*64*64 + 6 BN 2*64       = 203,520
+    #   classifier 64*10 + 10                                =     650
+    ('resnet20', 'cifar10', 10, 269_722),
+    ('resnet110', 'cifar10', 10, 1_727_962),
+    # v2 swaps each block's second BN (over the block's output width) for a
+    # pre-activation BN over its input width, and adds a final BN: the two
+    # downsampling blocks lose 2*(32-16) and 2*(64-32), the final BN adds 2*64:
+    #   269,722 - 32 - 64 + 128 = 269,754.
+    ('resnet20_v2', 'cifar10', 10, 269_754),
+    # Classic one-tower AlexNet (conv 64-192-384-384-256, fc 4096-4096), 1000
+    # classes: 23,296 + 307,392 + 663,936 + 1,327,488 + 884,992 (convs)
+    # + 37,752,832 + 16,781,312 + 4,097,000 (fc) = 61,838,248.
+    ('alexnet', 'imagenet', 1000, 61_838_248),
+    # lenet: 5*5*3*32+32 + 5*5*32*64+64 + 3136*512+512 + 512*1001+1001.
+    ('lenet', 'imagenet', 1001, 2_432 + 51_264 + 1_606_144 + 513_513),
+])
+def test_param_count(name, dataset, num_classes, expected):
+    model = models.create_model(name, dataset)
+    assert models.model_param_count(model, num_classes) == expected
+
+
+def test_resnet50_flops():
+    """ResNet-50 forward: 2 x multiply-adds.
+
+    v1 (stride in the 1x1): He et al. 2015, Table 1, "3.8 x 10^9 FLOPs"
+    (multiply-adds). v1.5 (stride in the 3x3): torchvision's ResNet50 (a
+    v1.5) lists 4.09 GFLOPS (multiply-adds), i.e. the often-quoted ~4.1e9.
+    """
+    v1 = models.model_flops_per_image(models.create_model('resnet50', 'imagenet'), 1000)
+    v15 = models.model_flops_per_image(
+        models.create_model('resnet50_v1.5', 'imagenet'), 1000, data_format='NCHW')
+    assert v1 == pytest.approx(2 * 3.8e9, rel=0.05)
+    assert v15 == pytest.approx(2 * 4.1e9, rel=0.05)
+    assert v15 > v1
+
+
+def test_count_forward_flops_exact():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.zeros([1, 8, 8, 3])
+        conv = tf.nn.conv2d(x, tf.zeros([3, 3, 3, 4]), 1, 'SAME')           # 8*8*4 outs * 27
+        conv_s2 = tf.nn.conv2d(x, tf.zeros([1, 1, 3, 4]), 2, 'VALID')       # 4*4*4 outs * 3
+        dw = tf.nn.depthwise_conv2d(x, tf.zeros([3, 3, 3, 2]), [1, 1, 1, 1], 'SAME')  # 8*8*6 * 9
+        a = tf.zeros([2, 5])
+        mm = tf.linalg.matmul(a, tf.zeros([5, 7]))                             # 2*7 * 5
+        mm_t = tf.linalg.matmul(tf.zeros([5, 2]), tf.zeros([7, 5]),
+                                transpose_a=True, transpose_b=True)            # 2*7 * 5
+        bmm = tf.linalg.matmul(tf.zeros([4, 2, 5]), tf.zeros([4, 5, 3]))       # 4*2*3 * 5
+        total = sum(tf.reduce_sum(t) for t in (conv, conv_s2, dw, mm, mm_t, bmm))
+        forward_ops = graph.get_operations()
+        tf.gradients(total, [x, a])  # backward MatMuls etc. must be skipped
+    macs = 8 * 8 * 4 * 27 + 4 * 4 * 4 * 3 + 8 * 8 * 6 * 9 + 70 + 70 + 24 * 5
+    assert models.count_forward_flops(forward_ops) == 2 * macs
+    assert models.count_forward_flops(graph.get_operations()) == 2 * macs
+
+
+def test_count_forward_flops_needs_static_shapes():
+    graph = tf.Graph()
+    with graph.as_default():
+        a = tf1.placeholder(tf.float32, [None, 5])
+        tf.linalg.matmul(a, tf.zeros([5, 3]))
+    with pytest.raises(ValueError, match='not fully known'):
+        models.count_forward_flops(graph.get_operations())
+
+
+# --------------------------------------------------------------------------
+# Deterministic initialisation
+
+def _initial_values(graph, scopes):
+    """Runs the initialisers; returns {scope: {name relative to scope: value}}.
+
+    '' stands for variables built with no outer scope.
+    """
+    with graph.as_default():
+        init = tf1.global_variables_initializer()
+        variables = tf1.global_variables()
+    with tf1.Session(graph=graph) as sess:
+        sess.run(init)
+        values = sess.run({v.name: v for v in variables})
+    by_scope = {}
+    for scope in scopes:
+        prefix = f'{scope}/' if scope else ''
+        others = tuple(f'{s}/' for s in scopes if s and s != scope)
+        by_scope[scope] = {
+            name[len(prefix):]: value for name, value in values.items()
+            if name.startswith(prefix) and not name.startswith(others)
+            and name != 'unrelated:0'}
+    return by_scope
+
+
+def _build_under(scope, name, dataset, seed=1234):
+    model = models.create_model(name, dataset)
+    images = _images(2, model.image_size, 'NHWC')
+    if scope:
+        with tf1.variable_scope(scope):
+            model.build(images, NUM_CLASSES[dataset], seed=seed)
+    else:
+        model.build(images, NUM_CLASSES[dataset], seed=seed)
+
+
+@pytest.mark.parametrize('name,dataset', [('resnet20', 'cifar10'),
+                                          ('alexnet', 'cifar10')])
+def test_initial_values_depend_only_on_seed_and_relative_name(name, dataset):
+    graph_a = tf.Graph()
+    with graph_a.as_default():
+        _build_under('v0', name, dataset)
+        _build_under('v1', name, dataset)
+    values_a = _initial_values(graph_a, ['v0', 'v1'])
+
+    # Another graph: unrelated random ops first, other scopes, reverse order,
+    # and a build with no outer scope at all.
+    graph_b = tf.Graph()
+    with graph_b.as_default():
+        tf.random.uniform([3], seed=5)
+        tf1.get_variable('unrelated', [4], initializer=tf1.ones_initializer())
+        _build_under('tower_0', name, dataset)
+        _build_under('', name, dataset)
+    values_b = _initial_values(graph_b, ['tower_0', ''])
+
+    reference = values_a['v0']
+    assert len(reference) >= 10
+    for values in (values_a['v1'], values_b['tower_0'], values_b['']):
+        assert sorted(values) == sorted(reference)
+        for var_name, value in reference.items():
+            np.testing.assert_array_equal(values[var_name], value, err_msg=var_name)
+
+
+def test_initial_values_change_with_seed_and_name():
+    graph = tf.Graph()
+    with graph.as_default():
+        _build_under('a', 'resnet20', 'cifar10', seed=1234)
+        _build_under('b', 'resnet20', 'cifar10', seed=4321)
+    values = _initial_values(graph, ['a', 'b'])
+    a, b = values['a'], values['b']
+    # Two kernels of the same shape inside one model differ ...
+    assert a['block0/conv1/kernel:0'].shape == a['block0/conv2/kernel:0'].shape
+    assert not np.array_equal(a['block0/conv1/kernel:0'], a['block0/conv2/kernel:0'])
+    # ... and a different seed gives different kernels, same constants.
+    assert not np.array_equal(a['conv0/kernel:0'], b['conv0/kernel:0'])
+    np.testing.assert_array_equal(a['conv0/batchnorm0/gamma:0'],
+                                  b['conv0/batchnorm0/gamma:0'])
+
+
+# --------------------------------------------------------------------------
+# Builder details
+
+def test_variable_names_and_batch_norm_variables():
+    graph = tf.Graph()
+    with graph.as_default(), tf1.variable_scope('tower_0'):
+        models.create_model('resnet20', 'cifar10').build(_images(2, 32, 'NHWC'), 10)
+        trainable = {v.name for v in tf1.trainable_variables()}
+        everything = {v.name for v in tf1.global_variables()}
+    assert 'tower_0/conv0/kernel:0' in trainable
+    assert 'tower_0/affine0/weights:0' in trainable
+    assert 'tower_0/affine0/biases:0' in trainable
+    bn_trainable = {n for n in trainable if 'batchnorm' in n}
+    assert bn_trainable and all(n.endswith(('gamma:0', 'beta:0')) for n in bn_trainable)
+    moving = everything - trainable
+    assert moving and all('batchnorm' in n and 'moving_' in n for n in moving)
+
+
+def test_batch_norm_moving_average_update():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(np.arange(2 * 3 * 3 * 2, dtype=np.float32).reshape(2, 3, 3, 2))
+        net = NetBuilder(x, is_training=True, batch_norm_decay=0.9)
+        net.batch_norm()
+        with tf1.variable_scope('batchnorm0', reuse=True):
+            mean = tf1.get_variable('moving_mean')
+            var = tf1.get_variable('moving_variance')
+        init = tf1.global_variables_initializer()
+    assert len(net.update_ops) == 2
+    with tf1.Session(graph=graph) as sess:
+        sess.run(init)
+        sess.run(net.update_ops)
+        mean_value, var_value = sess.run([mean, var])
+    flat = np.arange(36, dtype=np.float64).reshape(-1, 2)
+    np.testing.assert_allclose(mean_value, 0.1 * flat.mean(0), rtol=1e-5)
+    # Moving variance tracks the unbiased batch variance.
+    np.testing.assert_allclose(var_value, 0.9 + 0.1 * flat.var(0, ddof=1), rtol=1e-5)
+
+
+def test_initializer_statistics():
+    graph = tf.Graph()
+    with graph.as_default():
+        shape = [3, 3, 64, 128]
+        fan_in, fan_avg = 3 * 3 * 64, (3 * 3 * 64 + 3 * 3 * 128) / 2
+        samples = {
+            'vs': (initializers.variance_scaling()(shape, tf.float32, (1, 2)),
+                   (1 / fan_in) ** 0.5, 2 * (1 / fan_in) ** 0.5 / 0.8796),
+            'he': (initializers.he_normal()(shape, tf.float32, (1, 3)),
+                   (2 / fan_in) ** 0.5, None),
+            'glorot': (initializers.glorot_uniform()(shape, tf.float32, (1, 4)),
+                       (1 / fan_avg) ** 0.5, (3 / fan_avg) ** 0.5),
+            'tn': (initializers.truncated_normal(0.04)(shape, tf.float32, (1, 5)),
+                   0.04 * 0.8796, 0.08),
+        }
+        again = initializers.truncated_normal(0.04)(shape, tf.float32, (1, 5))
+    with tf1.Session(graph=graph) as sess:
+        values = sess.run({k: v[0] for k, v in samples.items()})
+        assert np.array_equal(sess.run(again), values['tn'])
+    for key, (_, std, bound) in samples.items():
+        assert values[key].std() == pytest.approx(std, rel=0.03), key
+        assert abs(values[key].mean()) < 0.05 * std, key
+        if bound is not None:
+            assert np.abs(values[key]).max() <= bound * 1.0001, key
+
+
+# --------------------------------------------------------------------------
+# Learning-rate schedules
+
+def _lr_at(model, steps, global_batch_size, examples_per_epoch):
+    graph = tf.Graph()
+    with graph.as_default():
+        step = tf1.placeholder(tf.int64, [])
+        lr = model.learning_rate(step, global_batch_size, examples_per_epoch)
+        lr = tf.convert_to_tensor(lr)
+    assert lr.dtype == tf.float32 and lr.shape.rank == 0
+    with tf1.Session(graph=graph) as sess:
+        return [float(sess.run(lr, {step: s})) for s in steps]
+
+
+def test_constant_learning_rates():
+    for name, dataset in [('trivial', 'imagenet'), ('trivial', 'cifar10'),
+                          ('lenet', 'imagenet'), ('alexnet', 'imagenet')]:
+        model = models.create_model(name, dataset)
+        assert model.learning_rate(tf.constant(10, tf.int64), 32, 1000) == 0.005
+
+
+def test_cifar_resnet_learning_rate():
+    # 50000 / 128 -> 390 batches an epoch; boundaries at epochs 82, 123, 300.
+    model = models.create_model('resnet20', 'cifar10')
+    steps = [0, 390 * 82, 390 * 82 + 1, 390 * 123 + 1, 390 * 300, 390 * 300 + 1]
+    assert _lr_at(model, steps, 128, 50000) == pytest.approx(
+        [0.1, 0.1, 0.01, 0.001, 0.001, 0.0002])
+
+
+def test_imagenet_resnet_learning_rate():
+    model = models.create_model('resnet50_v1.5', 'imagenet')
+    # Global batch 1024 -> peak 0.128 * 4; 1251.1 batches an epoch.
+    per_epoch = 1281167 / 1024
+    warmup = int(5 * per_epoch)
+    steps = [0, warmup // 2, warmup, int(30 * per_epoch), int(30 * per_epoch) + 1,
+             int(90 * per_epoch) + 1]
+    expected = [0.0, 0.512 * (warmup // 2) / warmup, 0.512, 0.512, 0.0512, 0.0000512]
+    assert _lr_at(model, steps, 1024, 1281167) == pytest.approx(expected, rel=1e-5)
+
+
+def test_alexnet_cifar_learning_rate():
+    # Divided by 10 every 100 epochs: 100 * 50000 // 128 = 39062 steps.
+    model = models.create_model('alexnet', 'cifar10')
+    assert _lr_at(model, [0, 39061, 39062, 2 * 39062], 128, 50000) == pytest.approx(
+        [0.1, 0.1, 0.01, 0.001])
