@@ -51,6 +51,11 @@ Grid file format (plain lines, not JSON/YAML):
 - --axis and --fixed on the command line add to the grid file's lines; a
   flag may be defined only once overall. result_file is set by the sweep.
 
+A compound axis "axis FLAG1+FLAG2 = A1+A2, B1+, ..." sets several flags
+together (part i goes to FLAG i; an empty part leaves that flag out), for
+grids that are not a full cross product, e.g.
+"axis variable_update+all_reduce_spec = parameter_server+, replicated+xring".
+
 The special flag num_workers (as an axis or fixed, any N >= 1) runs the
 point through the local cluster launcher instead, which gets N and passes
 the other flags on (num_workers itself is not one of them):
@@ -117,9 +122,23 @@ class Grid(object):
     self.where = {}
 
   def add_axis(self, name, values, where):
-    """Add an axis; raises InputError for a bad name or values."""
-    self._check_name(name, where)
+    """Add an axis; raises InputError for a bad name or values.
+
+    A compound axis `a+b` sets several flags together: each value is
+    `va+vb`, and an empty part leaves that flag out for the point.
+    """
+    parts = name.split('+')
+    for part in parts:
+      self._check_name(part, where)
+    if len(parts) > 1 and WORKERS_FLAG in parts:
+      raise InputError('%s: %s cannot be part of a compound axis'
+                       % (where, WORKERS_FLAG))
     values = [v.strip() for v in values.split(',')]
+    if len(parts) > 1:
+      for value in values:
+        if len(value.split('+')) != len(parts):
+          raise InputError('%s: axis %s value %r needs %d parts joined by +'
+                           % (where, name, value, len(parts)))
     if any(not v for v in values):
       raise InputError('%s: axis %s has an empty value (values are '
                        'comma-separated, e.g. 1,2,4)' % (where, name))
@@ -242,9 +261,13 @@ class Point(object):
     self.point = dict(zip([name for name, _ in grid.axes], values))
     self.point_id = make_point_id(self.point)
     self.stem = log_stem(self.point_id)
-    # Fixed flags first, then axes, both in definition order.
-    self.flags = list(grid.fixed) + list(zip(
-        [name for name, _ in grid.axes], values))
+    # Fixed flags first, then axes, both in definition order; compound axes
+    # expand to their parts, empty parts left out.
+    self.flags = list(grid.fixed)
+    for (name, _), value in zip(grid.axes, values):
+      for part, part_value in zip(name.split('+'), value.split('+')):
+        if part_value:
+          self.flags.append((part, part_value))
 
 
 def make_points(grid):

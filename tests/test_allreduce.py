@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.device_testing import cpu_devices, same_device, session_config
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from variable_mgr import allreduce as ar  # pylint: disable=g-import-not-at-top
@@ -36,20 +38,6 @@ SHARDED_SPECS = ('copy#2', 'pscpu#3', 'psgpu#2', 'shuffle#2', 'shuffle#3',
 SHARDED_DTYPES = (tf.float32, tf.int32)
 
 
-def session_config(num_cpus):
-  """n logical CPUs; grappler off so the graph runs as built (and fast)."""
-  config = tf1.ConfigProto(device_count={'CPU': num_cpus})
-  config.graph_options.rewrite_options.disable_meta_optimizer = True
-  return config
-
-
-def cpu_devices(n):
-  return [f'/cpu:{i}' for i in range(n)]
-
-
-def same_device(a, b):
-  return tf.DeviceSpec.from_string(a).to_string() == \
-      tf.DeviceSpec.from_string(b).to_string()
 
 
 def sum_tolerance(dtype, n):

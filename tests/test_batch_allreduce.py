@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.device_testing import cpu_devices, same_device, session_config
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from variable_mgr import batch_allreduce as ba  # pylint: disable=g-import-not-at-top
@@ -49,19 +51,6 @@ OPTIONS = {
 EPS = {tf.float32: 2.0**-23, tf.float16: 2.0**-10, tf.bfloat16: 2.0**-7}
 
 
-def session_config(n):
-  config = tf1.ConfigProto(device_count={'CPU': n})
-  config.graph_options.rewrite_options.disable_meta_optimizer = True
-  return config
-
-
-def cpu_devices(n):
-  return [f'/cpu:{i}' for i in range(n)]
-
-
-def same_device(a, b):
-  return tf.DeviceSpec.from_string(a).to_string() == \
-      tf.DeviceSpec.from_string(b).to_string()
 
 
 def make_values(rng, n):

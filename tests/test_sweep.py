@@ -257,3 +257,52 @@ def test_error_line_prefers_the_specific_exception(tmp_path):
   assert sweep.log_error_line(str(log)) == 'Killed'
   log.write_text('$ python -m x\n')
   assert sweep.log_error_line(str(log)) is None
+
+
+def test_compound_axis_sets_flags_together(tmp_path):
+  grid = tmp_path / 'g.grid'
+  grid.write_text('axis variable_update+all_reduce_spec = '
+                  'parameter_server+, replicated+xring\n'
+                  'axis num_gpus = 1, 2\n')
+  proc = subprocess.run(
+      [sys.executable, str(REPO / 'scripts' / 'sweep.py'), '--name=c',
+       '--grid=%s' % grid, '--results_dir=%s' % tmp_path, '--dry_run'],
+      capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 0, proc.stderr
+  out = proc.stdout
+  assert '--variable_update=parameter_server' in out
+  assert '--all_reduce_spec=xring' in out
+  assert out.count('--all_reduce_spec=') == 2     # only the replicated points
+  bad = tmp_path / 'bad.grid'
+  bad.write_text('axis variable_update+all_reduce_spec = replicated\n')
+  proc = subprocess.run(
+      [sys.executable, str(REPO / 'scripts' / 'sweep.py'), '--name=c',
+       '--grid=%s' % bad, '--results_dir=%s' % tmp_path, '--dry_run'],
+      capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 2 and 'needs 2 parts' in proc.stderr
+
+
+def test_real_benchmark_sweep_then_compare(tmp_path):
+  """sweep.py drives the real benchmark; compare.py reads what it wrote."""
+  common = [sys.executable, str(REPO / 'scripts' / 'sweep.py'), '--name=real',
+            '--results_dir=%s' % tmp_path, '--timeout=240',
+            '--axis', 'num_gpus=1,2',
+            '--axis', 'variable_update=parameter_server,replicated',
+            '--fixed', 'model=trivial', '--fixed', 'data_name=cifar10',
+            '--fixed', 'device=cpu', '--fixed', 'batch_size=8',
+            '--fixed', 'num_batches=2', '--fixed', 'num_warmup_batches=1']
+  proc = subprocess.run(common, capture_output=True, text=True, timeout=900,
+                        cwd=str(REPO))
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  lines = [json.loads(l) for l in
+           (tmp_path / 'real.jsonl').read_text().splitlines()]
+  assert len(lines) == 4 and all(l['status'] == 'ok' for l in lines)
+  assert sorted((l['num_devices'], l['variable_update']) for l in lines) == [
+      (1, 'parameter_server'), (1, 'replicated'),
+      (2, 'parameter_server'), (2, 'replicated')]
+  table = subprocess.run(
+      [sys.executable, str(REPO / 'scripts' / 'compare.py'),
+       str(tmp_path / 'real.jsonl'), '--csv'],
+      capture_output=True, text=True, timeout=120)
+  assert table.returncode == 0, table.stderr
+  assert 'replicated' in table.stdout and 'efficiency' in table.stdout
