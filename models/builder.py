@@ -40,12 +40,24 @@ def _pair(value):
     return int(a), int(b)
 
 
+def _depthwise_variance_scaling(shape, dtype, seed):
+    """Variance scaling for a [kh, kw, in, multiplier] depthwise kernel.
+
+    The generic fan computation would take ``in`` as part of the fan-in, but a
+    depthwise output only sees kh * kw inputs.
+    """
+    kh, kw, _, _ = [int(d) for d in shape]
+    stddev = (1.0 / (kh * kw)) ** 0.5 / initializers.TRUNCATED_NORMAL_STDDEV
+    return initializers.truncated_normal(stddev)(shape, dtype, seed)
+
+
 class NetBuilder:
     """Builds a CNN layer by layer on ``tf.nn`` ops, in NHWC or NCHW."""
 
     def __init__(self, images, *, is_training, data_format='NHWC',
                  compute_dtype=tf.float32, seed=1234,
-                 batch_norm_decay=0.9, batch_norm_epsilon=1e-5):
+                 batch_norm_decay=0.9, batch_norm_epsilon=1e-5,
+                 batch_norm_scale=True):
         """Starts a network whose first top layer is ``images``.
 
         Args:
@@ -57,6 +69,9 @@ class NetBuilder:
           seed: int; with a variable's relative name it fixes the initial value.
           batch_norm_decay, batch_norm_epsilon: defaults for ``batch_norm``
             (0.9 / 1e-5 are what the classic ResNets used).
+          batch_norm_scale: default for ``batch_norm(scale=)``: whether batch
+            norm learns a gamma (the Inceptions, as in the classic harness,
+            do not: the following ReLU-conv makes it redundant).
         """
         if data_format not in ('NHWC', 'NCHW'):
             raise ValueError(f'data_format must be NHWC or NCHW, got {data_format!r}')
@@ -70,6 +85,7 @@ class NetBuilder:
         self.seed = int(seed)
         self.batch_norm_decay = batch_norm_decay
         self.batch_norm_epsilon = batch_norm_epsilon
+        self.batch_norm_scale = bool(batch_norm_scale)
         # Variable names are taken relative to this scope, so the same model
         # built under 'v0/', 'tower_1/' or no scope gets the same initial values.
         self._root = tf1.get_variable_scope().name
@@ -149,6 +165,8 @@ class NetBuilder:
             return x
         if activation == 'relu':
             return tf.nn.relu(x)
+        if activation == 'relu6':
+            return tf.nn.relu6(x)
         if activation == 'tanh':
             return tf.nn.tanh(x)
         raise ValueError(f'unknown activation {activation!r}')
@@ -180,7 +198,7 @@ class NetBuilder:
           kernel_size, strides: int or (h, w).
           padding: 'SAME', 'VALID', or 'FIXED' (pad (k-1) split evenly, then
             VALID, when strided; SAME when not -- the ResNet convention).
-          activation: 'relu', 'tanh', or None / 'linear'.
+          activation: 'relu', 'relu6', 'tanh', or None / 'linear'.
           batch_norm: follow the conv with batch norm instead of a bias.
           use_bias: add a bias when there is no batch norm.
           bias_init: initial bias value.
@@ -196,31 +214,108 @@ class NetBuilder:
         with tf1.variable_scope(self._unique('conv')):
             kernel = self.variable('kernel', [kh, kw, in_channels, filters],
                                    kernel_init)
-            if padding == 'FIXED':
-                if sh > 1 or sw > 1:
-                    x = self._fixed_pad(x, kh, kw)
-                    padding = 'VALID'
-                else:
-                    padding = 'SAME'
+            x, padding = self._resolve_padding(x, padding, kh, kw, sh, sw)
             y = tf.nn.conv2d(x, self.read(kernel), strides=self._nd(sh, sw),
                              padding=padding, data_format=self.data_format)
-            if batch_norm:
-                y = self.batch_norm(y)
-            elif use_bias:
-                biases = self.variable('biases', [filters],
-                                       initializers.constant(bias_init))
-                y = tf.nn.bias_add(y, self.read(biases),
-                                   data_format=self.data_format)
-            y = self._activate(y, activation)
+            y = self._finish(y, filters, batch_norm=batch_norm,
+                             use_bias=use_bias, bias_init=bias_init,
+                             activation=activation)
         return self.set_top(y)
 
+    def _finish(self, y, channels, *, batch_norm, use_bias, bias_init,
+                activation):
+        """Bias or batch norm, then activation, in the current variable scope."""
+        if batch_norm:
+            y = self.batch_norm(y)
+        elif use_bias:
+            biases = self.variable('biases', [channels],
+                                   initializers.constant(bias_init))
+            y = tf.nn.bias_add(y, self.read(biases), data_format=self.data_format)
+        return self._activate(y, activation)
+
+    def depthwise_conv(self, kernel_size, strides=1, padding='SAME', *,
+                       depth_multiplier=1, activation='relu', batch_norm=False,
+                       use_bias=True, bias_init=0.0, kernel_init=None,
+                       input_layer=None):
+        """Depthwise 2-D convolution (``tf.nn.depthwise_conv2d``): each input
+        channel gets its own ``depth_multiplier`` filters, no mixing.
+
+        Arguments as for ``conv`` ('FIXED' padding included); the output has
+        in_channels * depth_multiplier channels. The default kernel init is
+        variance scaling over the per-channel fan-in (kh * kw).
+        """
+        x = self.top_layer if input_layer is None else input_layer
+        in_channels = int(x.shape[self.channel_axis])
+        kh, kw = _pair(kernel_size)
+        sh, sw = _pair(strides)
+        kernel_init = kernel_init or _depthwise_variance_scaling
+        with tf1.variable_scope(self._unique('dwconv')):
+            kernel = self.variable(
+                'depthwise_kernel', [kh, kw, in_channels, depth_multiplier],
+                kernel_init)
+            x, padding = self._resolve_padding(x, padding, kh, kw, sh, sw)
+            y = tf.nn.depthwise_conv2d(
+                x, self.read(kernel), strides=self._nd(sh, sw), padding=padding,
+                data_format=self.data_format)
+            y = self._finish(y, in_channels * depth_multiplier,
+                             batch_norm=batch_norm, use_bias=use_bias,
+                             bias_init=bias_init, activation=activation)
+        return self.set_top(y)
+
+    def separable_conv(self, filters, kernel_size, strides=1, padding='SAME', *,
+                       depth_multiplier=1, activation='relu', batch_norm=False,
+                       use_bias=True, bias_init=0.0, input_layer=None):
+        """Depthwise convolution straight into a 1x1 pointwise one (no
+        normalisation or activation in between), then bias or batch norm and
+        activation: the NASNet "separable" op.
+
+        Built as two ops (DepthwiseConv2dNative + Conv2D), so FLOP counting
+        sees both.
+        """
+        x = self.top_layer if input_layer is None else input_layer
+        in_channels = int(x.shape[self.channel_axis])
+        kh, kw = _pair(kernel_size)
+        sh, sw = _pair(strides)
+        with tf1.variable_scope(self._unique('sepconv')):
+            depthwise = self.variable(
+                'depthwise_kernel', [kh, kw, in_channels, depth_multiplier],
+                _depthwise_variance_scaling)
+            pointwise = self.variable(
+                'pointwise_kernel', [1, 1, in_channels * depth_multiplier, filters],
+                initializers.variance_scaling())
+            x, padding = self._resolve_padding(x, padding, kh, kw, sh, sw)
+            y = tf.nn.depthwise_conv2d(
+                x, self.read(depthwise), strides=self._nd(sh, sw),
+                padding=padding, data_format=self.data_format)
+            y = tf.nn.conv2d(y, self.read(pointwise), strides=1, padding='VALID',
+                             data_format=self.data_format)
+            y = self._finish(y, filters, batch_norm=batch_norm,
+                             use_bias=use_bias, bias_init=bias_init,
+                             activation=activation)
+        return self.set_top(y)
+
+    def _resolve_padding(self, x, padding, kh, kw, sh, sw):
+        """Applies 'FIXED' padding (see ``conv``); returns (x, tf padding)."""
+        if padding != 'FIXED':
+            return x, padding
+        if sh > 1 or sw > 1:
+            return self._fixed_pad(x, kh, kw), 'VALID'
+        return x, 'SAME'
+
+    def concat(self, tensors):
+        """Concatenates 4-D tensors along the channel axis; becomes the top
+        (the join of an Inception module or a DenseNet layer)."""
+        return self.set_top(tf.concat(list(tensors), axis=self.channel_axis))
+
     def batch_norm(self, input_layer=None, *, decay=None, epsilon=None,
-                   scale=True):
+                   scale=None):
         """Fused batch norm over the channel axis.
 
         Training normalises with batch statistics and appends two assign ops
         (moving mean and variance, ``m <- m - (1 - decay) * (m - batch)``) to
         ``self.update_ops``; inference normalises with the moving statistics.
+        ``decay`` / ``epsilon`` / ``scale`` (learn a gamma) default to the
+        builder's settings.
         gamma/beta and the statistics stay float32 while x may be 16-bit:
         fused_batch_norm computes in float32 internally, which keeps
         16-bit batch norm numerically sane.
@@ -228,6 +323,7 @@ class NetBuilder:
         x = self.top_layer if input_layer is None else input_layer
         decay = self.batch_norm_decay if decay is None else decay
         epsilon = self.batch_norm_epsilon if epsilon is None else epsilon
+        scale = self.batch_norm_scale if scale is None else scale
         channels = int(x.shape[self.channel_axis])
         with tf1.variable_scope(self._unique('batchnorm')):
             beta = self.variable('beta', [channels], initializers.zeros())
@@ -362,6 +458,13 @@ class NetBuilder:
         """ReLU of the top layer (or ``input_layer``); becomes the top."""
         x = self.top_layer if input_layer is None else input_layer
         return self.set_top(tf.nn.relu(x))
+
+    def pad_spatial(self, x, before, after):
+        """Zero-pads height and width by ``before`` / ``after`` pixels."""
+        pads = [[0, 0]] * 4
+        for axis in ((1, 2) if self.data_format == 'NHWC' else (2, 3)):
+            pads[axis] = [before, after]
+        return tf.pad(x, pads)
 
     def pad_channels(self, x, before, after):
         """Zero-pads the channel axis (the CIFAR ResNet 'option A' shortcut)."""

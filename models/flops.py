@@ -70,19 +70,30 @@ def _build_inference(model, num_classes, data_format):
                        data_format=data_format)
 
 
-def model_flops_per_image(model, num_classes, data_format='NHWC') -> int:
-    """Forward FLOPs for one image: builds ``model`` at batch 1 (inference)
-    in a fresh graph and counts it."""
+def _trainable_count(variables):
+    return sum(int(v.shape.num_elements()) for v in variables)
+
+
+def model_stats(model, num_classes, data_format='NHWC'):
+    """(trainable parameters, forward FLOPs per image) from one build.
+
+    Builds ``model`` once, at batch 1 and for inference (so no auxiliary head
+    and no dropout), in a fresh graph. Batch-norm moving statistics are not
+    counted as parameters.
+    """
     graph = tf.Graph()
     with graph.as_default():
         _build_inference(model, num_classes, data_format)
-    return count_forward_flops(graph.get_operations())
+        params = _trainable_count(tf1.trainable_variables())
+    return params, count_forward_flops(graph.get_operations())
+
+
+def model_flops_per_image(model, num_classes, data_format='NHWC') -> int:
+    """Forward FLOPs for one image: builds ``model`` at batch 1 (inference)
+    in a fresh graph and counts it."""
+    return model_stats(model, num_classes, data_format)[1]
 
 
 def model_param_count(model, num_classes) -> int:
     """Number of trainable parameters (batch-norm moving statistics excluded)."""
-    graph = tf.Graph()
-    with graph.as_default():
-        _build_inference(model, num_classes, 'NHWC')
-        variables = tf1.trainable_variables()
-    return sum(int(v.shape.num_elements()) for v in variables)
+    return model_stats(model, num_classes)[0]

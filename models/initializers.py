@@ -24,6 +24,7 @@ Initializer = Callable[[Sequence[int], tf.DType, Sequence[int]], tf.Tensor]
 # makes a truncated normal have the requested variance (as TF's and JAX's
 # variance-scaling initialisers do).
 _TRUNCATED_NORMAL_STDDEV = 0.87962566103423978
+TRUNCATED_NORMAL_STDDEV = _TRUNCATED_NORMAL_STDDEV
 # Phi(-2): the standard normal CDF at -2.
 _PHI_MINUS_2 = 0.5 * math.erfc(2.0 / math.sqrt(2.0))
 

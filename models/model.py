@@ -3,7 +3,8 @@
 A model is a small description (name, dataset, input size, classic default
 batch size and learning rate) plus a ``body`` that appends layers to a
 ``NetBuilder``. ``build`` adds the final linear classifier, so a family only
-writes its trunk.
+writes its trunk. A trunk with an auxiliary head returns the head's features
+from ``body`` and ``build`` adds the auxiliary classifier.
 """
 
 import dataclasses
@@ -20,7 +21,9 @@ class ModelOutput:
 
     Attributes:
       logits: [batch, num_classes] in the compute dtype.
-      aux_logits: auxiliary-head logits, or None (no model here has one).
+      aux_logits: auxiliary-head logits (inception3, nasnet, nasnetlarge when
+        training), else None. The harness adds 0.4 x their cross entropy to
+        the loss.
       update_ops: this tower's batch-norm moving-average assign ops (never the
         global UPDATE_OPS collection).
     """
@@ -49,11 +52,20 @@ class Model:
         self.default_batch_size = default_batch_size
         self.default_learning_rate = default_learning_rate
 
+    # Builder batch-norm defaults (``NetBuilder`` keyword arguments
+    # batch_norm_decay / batch_norm_epsilon / batch_norm_scale); a family
+    # overrides them where the classic model used other settings.
+    batch_norm_config = {}
+
     def __repr__(self):
         return f'{type(self).__name__}(name={self.name!r}, dataset={self.dataset!r})'
 
-    def body(self, net: NetBuilder) -> None:
-        """Appends the trunk (everything but the classifier) to ``net``."""
+    def body(self, net: NetBuilder) -> Optional[tf.Tensor]:
+        """Appends the trunk (everything but the classifier) to ``net``.
+
+        Returns None, or the [batch, features] input of an auxiliary
+        classifier (which ``build`` then adds).
+        """
         raise NotImplementedError
 
     def build(self, images, num_classes, *, is_training=True,
@@ -71,15 +83,22 @@ class Model:
           seed: fixes every initial value together with the variable names.
 
         Returns:
-          ModelOutput with logits in ``compute_dtype`` and this tower's
-          batch-norm update ops.
+          ModelOutput with logits (and auxiliary logits, if the trunk has an
+          auxiliary head) in ``compute_dtype`` and this tower's batch-norm
+          update ops.
         """
         net = NetBuilder(images, is_training=is_training,
                          data_format=data_format, compute_dtype=compute_dtype,
-                         seed=seed)
-        self.body(net)
+                         seed=seed, **self.batch_norm_config)
+        aux_features = self.body(net)
         logits = net.affine(num_classes, activation=None)
-        return ModelOutput(logits=logits, update_ops=tuple(net.update_ops))
+        aux_logits = None
+        if aux_features is not None:
+            # Small initial weights, as the classic auxiliary classifiers had.
+            aux_logits = net.affine(num_classes, activation=None, stddev=0.001,
+                                    input_layer=aux_features)
+        return ModelOutput(logits=logits, aux_logits=aux_logits,
+                           update_ops=tuple(net.update_ops))
 
     def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
         """The model's default schedule: a float, or a scalar float32 tensor.

@@ -1,7 +1,9 @@
 """Tests for the models package: registry, builder, every model, counts, FLOPs.
 
-Fast on CPU: batch 2, one training step per model. The deep ImageNet ResNets
-(101/152 layers) and the full-size NCHW ImageNet runs are marked slow.
+Fast on CPU: batch 2, one training step per model, in NHWC and NCHW. The
+models that take ~10 s or more a step on two cores (``_SLOW``), and the NCHW
+runs of all but a few cheap models, are marked slow: ``pytest -m slow`` runs
+them.
 """
 
 import os
@@ -21,6 +23,7 @@ import models  # noqa: E402
 from models import initializers  # noqa: E402
 from models import registry  # noqa: E402
 from models.builder import NetBuilder  # noqa: E402
+from tf_cnn_benchmarks import towers  # noqa: E402
 
 tf1 = tf.compat.v1
 
@@ -28,15 +31,41 @@ NUM_CLASSES = {'imagenet': 1001, 'cifar10': 10}
 MODELS_DIR = pathlib.Path(models.__file__).parent
 
 
+# Models whose one-step test takes ~10 s or more on two shared cores (graph
+# build, CPU initialisation of 100M+ parameters, the step itself; NASNet's
+# thousands of small ops make even the mobile one ~17 s).
+_SLOW = {(name, 'imagenet') for name in (
+    'vgg16', 'vgg19', 'overfeat', 'inception4', 'nasnet', 'nasnetlarge')} | {
+    ('densenet100_k24', 'cifar10')}
+
+# The models also stepped in NCHW by the default run: one per kind of layer
+# (LRN, depthwise, concat, residual). NASNet's separable convs and factorised
+# reduction get their NCHW checks in the slow suite (step and
+# test_nchw_matches_nhwc).
+_FAST_NCHW = {('lenet', 'imagenet'), ('trivial', 'cifar10'), ('alexnet', 'cifar10'),
+              ('resnet20', 'cifar10'), ('resnet20_v2', 'cifar10'),
+              ('mobilenet', 'imagenet'), ('mobilenet_v2', 'imagenet'),
+              ('densenet40_k12', 'cifar10'), ('googlenet', 'imagenet')}
+
+
 def _is_heavy(name, dataset):
-    """ImageNet ResNet-101/152 (any version): ~10-30 s a step on 2 cores."""
+    """The ``_SLOW`` models and the ImageNet ResNet-101/152 (any version)."""
+    if (name, dataset) in _SLOW:
+        return True
     return dataset == 'imagenet' and re.match(r'resnet(101|152)', name) is not None
 
 
-def _model_params():
+def _model_params(data_format='NHWC'):
+    """One pytest.param per registered model (not the 'test_*' ones other test
+    modules register), slow-marked where heavy; in NCHW all but
+    ``_FAST_NCHW`` are slow."""
     params = []
     for name, dataset in models.list_models():
-        marks = [pytest.mark.slow] if _is_heavy(name, dataset) else []
+        if name.startswith('test_'):
+            continue
+        slow = _is_heavy(name, dataset) or (
+            data_format == 'NCHW' and (name, dataset) not in _FAST_NCHW)
+        marks = [pytest.mark.slow] if slow else []
         params.append(pytest.param(name, dataset, marks=marks,
                                    id=f'{dataset}-{name}'))
     return params
@@ -62,8 +91,11 @@ def _train_once(model, *, data_format='NHWC', compute_dtype=tf.float32,
         labels = tf.constant([i % num_classes for i in range(batch)])
         out = model.build(images, num_classes, is_training=True,
                           data_format=data_format, compute_dtype=compute_dtype)
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=labels, logits=tf.cast(out.logits, tf.float32)))
+        loss = towers.cross_entropy(out.logits, labels)
+        if out.aux_logits is not None:
+            # As the harness does; also gives the head's variables gradients.
+            loss += towers.AUX_LOSS_WEIGHT * towers.cross_entropy(
+                out.aux_logits, labels)
         opt = tf1.train.GradientDescentOptimizer(0.01)
         grads_and_vars = opt.compute_gradients(loss)
         with tf.control_dependencies(out.update_ops):
@@ -87,10 +119,13 @@ def _zoo_names(dataset):
 
 def test_registry_lists_the_classic_models():
     assert _zoo_names('imagenet') == sorted(
-        ['trivial', 'lenet', 'alexnet'] +
+        ['trivial', 'lenet', 'alexnet', 'overfeat', 'googlenet', 'vgg11',
+         'vgg16', 'vgg19', 'inception3', 'inception4', 'mobilenet',
+         'mobilenet_v2', 'nasnet', 'nasnetlarge'] +
         [f'resnet{d}{v}' for d in (50, 101, 152) for v in ('', '_v1.5', '_v2')])
     assert _zoo_names('cifar10') == sorted(
-        ['trivial', 'alexnet'] +
+        ['trivial', 'alexnet', 'densenet40_k12', 'densenet100_k12',
+         'densenet100_k24'] +
         [f'resnet{d}{v}' for d in (20, 32, 44, 56, 110) for v in ('', '_v2')])
     assert models.names() == sorted(set(models.names('imagenet')) |
                                     set(models.names('cifar10')))
@@ -139,6 +174,18 @@ def test_model_attributes():
     assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (32, 128, 0.1)
     assert models.create_model('alexnet', 'imagenet').image_size == 227
     assert models.create_model('lenet', 'imagenet').image_size == 28
+    # Classic image sizes, batch sizes and learning rates of the other models.
+    for name, size, batch, lr in [
+            ('overfeat', 231, 32, 0.005), ('googlenet', 224, 32, 0.005),
+            ('vgg16', 224, 64, 0.005), ('inception3', 299, 32, 0.005),
+            ('inception4', 299, 32, 0.005), ('mobilenet', 224, 32, 0.005),
+            ('mobilenet_v2', 224, 32, 0.005), ('nasnet', 224, 32, 0.005),
+            ('nasnetlarge', 331, 16, 0.005)]:
+        m = models.create_model(name, 'imagenet')
+        assert (m.image_size, m.default_batch_size,
+                m.default_learning_rate) == (size, batch, lr), name
+    m = models.create_model('densenet100_k24', 'cifar10')
+    assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (32, 64, 0.1)
     # A fresh instance per call.
     assert models.create_model('lenet', 'imagenet') is not models.create_model('lenet', 'imagenet')
 
@@ -167,8 +214,14 @@ def test_one_training_step_nhwc(name, dataset):
     assert result['logits'].dtype == np.float32
     assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
     assert np.all(np.isfinite(result['logits']))
-    # Every trainable variable gets a gradient.
+    # Every trainable variable gets a gradient (the auxiliary head's through
+    # the auxiliary loss).
     assert all(g is not None for g, _ in result['grads_and_vars'])
+    aux = result['out'].aux_logits
+    if name in ('inception3', 'nasnet', 'nasnetlarge'):
+        assert aux is not None and aux.shape.as_list() == [2, num_classes]
+    else:
+        assert aux is None
     # Batch-norm updates come back in the output, not in the collection.
     with result['graph'].as_default():
         assert tf1.get_collection(tf1.GraphKeys.UPDATE_OPS) == []
@@ -177,22 +230,13 @@ def test_one_training_step_nhwc(name, dataset):
     assert len(result['out'].update_ops) == 2 * num_bn
 
 
-@pytest.mark.parametrize('name,dataset', [
-    ('lenet', 'imagenet'),
-    ('trivial', 'cifar10'),
-    ('alexnet', 'cifar10'),
-    ('resnet20', 'cifar10'),
-    ('resnet20_v2', 'cifar10'),
-    pytest.param('alexnet', 'imagenet', marks=pytest.mark.slow),
-    pytest.param('resnet50', 'imagenet', marks=pytest.mark.slow),
-    pytest.param('resnet101_v1.5', 'imagenet', marks=pytest.mark.slow),
-    pytest.param('resnet152_v2', 'imagenet', marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize('name,dataset', _model_params('NCHW'))
 def test_one_training_step_nchw(name, dataset):
     model = models.create_model(name, dataset)
     result = _train_once(model, data_format='NCHW')
     assert result['logits'].shape == (2, NUM_CLASSES[dataset])
     assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
+    assert np.all(np.isfinite(result['logits']))
 
 
 @pytest.mark.parametrize('name,dataset,image_size,is_training', [
@@ -201,6 +245,12 @@ def test_one_training_step_nchw(name, dataset):
     # Fully convolutional, so a small input keeps these cheap.
     ('resnet50_v1.5', 'imagenet', 64, True),
     ('resnet50_v2', 'imagenet', 64, False),
+    # Depthwise convolutions; concatenation on the channel axis.
+    ('mobilenet_v2', 'imagenet', 64, True),
+    ('densenet40_k12', 'cifar10', 32, False),
+    # Separable convolutions and the pixel-shifted factorised reduction
+    # (~20 s: NASNet's graph is large whatever the image size).
+    pytest.param('nasnet', 'imagenet', 96, False, marks=pytest.mark.slow),
 ])
 def test_nchw_matches_nhwc(name, dataset, image_size, is_training):
     """Same seed and names => same weights, so both layouts give the same logits
@@ -298,12 +348,103 @@ def test_inference_build_has_no_update_ops_or_dropout():
     # classes: 23,296 + 307,392 + 663,936 + 1,327,488 + 884,992 (convs)
     # + 37,752,832 + 16,781,312 + 4,097,000 (fc) = 61,838,248.
     ('alexnet', 'imagenet', 1000, 61_838_248),
+    # torchvision's alexnet (61,100,840) has 256 filters in conv4: 3*3*384*256
+    # fewer weights in conv4 and 3*3*128*256 fewer in conv5, 128 fewer biases.
+    ('alexnet', 'imagenet', 1000, 61_100_840 + 9 * 128 * 384 + 9 * 128 * 256 + 128),
     # lenet: 5*5*3*32+32 + 5*5*32*64+64 + 3136*512+512 + 512*1001+1001.
     ('lenet', 'imagenet', 1001, 2_432 + 51_264 + 1_606_144 + 513_513),
+    # torchvision vgg11 / vgg16 / vgg19 "num_params" (Simonyan & Zisserman
+    # 2014, Table 2: 133M / 138M / 144M).
+    ('vgg11', 'imagenet', 1000, 132_863_336),
+    ('vgg16', 'imagenet', 1000, 138_357_544),
+    ('vgg19', 'imagenet', 1000, 143_667_240),
+    # GoogLeNet: torchvision's googlenet has 6,624,904 (aux heads dropped) but
+    # differs from the paper (and from the classic harness, which we follow)
+    # twice: its "5x5" branch is a 3x3 conv (a documented torchvision quirk),
+    # and it uses BN (gamma + beta) where we have a conv bias. Over the nine
+    # modules the 5x5 convs have sum(reduce * out) = 23,808, so 16 * 23,808
+    # more weights here; the 7,280 conv channels carry 1 bias instead of 2 BN
+    # parameters. (Paper, Table 1: ~6.8M weights, rounded per layer.)
+    ('googlenet', 'imagenet', 1000, 6_624_904 + 16 * 23_808 - 7_280),
+    # OverFeat fast (Sermanet et al. 2013, Table 1), weights + biases:
+    # convs 34,944 + 614,656 + 1,180,160 + 4,719,616 + 9,438,208,
+    # fc 36,864*3,072+3,072 + 3,072*4,096+4,096 + 4,096*1,000+1,000.
+    ('overfeat', 'imagenet', 1000, 15_987_584 + 113_249_280 + 12_587_008 + 4_097_000),
+    # DenseNet (L=40, k=12), Huang et al. 2016, Table 2: "1.0M"; exactly, for
+    # the classic harness's layout (conv biases, transition width unchanged):
+    ('densenet40_k12', 'cifar10', 10, 1_020_634),
 ])
 def test_param_count(name, dataset, num_classes, expected):
     model = models.create_model(name, dataset)
     assert models.model_param_count(model, num_classes) == expected
+
+
+def _densenet_params(layers_per_block, growth, num_classes=10):
+    """Exact DenseNet-(3n+4, k) count for the layout in models/densenet.py."""
+    channels = 16
+    total = 3 * 3 * 3 * 16 + 16                                   # stem conv
+    for block in range(3):
+        for _ in range(layers_per_block):
+            total += 2 * channels + 9 * channels * growth + growth  # BN, conv
+            channels += growth
+        if block < 2:
+            total += 2 * channels + channels * channels + channels  # transition
+    return total + 2 * channels + channels * num_classes + num_classes
+
+
+def test_densenet_param_formula():
+    assert _densenet_params(12, 12) == 1_020_634
+    # Huang et al. 2016, Table 2: DenseNet (L=100, k=12) 7.0M, (L=100, k=24)
+    # 27.2M.
+    assert _densenet_params(32, 12) == pytest.approx(7.0e6, rel=0.01)
+    assert _densenet_params(32, 24) == pytest.approx(27.2e6, rel=0.01)
+
+
+def _inference_counts(name, num_classes=1000):
+    """(trainable, all parameters, forward FLOPs) of the inference network
+    from one build; 'all' counts batch-norm moving means and variances, as
+    Keras's "Total params" does."""
+    graph = tf.Graph()
+    with graph.as_default():
+        model = models.create_model(name, 'imagenet')
+        size = model.image_size
+        model.build(tf.zeros([1, size, size, 3]), num_classes, is_training=False)
+        trainable = sum(v.shape.num_elements() for v in tf1.trainable_variables())
+        everything = sum(v.shape.num_elements() for v in tf1.global_variables())
+    return trainable, everything, models.count_forward_flops(graph.get_operations())
+
+
+@pytest.mark.parametrize('name,trainable,total,macs', [
+    # Parameters: keras-applications InceptionV3 (include_top, 1000 classes):
+    # 23,851,784 total / 23,817,352 trainable. Keras's BN has no gamma
+    # (scale=False) like the classic harness's, and no auxiliary head: ours is
+    # built only for training, so the inference network matches exactly.
+    # Multiply-adds: Zoph et al. 2017 (NASNet), Table 2: Inception-v3 5.72B.
+    ('inception3', 23_817_352, 23_851_784, 5.72e9),
+    # keras-applications MobileNet (alpha 1.0, 224): 4,253,864 total /
+    # 4,231,976 trainable. Howard et al. 2017, Table 1: 4.2M, 569M mult-adds.
+    ('mobilenet', 4_231_976, 4_253_864, 569e6),
+    # keras-applications MobileNetV2 (alpha 1.0, 224): 3,538,984 total;
+    # trainable 3,504,872 = torchvision mobilenet_v2. Sandler et al. 2018,
+    # Table 4: 3.4M, 300M mult-adds.
+    ('mobilenet_v2', 3_504_872, 3_538_984, 300e6),
+    # keras-applications NASNetMobile: 5,326,716 total (it has no auxiliary
+    # head either). Zoph et al. 2017, Table 2: NASNet-A (4 @ 1056) 5.3M, 564M
+    # mult-adds.
+    ('nasnet', 5_289_978, 5_326_716, 564e6),
+    # timm's inception_v4 has 42,679,816, with a BN gamma (ours, like the
+    # classic harness's, has none): minus one gamma per BN channel (31,584).
+    # Zoph et al. 2017, Table 2: Inception-v4 42.7M, 12.27B mult-adds.
+    ('inception4', 42_679_816 - 31_584, 42_679_816 - 31_584 + 2 * 31_584, 12.27e9),
+    # keras-applications NASNetLarge: 88,949,818 total. Zoph et al. 2017,
+    # Table 2: NASNet-A (6 @ 4032) 88.9M, 23.8B mult-adds.
+    pytest.param('nasnetlarge', 88_753_150, 88_949_818, 23.8e9,
+                 marks=pytest.mark.slow),
+])
+def test_counts_match_published(name, trainable, total, macs):
+    params, everything, flops = _inference_counts(name)
+    assert (params, everything) == (trainable, total)
+    assert flops == pytest.approx(2 * macs, rel=0.05)
 
 
 def test_resnet50_flops():
@@ -319,6 +460,60 @@ def test_resnet50_flops():
     assert v1 == pytest.approx(2 * 3.8e9, rel=0.05)
     assert v15 == pytest.approx(2 * 4.1e9, rel=0.05)
     assert v15 > v1
+
+
+def test_vgg16_flops():
+    """Simonyan & Zisserman's VGG-16: ~15.5 x 10^9 multiply-adds (the figure
+    torchvision lists as 15.47 GFLOPS)."""
+    flops = models.model_flops_per_image(models.create_model('vgg16', 'imagenet'), 1000)
+    assert flops == pytest.approx(2 * 15.5e9, rel=0.05)
+
+
+def test_depthwise_convolutions_are_counted():
+    """MobileNet's depthwise layers, exactly: sum of H_out * W_out * C * 9."""
+    graph = tf.Graph()
+    with graph.as_default():
+        models.create_model('mobilenet', 'imagenet').build(
+            tf.zeros([1, 224, 224, 3]), 1000, is_training=False)
+    depthwise = [op for op in graph.get_operations()
+                 if op.type == 'DepthwiseConv2dNative']
+    assert len(depthwise) == 13
+    # (output side, channels) of the 13 depthwise layers.
+    layers = [(112, 32), (56, 64), (56, 128), (28, 128), (28, 256), (14, 256)] + \
+        [(14, 512)] * 5 + [(7, 512), (7, 1024)]
+    assert models.count_forward_flops(depthwise) == 2 * sum(
+        side * side * channels * 9 for side, channels in layers)
+
+
+def test_model_stats_builds_once_and_agrees():
+    model = models.create_model('resnet20', 'cifar10')
+    built = []
+    original = model.build
+    model.build = lambda *a, **k: built.append(1) or original(*a, **k)
+    params, flops = models.model_stats(model, 10)
+    assert len(built) == 1
+    model.build = original
+    assert params == models.model_param_count(model, 10) == 269_722
+    assert flops == models.model_flops_per_image(model, 10)
+
+
+def test_aux_head_only_when_training():
+    """inception3's auxiliary head is a training-time loss: inference builds
+    (and therefore the parameter / FLOP table) leave it out."""
+    model = models.create_model('inception3', 'imagenet')
+    names = {}
+    for is_training in (True, False):
+        graph = tf.Graph()
+        with graph.as_default():
+            out = model.build(_images(2, 299, 'NHWC'), 1001,
+                              is_training=is_training)
+            names[is_training] = {v.op.name for v in tf1.trainable_variables()}
+        assert (out.aux_logits is not None) == is_training
+    # Same trunk variable names either way (so a training checkpoint restores
+    # into an inference graph); the head adds only its own.
+    extra = names[True] - names[False]
+    assert names[False] < names[True]
+    assert extra and all(n.startswith(('aux0/', 'affine1/')) for n in extra)
 
 
 def test_count_forward_flops_exact():
@@ -531,6 +726,13 @@ def test_imagenet_resnet_learning_rate():
              int(90 * per_epoch) + 1]
     expected = [0.0, 0.512 * (warmup // 2) / warmup, 0.512, 0.512, 0.0512, 0.0000512]
     assert _lr_at(model, steps, 1024, 1281167) == pytest.approx(expected, rel=1e-5)
+
+
+def test_densenet_learning_rate():
+    # 50000 / 64 -> 781 batches an epoch; /10 after epochs 150 and 225.
+    model = models.create_model('densenet40_k12', 'cifar10')
+    steps = [0, 781 * 150, 781 * 150 + 1, 781 * 225 + 1]
+    assert _lr_at(model, steps, 64, 50000) == pytest.approx([0.1, 0.1, 0.01, 0.001])
 
 
 def test_alexnet_cifar_learning_rate():

@@ -11,9 +11,9 @@ def rows():
   for name, data_name in models.list_models():
     model = models.create_model(name, data_name)
     num_classes = datasets.get(data_name).num_classes
+    params, flops = models.model_stats(model, num_classes)  # one build
     yield (name, data_name, model.image_size, model.default_batch_size,
-           models.model_param_count(model, num_classes),
-           models.model_flops_per_image(model, num_classes) / 1e9)
+           params, flops / 1e9)
 
 
 def render() -> str:

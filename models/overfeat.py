@@ -1,0 +1,31 @@
+"""OverFeat "fast" model (Sermanet et al. 2013, arXiv:1312.6229, Table 1).
+
+conv 11x11/4 (96) - pool 2 - conv 5x5 (256) - pool 2 - conv 3x3 (512, 1024,
+1024) - pool 2 - fc 3072 - fc 4096. Input 231x231, which the VALID 11x11/4
+and 5x5 convolutions take to a 6x6 final map, as in the paper. Like the
+classic harness (a throughput model), no dropout.
+"""
+
+from models.model import Model
+from models.registry import register
+
+
+class OverFeat(Model):
+    """OverFeat fast: five convolutions, two hidden fully connected layers."""
+
+    def body(self, net):
+        net.conv(96, 11, 4, 'VALID')
+        net.max_pool(2, 2)
+        net.conv(256, 5, 1, 'VALID')
+        net.max_pool(2, 2)
+        net.conv(512, 3)
+        net.conv(1024, 3)
+        net.conv(1024, 3)
+        net.max_pool(2, 2)
+        net.flatten()  # 1024 x 6 x 6
+        net.affine(3072)
+        net.affine(4096)
+
+
+register('overfeat', 'imagenet',
+         lambda: OverFeat('overfeat', 'imagenet', 231, 32, 0.005))

@@ -1,0 +1,42 @@
+"""VGG-11/16/19 (Simonyan & Zisserman 2014, arXiv:1409.1556, configurations
+A, D and E).
+
+Five stages of 3x3 SAME convolutions (64, 128, 256, 512, 512 filters, with
+bias and ReLU), each closed by 2x2 max pooling, then fc 4096 - dropout -
+fc 4096 - dropout. No batch norm, as in the paper and the classic harness.
+"""
+
+from models.model import Model
+from models.registry import register
+
+_STAGE_WIDTHS = (64, 128, 256, 512, 512)
+# Convolutions per stage for each depth.
+_LAYER_COUNTS = {11: (1, 1, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
+
+
+class VGG(Model):
+    """Plain 3x3-conv stack with three fully connected layers."""
+
+    def __init__(self, depth):
+        super().__init__(f'vgg{depth}', 'imagenet', 224, default_batch_size=64,
+                         default_learning_rate=0.005)
+        self.layer_counts = _LAYER_COUNTS[depth]
+
+    def body(self, net):
+        for count, width in zip(self.layer_counts, _STAGE_WIDTHS):
+            for _ in range(count):
+                net.conv(width, 3)
+            net.max_pool(2, 2)
+        net.flatten()  # 512 x 7 x 7
+        net.affine(4096)
+        net.dropout(0.5)
+        net.affine(4096)
+        net.dropout(0.5)
+
+
+def _register_all():
+    for depth in _LAYER_COUNTS:
+        register(f'vgg{depth}', 'imagenet', lambda depth=depth: VGG(depth))
+
+
+_register_all()
