@@ -1,7 +1,8 @@
 """`python -m tf_cnn_benchmarks`: flags -> Params -> run -> exit status.
 
 Exit status: 0 on success, 2 on a bad flag or combination (one line on
-stderr naming the flag and what is allowed, no traceback), 1 if the run fails.
+stderr naming the flag and what is allowed, no traceback), 1 if the run fails
+(in a cluster: one line naming the lost task, or the failed RPC).
 """
 
 from __future__ import annotations
@@ -46,9 +47,38 @@ def main(argv: list[str]) -> int:
     params = params_lib.params_from_flags(FLAGS)
   except params_lib.ParamsError as e:
     return _usage_error(str(e))
+  from tf_cnn_benchmarks import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+  import variable_mgr  # pylint: disable=g-import-not-at-top
+  cluster = params_lib.cluster_of(params)
+  if cluster is None:
+    return _run(params)
+  manager_cls = variable_mgr.get(params.variable_update, True)
+  me = (cluster.job_name, cluster.task_index)
+  if me in cluster_lib.roles(cluster, manager_cls.needs_controller).serve_only:
+    # Workers serving a controller's graph hold its CPU towers.
+    cpus = params.num_gpus if params.device == 'cpu' else 1
+    return _in_cluster(lambda: cluster_lib.serve(
+        cluster, manager_cls.needs_controller, cpus), cluster)
+  return _in_cluster(lambda: _run(params), cluster)
+
+
+def _run(params) -> int:
   from tf_cnn_benchmarks import benchmark_cnn  # pylint: disable=g-import-not-at-top
-  benchmark_cnn.run_benchmark(params, device_was_auto=FLAGS['device'].value is None)
+  benchmark_cnn.run_benchmark(params,
+                              device_was_auto=FLAGS['device'].value is None)
   return 0
+
+
+def _in_cluster(fn, cluster) -> int:
+  """Runs a cluster task; a lost peer or failed RPC is one line, status 1."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    return fn() or 0
+  except tf.errors.OpError as e:
+    from tf_cnn_benchmarks import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+    print(cluster_lib.describe_failure(cluster, e), file=sys.stderr,
+          flush=True)
+    return 1
 
 
 if __name__ == '__main__':

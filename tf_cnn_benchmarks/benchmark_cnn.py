@@ -16,6 +16,7 @@ import tensorflow as tf
 import models
 import variable_mgr
 from variable_mgr import loss_scale as loss_scale_lib
+from tf_cnn_benchmarks import cluster as cluster_lib
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
 from tf_cnn_benchmarks import inputs
@@ -37,6 +38,7 @@ class BuiltGraph:
   step_op: tf.Operation          # train op, or a no-op when forward only
   loss: tf.Tensor                # mean total loss over the towers
   init_ops: tuple
+  shared_ready: tf.Tensor | None  # names of shared variables not yet initialised
   post_init_ops: tuple
   global_step: tf.Variable
   report: dict                   # name -> tensor, fetched once at the end
@@ -52,12 +54,22 @@ class BenchmarkCNN:
     self.device_was_auto = device_was_auto
     self.model = models.create_model(params.model, params.data_name)
     self.dataset = datasets.get(params.data_name)
-    self.devices = devices.tower_devices(params.device, params.num_gpus)
+    self.cluster = params_lib.cluster_of(params)
+    self.layout = cluster_lib.layout(
+        self.cluster, variable_mgr.get(params.variable_update,
+                                       self.cluster is not None),
+        params.device, params.num_gpus, params.cross_replica_sync)
+    self.devices = self.layout.tower_devices
     self.manager = variable_mgr.create(params.variable_update, params,
-                                       self.devices)
+                                       self.devices,
+                                       cluster=self.layout.manager_cluster)
     self.compute_dtype = params_lib.compute_dtype(params)
     self.loss_scale_config = loss_scale_lib.LossScaleConfig.from_params(params)
-    self.global_batch_size = params.batch_size * len(self.devices)
+    # Every graph like this one (one per worker, or one in all) runs a step.
+    self.num_workers = self.cluster.num_workers if self.cluster else 1
+    self.global_batch_size = (params.batch_size * len(self.devices) *
+                              self.layout.workers_outside_graph)
+    self._run_ctx = cluster_lib.LocalRun()
 
   # ---- console ------------------------------------------------------------
 
@@ -88,6 +100,8 @@ class BenchmarkCNN:
         ('Variables', self.manager.describe()),
         ('AllReduce', str(self.manager.all_reduce_description())),
     ]
+    if self._run_ctx.describe:
+      rows.append(('Cluster', self._run_ctx.describe))
     for key, value in rows:
       self._print('%-12s %s' % (key + ':' if key else '', value))
     self._print('=' * 10)
@@ -116,21 +130,28 @@ class BenchmarkCNN:
       else:
         step_op = self._build_update(built_towers, global_step, stat_updates,
                                      loss_scale)
-      init_ops = (tf1.global_variables_initializer(),
-                  tf1.local_variables_initializer())
+      init_ops = tuple(self.manager.init_ops())
+      shared = self.manager.shared_variables()
+      # identity: a process whose run stops early must not warn that the
+      # (should-use wrapped) report was never used.
+      shared_ready = (tf.identity(tf1.report_uninitialized_variables(shared))
+                      if shared else None)
       post_init = tuple(self.manager.post_init_ops())
       report = loss_scale.report() if loss_scale else {}
-    return BuiltGraph(graph, step_op, loss, init_ops, post_init, global_step,
-                      report)
+    return BuiltGraph(graph, step_op, loss, init_ops, shared_ready, post_init,
+                      global_step, report)
 
   def _build_tower(self, index: int) -> towers.Tower:
     p = self.params
     device = self.devices[index]
     with tf.device(device):
+      # Global tower index: worker w's tower t holds the examples a local
+      # run's tower w*T+t would hold.
       images, labels = inputs.tower_synthetic_batch(
-          index, p.batch_size, image_size=self.model.image_size,
-          depth=self.dataset.depth, num_classes=self.dataset.num_classes,
-          data_format=p.data_format, seed=p.tf_random_seed)
+          self.layout.first_tower_index + index, p.batch_size,
+          image_size=self.model.image_size, depth=self.dataset.depth,
+          num_classes=self.dataset.num_classes, data_format=p.data_format,
+          seed=p.tf_random_seed)
     with self.manager.tower_scope(index):
       return towers.build_tower(
           self.model, images, labels, num_classes=self.dataset.num_classes,
@@ -161,25 +182,51 @@ class BenchmarkCNN:
 
   # ---- run ----------------------------------------------------------------
 
+  @property
+  def reports_results(self) -> bool:
+    """Whether this process writes the run's results line."""
+    return self._run_ctx.reports_results
+
   def run(self) -> results.BenchmarkResult:
     """Builds the graph, runs warm-up and timed steps, returns the result."""
     p = self.params
+    if self.cluster is not None:
+      self._run_ctx = cluster_lib.ClientRun(
+          self.cluster, self.manager,
+          p.num_gpus if p.device == 'cpu' else 1)
     self.print_header()
     self._print('Generating training model' if not p.forward_only
                 else 'Generating inference model')
     built = self.build()
     built.graph.finalize()
-    config = devices.session_config(
-        p.device, len(self.devices), num_intra_threads=p.num_intra_threads,
-        num_inter_threads=p.num_inter_threads)
-    with tf1.Session(graph=built.graph, config=config) as sess:
+    # Logical CPU devices of a cluster task come from its server's config.
+    config = self._run_ctx.configure(devices.session_config(
+        p.device, p.num_gpus, num_intra_threads=p.num_intra_threads,
+        num_inter_threads=p.num_inter_threads))
+    with tf1.Session(self._run_ctx.target, graph=built.graph,
+                     config=config) as sess:
       self._print('Initializing graph')
       sess.run(built.init_ops)
+      self._wait_for_shared(sess, built)
       if built.post_init_ops:
         sess.run(built.post_init_ops)
       losses, step_times = self._run_steps(sess, built)
       final_state = sess.run(built.report)
+    self._run_ctx.finish()
     return self._result(losses, step_times, final_state)
+
+  def _wait_for_shared(self, sess, built: BuiltGraph,
+                       timeout_s: float = 120.0) -> None:
+    """Waits until another process (the chief) initialised shared state."""
+    if built.shared_ready is None:
+      return
+    deadline = time.monotonic() + timeout_s
+    while len(sess.run(built.shared_ready)):
+      if time.monotonic() > deadline:
+        raise tf.errors.DeadlineExceededError(
+            None, None, 'shared variables not initialised after %ds'
+            % timeout_s)
+      time.sleep(0.2)
 
   def _run_steps(self, sess, built: BuiltGraph):
     p = self.params
@@ -206,6 +253,7 @@ class BenchmarkCNN:
               final_state: dict) -> results.BenchmarkResult:
     p = self.params
     total_time = sum(step_times)
+    # In a cluster this is the cluster's rate: every worker's images.
     ips = self.global_batch_size * len(step_times) / total_time
     self._print(_RULE)
     self._print('total images/sec: %.2f' % ips)
@@ -224,23 +272,39 @@ class BenchmarkCNN:
         variable_update=p.variable_update,
         all_reduce_spec=self.manager.all_reduce_description(),
         precision=self.compute_dtype.name,
-        num_devices=len(self.devices), num_workers=1,
+        num_devices=len(self.devices) // self.layout_graph_workers,
+        num_workers=self.num_workers,
         batch_size_per_device=p.batch_size,
         global_batch_size=self.global_batch_size,
         num_steps=len(step_times), num_warmup_steps=p.num_warmup_batches,
-        images_per_sec=ips, images_per_sec_per_device=ips / len(self.devices),
+        images_per_sec=ips,
+        images_per_sec_per_device=ips / (p.num_gpus * self.num_workers),
         step_time_ms=timing.step_time_ms(step_times), losses=losses,
         flops_per_image=flops, tflops_per_sec=tflops,
         peak_tflops_per_device=p.peak_tflops_per_device, mfu=mfu,
         extra={'loss_scale': (float(final_state['loss_scale'])
                               if 'loss_scale' in final_state else None),
-               'skipped_steps': int(final_state.get('skipped_steps', 0))})
+               'skipped_steps': int(final_state.get('skipped_steps', 0)),
+               **self._cluster_keys(ips)})
+
+  @property
+  def layout_graph_workers(self) -> int:
+    """How many workers' towers this process's graph holds."""
+    return len(self.devices) // self.params.num_gpus
+
+  def _cluster_keys(self, ips: float) -> dict:
+    if self.cluster is None:
+      return {}
+    return {'images_per_sec_per_worker': ips / self.num_workers,
+            'task': {'job_name': self.cluster.job_name,
+                     'task_index': self.cluster.task_index}}
 
 
 def run_benchmark(p: params_lib.Params, out: TextIO = sys.stdout,
                   device_was_auto: bool = False) -> results.BenchmarkResult:
   """Runs one benchmark; appends its JSON line to p.result_file if set."""
-  result = BenchmarkCNN(p, out=out, device_was_auto=device_was_auto).run()
-  if p.result_file:
+  bench = BenchmarkCNN(p, out=out, device_was_auto=device_was_auto)
+  result = bench.run()
+  if p.result_file and bench.reports_results:
     results.append_json_line(p.result_file, result.to_record())
   return result

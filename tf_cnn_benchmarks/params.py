@@ -85,6 +85,34 @@ class Params:
       'false, but true with --fp16_enable_auto_loss_scale (the skipped update '
       'is a conditional branch, which only resource variables can enter).')
 
+  # Multi-worker (see README "Multi-worker"); without --job_name, the
+  # TF_CONFIG environment variable is read when set.
+  job_name: Optional[str] = _field(
+      None, 'This task\'s job in a cluster: ps, worker or controller. Unset: '
+      'a local run (or TF_CONFIG\'s task, when that is set).',
+      ('ps', 'worker', 'controller'))
+  ps_hosts: Optional[str] = _field(
+      None, 'Comma-separated HOST:PORT of the ps tasks.')
+  worker_hosts: Optional[str] = _field(
+      None, 'Comma-separated HOST:PORT of the worker tasks.')
+  controller_host: Optional[str] = _field(
+      None, 'HOST:PORT of the controller (distributed_all_reduce).')
+  task_index: Optional[int] = _field(
+      None, 'Index of this task within its job (default 0, or TF_CONFIG\'s).')
+  server_protocol: str = _field(
+      'grpc', 'Protocol of the tf.distribute.Server of each task.')
+  cross_replica_sync: bool = _field(
+      True, 'parameter_server / distributed_replicated in a cluster: average '
+      'every worker\'s gradients of a step before one update (false: each '
+      'worker updates the shared variables on its own, asynchronously).')
+  ps_partition_threshold_bytes: int = _field(
+      0, 'parameter_server in a cluster: split each trainable variable of '
+      'more bytes than this along its first axis over the ps tasks (0: off; '
+      'the parts are saved as NAME/part_K).')
+  hybrid_threshold_bytes: int = _field(
+      1 << 20, 'hybrid: variables of more bytes than this live on the ps '
+      'tasks; smaller ones are all-reduced across workers.')
+
   # Precision.
   use_fp16: bool = _field(
       False, 'Compute in float16 (variables float32, cast when read; loss in '
@@ -258,11 +286,14 @@ def _resolve(p: Params) -> Params:
     _require(os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1') != '0',
              '--data_format=NCHW on cpu needs oneDNN ops; unset '
              'TF_ENABLE_ONEDNN_OPTS=0 or use --data_format=NHWC')
-  manager_cls = variable_mgr.get(p.variable_update)
-  _require(not manager_cls.requires_cluster,
+  cluster = cluster_of(p)
+  manager_cls = variable_mgr.get(p.variable_update, cluster is not None)
+  _require(cluster is not None or not manager_cls.requires_cluster,
            '--variable_update=%s: needs a cluster (--job_name, --ps_hosts, '
            '--worker_hosts); local modes: %s' % (
                p.variable_update, ', '.join(variable_mgr.local_names())))
+  if cluster is not None:
+    _check_cluster(p, cluster, manager_cls)
 
   _check_all_reduce(p, manager_cls, device)
   _check_precision(p)
@@ -285,6 +316,45 @@ def _resolve(p: Params) -> Params:
       batch_size=batch_size, num_batches=num_batches,
       num_warmup_batches=(10 if p.num_warmup_batches is None
                           else p.num_warmup_batches))
+
+
+def cluster_of(p: Params):
+  """The run's cluster.Cluster (flags, else TF_CONFIG), or None if local."""
+  from tf_cnn_benchmarks import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+  try:
+    return cluster_lib.resolve(p.job_name, p.task_index, p.worker_hosts,
+                               p.ps_hosts, p.controller_host,
+                               p.server_protocol)
+  except cluster_lib.ClusterError as e:
+    raise ParamsError(str(e)) from None
+
+
+def _check_cluster(p: Params, cluster, manager_cls) -> None:
+  """The variable manager fits the cluster's jobs."""
+  cluster_modes = sorted(n for n in variable_mgr.names()
+                         if variable_mgr.get(n, True).supports_cluster)
+  _require(manager_cls.supports_cluster,
+           '--variable_update=%s: does not run in a cluster; one of %s' % (
+               p.variable_update, ', '.join(cluster_modes)))
+  _require(not manager_cls.needs_ps or cluster.num_ps > 0,
+           '--ps_hosts: required with --variable_update=%s' % p.variable_update)
+  _require(manager_cls.needs_ps or cluster.num_ps == 0,
+           '--ps_hosts: not used by --variable_update=%s; drop it'
+           % p.variable_update)
+  _require(not manager_cls.needs_controller or cluster.controller_host,
+           '--controller_host: required with --variable_update=%s'
+           % p.variable_update)
+  _require(manager_cls.needs_controller or not cluster.controller_host,
+           '--controller_host: only with --variable_update=%s' % ', '.join(
+               n for n in variable_mgr.names()
+               if variable_mgr.get(n, True).needs_controller))
+  _require(p.ps_partition_threshold_bytes >= 0,
+           '--ps_partition_threshold_bytes=%d: must be >= 0'
+           % p.ps_partition_threshold_bytes)
+  _require(p.hybrid_threshold_bytes >= 0,
+           '--hybrid_threshold_bytes=%d: must be >= 0' % p.hybrid_threshold_bytes)
+  _require(not (p.use_fp16 or p.use_bf16),
+           '--use_fp16/--use_bf16: not supported across workers yet')
 
 
 def _check_all_reduce(p: Params, manager_cls, device: str) -> None:

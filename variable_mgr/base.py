@@ -4,6 +4,8 @@ A manager decides, for one data-parallel strategy:
   * where each tower's variables live and under which names (`tower_scope`);
   * how the towers' gradients are reduced (`reduce_gradients`) and applied
     (`build_train_op`);
+  * what this process initialises (`init_ops`) and which variables another
+    process initialises (`shared_variables`, in a cluster);
   * what runs once after initialisation (`post_init_ops`, e.g. the v0 copy);
   * which variables a checkpoint holds, under mode-independent names
     (`savable_variables`).
@@ -52,19 +54,37 @@ class VariableMgr:
   requires_cluster: ClassVar[bool] = False
   # True for modes that reduce with an --all_reduce_spec.
   uses_all_reduce: ClassVar[bool] = False
+  # True for modes that can run in a cluster (given a ClusterDevices).
+  supports_cluster: ClassVar[bool] = False
+  # True for modes that keep variables on ps tasks (need --ps_hosts).
+  needs_ps: ClassVar[bool] = False
+  # True for modes where one controller builds one graph spanning every
+  # worker's devices (the workers only serve).
+  needs_controller: ClassVar[bool] = False
+  # True for modes whose graph ops reach other workers (collectives), so a
+  # session cannot be filtered down to this worker and the ps tasks.
+  talks_to_other_workers: ClassVar[bool] = False
 
   def __init__(self, tower_devices: Sequence[str], *, cpu_device: str = '/cpu:0',
-               use_resource_vars: bool = False):
+               use_resource_vars: bool = False, cluster=None):
     if not tower_devices:
       raise ValueError('a variable manager needs at least one tower device')
     self.tower_devices = tuple(tower_devices)
     self.cpu_device = cpu_device
     self.use_resource_vars = use_resource_vars
+    self.cluster = cluster   # ClusterDevices, or None for a local run
 
   @classmethod
-  def from_params(cls, params, tower_devices: Sequence[str]) -> 'VariableMgr':
+  def from_params(cls, params, tower_devices: Sequence[str],
+                  cluster=None) -> 'VariableMgr':
     """Builds the manager from run Params (reads only the fields it needs)."""
+    del cluster
     return cls(tower_devices, use_resource_vars=params.use_resource_vars)
+
+  @property
+  def workers_in_lockstep(self) -> bool:
+    """True when every step of a worker waits for the other workers."""
+    return self.talks_to_other_workers
 
   # ---- where things live -------------------------------------------------
 
@@ -157,6 +177,19 @@ class VariableMgr:
 
   # ---- initialisation and checkpoints -----------------------------------
 
+  def init_ops(self) -> list:
+    """Initialisation ops this process runs (default: every variable).
+
+    In a cluster, variables that other workers share are initialised by the
+    chief only; the others wait for them (`shared_variables`).
+    """
+    return [tf1.global_variables_initializer(),
+            tf1.local_variables_initializer()]
+
+  def shared_variables(self) -> list:
+    """Variables another process initialises; wait for them before use."""
+    return []
+
   def post_init_ops(self) -> list:
     """Ops to run once after variable initialisation (default: none)."""
     return []
@@ -172,6 +205,38 @@ class VariableMgr:
       elif '/' not in name:   # global_step and other top-level state
         saved[name] = v
     return saved
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterDevices:
+  """What a manager needs to know about a cluster (plain values).
+
+  ps_devices: '/job:ps/replica:0/task:k/device:CPU:0' per ps task.
+  worker_devices: '/job:worker/replica:0/task:w' per worker.
+  task_index: this worker's index (0 on a controller).
+  is_chief: whether this process initialises shared state.
+  cross_replica_sync: whether the workers' gradients of a step are averaged.
+  """
+  ps_devices: tuple
+  worker_devices: tuple
+  task_index: int
+  is_chief: bool
+  cross_replica_sync: bool = True
+
+  @property
+  def num_workers(self) -> int:
+    return len(self.worker_devices)
+
+  @property
+  def worker_device(self) -> str:
+    return self.worker_devices[self.task_index]
+
+
+def on_task(variable, task_prefix: str) -> bool:
+  """Whether `variable` lives on the task whose device prefix is given."""
+  spec = tf.DeviceSpec.from_string(variable.device)
+  task = tf.DeviceSpec.from_string(task_prefix)
+  return spec.job == task.job and (spec.task or 0) == (task.task or 0)
 
 
 def clip_by_global_norm(grads_and_vars: GradsAndVars,

@@ -258,10 +258,13 @@ class OneStepDelay:
           variables, reads = [], []
           for j, t in enumerate(tensors):
             t = tf.convert_to_tensor(t)
-            var = tf1.Variable(
-                tf.zeros(t.shape, t.dtype), trainable=False,
-                collections=[tf1.GraphKeys.LOCAL_VARIABLES],
-                use_resource=True, name=f'tower{i}_value{j}')
+            # The store starts at zeros whatever control dependencies the
+            # caller's scope holds: its initializer must run at init time.
+            with tf.control_dependencies(None):
+              var = tf1.Variable(
+                  tf.zeros(t.shape, t.dtype), trainable=False,
+                  collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+                  use_resource=True, name=f'tower{i}_value{j}')
             read = var.read_value()
             with tf.control_dependencies([read]):
               writes.append(var.assign(t, read_value=False))

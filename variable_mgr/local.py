@@ -64,7 +64,8 @@ class ParameterServer(base.VariableMgr):
     self.placer = GreedyVariablePlacer(param_devices)
 
   @classmethod
-  def from_params(cls, params, tower_devices):
+  def from_params(cls, params, tower_devices, cluster=None):
+    del cluster   # local only; distributed.py has the cluster variants
     if params.local_parameter_device == 'cpu':
       param_devices = ('/cpu:0',)
     else:   # spread over the towers' own devices, as the classic gpu mode did
@@ -137,7 +138,8 @@ class Replicated(_PerTowerCopies):
     self.relaxed = relaxed
 
   @classmethod
-  def from_params(cls, params, tower_devices):
+  def from_params(cls, params, tower_devices, cluster=None):
+    del cluster   # local only; distributed.py has the cluster variants
     sixteen_bit = (tf.float16 if params.use_fp16 else
                    tf.bfloat16 if params.use_bf16 else None)
     return cls(tower_devices,

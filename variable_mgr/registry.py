@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 _MANAGERS: dict = {}
+# Managers used instead of the registered one when a cluster is given (e.g.
+# parameter_server across workers): name -> VariableMgr subclass.
+_CLUSTER_VARIANTS: dict = {}
 
 
 def register(cls):
@@ -10,6 +13,14 @@ def register(cls):
   if cls.name in _MANAGERS:
     raise ValueError('variable manager %r is already registered' % cls.name)
   _MANAGERS[cls.name] = cls
+  return cls
+
+
+def register_cluster_variant(cls):
+  """Class decorator: `cls` serves `cls.name` when a cluster is given."""
+  if cls.name in _CLUSTER_VARIANTS:
+    raise ValueError('cluster variant %r is already registered' % cls.name)
+  _CLUSTER_VARIANTS[cls.name] = cls
   return cls
 
 
@@ -28,8 +39,10 @@ def all_reduce_names() -> list[str]:
   return sorted(n for n, c in _MANAGERS.items() if c.uses_all_reduce)
 
 
-def get(name: str):
-  """The manager class registered as `name`."""
+def get(name: str, cluster: bool = False):
+  """The manager class registered as `name` (its cluster variant if any)."""
+  if cluster and name in _CLUSTER_VARIANTS:
+    return _CLUSTER_VARIANTS[name]
   try:
     return _MANAGERS[name]
   except KeyError:
@@ -37,6 +50,10 @@ def get(name: str):
                      (name, ', '.join(names()))) from None
 
 
-def create(name: str, params, tower_devices):
-  """Builds the manager `name` from run Params and the tower devices."""
-  return get(name).from_params(params, tuple(tower_devices))
+def create(name: str, params, tower_devices, cluster=None):
+  """Builds the manager `name` from run Params and the tower devices.
+
+  cluster: a base.ClusterDevices for a multi-worker run, else None.
+  """
+  return get(name, cluster is not None).from_params(
+      params, tuple(tower_devices), cluster=cluster)
