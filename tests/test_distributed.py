@@ -84,11 +84,17 @@ MODES = [
     ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
     ('distributed_all_reduce', ['--num_ps=0', '--controller'],
      ['--all_reduce_spec=xring/pscpu']),
+    # hybrid, weights (480 B) on the ps and biases all-reduced; and with
+    # nothing over the threshold (every variable all-reduced, the ps holding
+    # no variable: this once aborted the first step).
+    ('hybrid', ['--num_ps=1', '--no-controller'], ['--hybrid_threshold_bytes=100']),
+    ('hybrid', ['--num_ps=1', '--no-controller'],
+     ['--hybrid_threshold_bytes=1000000']),
 ]
 
 
 @pytest.mark.parametrize('mode,launcher_flags,extra', MODES,
-                         ids=[m[0] for m in MODES])
+                         ids=[' '.join([m[0]] + m[2]) for m in MODES])
 def test_two_workers_train_like_one_tower_double_batch(tmp_path, mode,
                                                        launcher_flags, extra):
   one_graph = mode == 'distributed_all_reduce'

@@ -402,8 +402,10 @@ def describe_failure(cluster: Cluster, error: Exception) -> str:
   lines = [l.strip() for l in str(getattr(error, 'message', '') or
                                   error).splitlines()]
   useful = [l for l in lines if l and l != 'Graph execution error:']
-  return 'error: [%s] %s: %s' % (cluster.task_name, name,
-                                 (useful[0] if useful else '')[:300])
+  # "From /job:ps/...:" only says where; the cause is on the next line.
+  head = ' '.join(useful[:2]) if useful and useful[0].endswith(':') else (
+      useful[0] if useful else '')
+  return 'error: [%s] %s: %s' % (cluster.task_name, name, head[:300])
 
 
 # ---- roles ---------------------------------------------------------------

@@ -117,10 +117,11 @@ class _ClusterMixin:
                                             global_step=global_step)
 
   def _sync_or_async(self, grads_and_vars, make_optimizer, global_step,
-                     clip_norm):
+                     clip_norm, bump_global_step=True):
     """The update: averaged over workers (sync) or this worker's own."""
     def apply_fn(gvs):
-      return self._apply(gvs, make_optimizer, global_step, clip_norm)
+      return self._apply(gvs, make_optimizer,
+                         global_step if bump_global_step else None, clip_norm)
     if self.cluster.cross_replica_sync and self.cluster.num_workers > 1:
       return SyncAccumulators(self.cluster, self.ps_devices[0]).step(
           grads_and_vars, global_step, apply_fn)
@@ -500,7 +501,11 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
 
   @property
   def global_step_device(self) -> str:
-    return self.ps_devices[0]
+    # Each worker counts its own steps, as collective_all_reduce does: a
+    # collective step that also updated a ps-held global step was aborted
+    # ("Cleanup") on the ps. The workers run in lockstep, so every worker's
+    # count is the step number the sync accumulators need as a stamp.
+    return self.cpu_device
 
   @property
   def workers_in_lockstep(self) -> bool:
@@ -579,14 +584,15 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
             sites[i].append((mean, var))
       for i, gv in enumerate(sites):
         with tf.device(self.tower_devices[i]), self._apply_name_scope(i):
-          updates.append(self._apply(gv, make_optimizer,
-                                     None if big[0] or i else global_step,
-                                     clip_norm))
+          updates.append(self._apply(gv, make_optimizer, None, clip_norm))
     if big[0]:
       means = _local_means(big, self.cpu_device)
       updates.append(self._sync_or_async(means, make_optimizer, global_step,
-                                         clip_norm))
-    return tf.group(*updates, name='train_op')
+                                         clip_norm, bump_global_step=False))
+    with tf.device(self.global_step_device), \
+        tf.control_dependencies(updates):
+      bump = global_step.assign_add(1)
+    return tf.group(*updates, bump, name='train_op')
 
   def post_init_ops(self):
     return broadcast_tower_copies(self.num_towers, self.tower_devices,
