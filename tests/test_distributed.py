@@ -290,3 +290,35 @@ if __name__ == '__main__':
     from tf_cnn_benchmarks import benchmark_cnn  # pylint: disable=g-import-not-at-top
     benchmark_cnn.BenchmarkCNN.reports_results = True
   sys.exit(cli.main(sys.argv))
+
+
+@pytest.mark.parametrize('mode,launcher_flags', [
+    ('collective_all_reduce', ['--num_ps=0', '--no-controller']),
+    ('distributed_all_reduce', ['--num_ps=0', '--controller']),
+])
+def test_fp16_auto_loss_scale_across_workers(tmp_path, mode, launcher_flags):
+  """A huge initial scale: steps are skipped (scale halves) until finite."""
+  flags = [f for f in LINEAR if not f.startswith('--num_batches')] + [
+      '--variable_update=' + mode, '--num_batches=60', '--use_fp16',
+      '--fp16_enable_auto_loss_scale', '--fp16_loss_scale=1e12',
+      '--init_learning_rate=0.1']
+  rc, out, records = launch(tmp_path, 2, flags, launcher_flags=launcher_flags)
+  assert rc == 0, out[-3000:]
+  record = records[0]
+  skipped = record['skipped_steps']
+  assert 0 < skipped < 50
+  assert record['loss_scale'] == pytest.approx(1e12 / 2 ** skipped)
+  losses = np.array(record['losses'])
+  assert np.all(np.isfinite(losses))
+  assert np.all(losses[:skipped] == losses[0])     # skipped: nothing moved
+  assert losses[-1] < losses[0]
+
+
+def test_fp16_refused_where_the_update_has_no_loss_scaling():
+  from tf_cnn_benchmarks import params as params_lib
+  with pytest.raises(params_lib.ParamsError, match='cluster modes that support'):
+    params_lib.make_params(
+        model='lenet', device='cpu',
+        variable_update='distributed_replicated', use_fp16=True,
+        job_name='worker', task_index=0, ps_hosts='127.0.0.1:1',
+        worker_hosts='127.0.0.1:2,127.0.0.1:3')

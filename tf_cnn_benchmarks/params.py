@@ -353,8 +353,14 @@ def _check_cluster(p: Params, cluster, manager_cls) -> None:
            % p.ps_partition_threshold_bytes)
   _require(p.hybrid_threshold_bytes >= 0,
            '--hybrid_threshold_bytes=%d: must be >= 0' % p.hybrid_threshold_bytes)
-  _require(not (p.use_fp16 or p.use_bf16),
-           '--use_fp16/--use_bf16: not supported across workers yet')
+  _require(manager_cls.supports_mixed_precision or not (p.use_fp16 or
+                                                        p.use_bf16),
+           '--use_fp16/--use_bf16: not supported by --variable_update=%s '
+           'across workers yet; cluster modes that support it: %s' % (
+               p.variable_update, ', '.join(
+                   n for n in variable_mgr.names()
+                   if variable_mgr.get(n, True).supports_cluster
+                   and variable_mgr.get(n, True).supports_mixed_precision)))
 
 
 def _check_all_reduce(p: Params, manager_cls, device: str) -> None:

@@ -158,6 +158,8 @@ class ClusterParameterServer(_ClusterMixin, local.ParameterServer):
   """parameter_server across workers: the variables on the ps tasks."""
 
   name = 'parameter_server'
+  # Its update (sync accumulators) has no loss scaling / inf-nan skip yet.
+  supports_mixed_precision = False
   supports_cluster = True
   needs_ps = True
 
@@ -252,6 +254,8 @@ class DistributedReplicated(_ClusterMixin, local._PerTowerCopies):  # pylint: di
   """A copy per tower on each worker; the shared copy ('v/...') on the ps."""
 
   name = 'distributed_replicated'
+  # Its update (sync accumulators) has no loss scaling / inf-nan skip yet.
+  supports_mixed_precision = False
   requires_cluster = True
   supports_cluster = True
   needs_ps = True
@@ -476,6 +480,8 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
   """
 
   name = 'hybrid'
+  # Its update (sync accumulators) has no loss scaling / inf-nan skip yet.
+  supports_mixed_precision = False
   requires_cluster = True
   supports_cluster = True
   needs_ps = True
