@@ -402,6 +402,19 @@ def collective_broadcast(variables, tower_devices, group, keys, is_source):
   return ops
 
 
+def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
+  """Every tower's (mean over all towers of all workers, variable) list."""
+  keys = collective_keys.keys_for_graph()
+  per_tower = [[] for _ in tower_grads]
+  with tf1.name_scope('collective_allreduce'):
+    for grads_and_vars in zip(*tower_grads):
+      means = collective_mean([g for g, _ in grads_and_vars], tower_devices,
+                              group, keys)
+      for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
+        per_tower[i].append((mean, var))
+  return per_tower
+
+
 @register
 class CollectiveAllReduce(local._PerTowerCopies):  # pylint: disable=protected-access
   """Per-worker graphs; gradients averaged by collectives over all towers."""
@@ -429,14 +442,8 @@ class CollectiveAllReduce(local._PerTowerCopies):  # pylint: disable=protected-a
     return 'CollectiveReduceV2 over %d device(s)' % len(self.group)
 
   def reduce_gradients(self, tower_grads):
-    keys = collective_keys.keys_for_graph()
-    per_tower = [[] for _ in tower_grads]
-    with tf1.name_scope('collective_allreduce'):
-      for grads_and_vars in zip(*tower_grads):
-        means = collective_mean([g for g, _ in grads_and_vars],
-                                self.tower_devices, self.group, keys)
-        for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
-          per_tower[i].append((mean, var))
+    per_tower = collective_means_per_tower(tower_grads, self.tower_devices,
+                                           self.group)
     return base.Reduction([(d, gv) for d, gv in
                            zip(self.tower_devices, per_tower)])
 
@@ -580,14 +587,7 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
              for gv in tower_grads]
     updates = []
     if small[0]:
-      keys = collective_keys.keys_for_graph()
-      sites = [[] for _ in small]
-      with tf1.name_scope('collective_allreduce'):
-        for grads_and_vars in zip(*small):
-          means = collective_mean([g for g, _ in grads_and_vars],
-                                  self.tower_devices, self.group, keys)
-          for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
-            sites[i].append((mean, var))
+      sites = collective_means_per_tower(small, self.tower_devices, self.group)
       for i, gv in enumerate(sites):
         with tf.device(self.tower_devices[i]), self._apply_name_scope(i):
           updates.append(self._apply(gv, make_optimizer, None, clip_norm))
