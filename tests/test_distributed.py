@@ -292,33 +292,52 @@ if __name__ == '__main__':
   sys.exit(cli.main(sys.argv))
 
 
-@pytest.mark.parametrize('mode,launcher_flags', [
-    ('collective_all_reduce', ['--num_ps=0', '--no-controller']),
-    ('distributed_all_reduce', ['--num_ps=0', '--controller']),
-])
-def test_fp16_auto_loss_scale_across_workers(tmp_path, mode, launcher_flags):
-  """A huge initial scale: steps are skipped (scale halves) until finite."""
+FP16_MODES = [
+    ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
+    ('distributed_all_reduce', ['--num_ps=0', '--controller'], []),
+    ('parameter_server', ['--num_ps=2', '--no-controller'],
+     ['--ps_partition_threshold_bytes=100']),
+    ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
+    # weights on the ps, biases all-reduced: one decision spans both.
+    ('hybrid', ['--num_ps=1', '--no-controller'],
+     ['--hybrid_threshold_bytes=100']),
+]
+
+
+@pytest.mark.parametrize('mode,launcher_flags,extra', FP16_MODES,
+                         ids=[m[0] for m in FP16_MODES])
+def test_fp16_auto_loss_scale_across_workers(tmp_path, mode, launcher_flags,
+                                             extra):
+  """A huge initial scale: steps are skipped (scale halves) until finite.
+
+  Every worker skips the same steps (its losses stay put while the scale
+  halves) and then trains; the results agree between workers.
+  """
+  one_graph = mode == 'distributed_all_reduce'
   flags = [f for f in LINEAR if not f.startswith('--num_batches')] + [
       '--variable_update=' + mode, '--num_batches=60', '--use_fp16',
       '--fp16_enable_auto_loss_scale', '--fp16_loss_scale=1e12',
-      '--init_learning_rate=0.1']
-  rc, out, records = launch(tmp_path, 2, flags, launcher_flags=launcher_flags)
+      '--init_learning_rate=0.1'] + extra
+  rc, out, records = launch(tmp_path, 2, flags, launcher_flags=launcher_flags,
+                            every_worker_reports=not one_graph)
   assert rc == 0, out[-3000:]
-  record = records[0]
-  skipped = record['skipped_steps']
-  assert 0 < skipped < 50
-  assert record['loss_scale'] == pytest.approx(1e12 / 2 ** skipped)
-  losses = np.array(record['losses'])
-  assert np.all(np.isfinite(losses))
-  assert np.all(losses[:skipped] == losses[0])     # skipped: nothing moved
-  assert losses[-1] < losses[0]
+  assert len(records) == (1 if one_graph else 2), out[-2000:]
+  for record in records:
+    skipped = record['skipped_steps']
+    assert 0 < skipped < 50
+    assert record['skipped_steps'] == records[0]['skipped_steps']
+    assert record['loss_scale'] == pytest.approx(1e12 / 2 ** skipped)
+    losses = np.array(record['losses'])
+    assert np.all(np.isfinite(losses))
+    assert np.all(losses[:skipped] == losses[0])     # skipped: nothing moved
+    assert losses[-1] < losses[0]
 
 
-def test_fp16_refused_where_the_update_has_no_loss_scaling():
-  from tf_cnn_benchmarks import params as params_lib
-  with pytest.raises(params_lib.ParamsError, match='cluster modes that support'):
-    params_lib.make_params(
-        model='lenet', device='cpu',
-        variable_update='distributed_replicated', use_fp16=True,
-        job_name='worker', task_index=0, ps_hosts='127.0.0.1:1',
-        worker_hosts='127.0.0.1:2,127.0.0.1:3')
+def test_bf16_parameter_server_across_workers(tmp_path):
+  rc, out, records = launch(
+      tmp_path, 2, LINEAR + ['--variable_update=parameter_server',
+                             '--use_bf16'],
+      launcher_flags=['--num_ps=1', '--no-controller'])
+  assert rc == 0, out[-3000:]
+  assert records[0]['precision'] == 'bfloat16'
+  assert np.all(np.isfinite(records[0]['losses']))

@@ -178,6 +178,66 @@ class Params:
   tf_random_seed: int = _field(
       1234, 'Seed of the synthetic data and of the variable initializers.')
 
+  # Real data (unset --data_dir: synthetic data).
+  data_dir: Optional[str] = _field(
+      None, 'Directory of the real dataset: ImageNet TFRecords '
+      '(train-*-of-*, validation-*-of-*) or the CIFAR-10 python batches '
+      '(data_batch_1..5, test_batch). Unset: synthetic data.')
+  distortions: bool = _field(
+      True, 'ImageNet training: colour distortion on top of the random '
+      'bounding-box crop and flip.')
+  resize_method: str = _field(
+      'bilinear', 'How ImageNet images are resized to the model size; '
+      'round_robin cycles through the methods per image.',
+      ('crop', 'nearest', 'bilinear', 'bicubic', 'area', 'round_robin'))
+  datasets_num_private_threads: Optional[int] = _field(
+      None, 'Threads of a private thread pool for the input pipeline '
+      '(None: the shared pool).')
+  datasets_prefetch_buffer_size: int = _field(
+      1, 'Batches each tower\'s input stream prefetches.')
+  datasets_use_caching: bool = _field(
+      False, 'Cache the decoded examples in memory after the first pass.')
+  datasets_parallel_interleave_cycle_length: Optional[int] = _field(
+      None, 'Files read in parallel per input stream (None: 10).')
+  datasets_repeat_cached_sample: bool = _field(
+      False, 'Repeat one cached batch forever: input cost without I/O.')
+
+  # Checkpoints and evaluation.
+  train_dir: Optional[str] = _field(
+      None, 'Checkpoint directory: the run resumes from its latest '
+      'checkpoint and saves there (and at the end).')
+  save_model_steps: Optional[int] = _field(
+      None, 'Save a checkpoint every N steps (needs --train_dir).')
+  save_model_secs: int = _field(
+      0, 'Save a checkpoint every N seconds (0: off; needs --train_dir).')
+  max_ckpts_to_keep: int = _field(5, 'Checkpoints kept in --train_dir.')
+  eval: bool = _field(
+      False, 'Evaluate the latest checkpoint of --train_dir on the '
+      'validation split: top-1/top-5 accuracy and examples/sec.')
+  eval_interval_secs: int = _field(
+      0, 'With --eval: keep evaluating each new checkpoint, polling every '
+      'N seconds (0: evaluate the latest once).')
+  eval_timeout_secs: int = _field(
+      600, 'With --eval_interval_secs: stop after N seconds without a new '
+      'checkpoint.')
+  eval_during_training_every_n_steps: Optional[int] = _field(
+      None, 'While training, evaluate the current variables every N steps.')
+  num_eval_batches: Optional[int] = _field(
+      None, 'Batches per evaluation (default: one pass over the validation '
+      'split with real data, --num_batches with synthetic data).')
+
+  # Observability.
+  summary_verbosity: int = _field(
+      0, 'TensorBoard summaries: 0 none, 1 loss/learning rate/loss scale, '
+      '2 + gradient and variable norms, 3 + variable histograms.')
+  save_summaries_steps: int = _field(
+      0, 'Write summaries every N steps into --train_dir (0: never).')
+  trace_file: Optional[str] = _field(
+      None, 'Write a Chrome trace (chrome://tracing) of one timed step here.')
+  graph_file: Optional[str] = _field(
+      None, 'Write the training graph (GraphDef, text if the name ends in '
+      '.pbtxt) here.')
+
   # Output.
   display_every: int = _field(10, 'Print a table row every N steps.')
   result_file: Optional[str] = _field(
@@ -353,14 +413,6 @@ def _check_cluster(p: Params, cluster, manager_cls) -> None:
            % p.ps_partition_threshold_bytes)
   _require(p.hybrid_threshold_bytes >= 0,
            '--hybrid_threshold_bytes=%d: must be >= 0' % p.hybrid_threshold_bytes)
-  _require(manager_cls.supports_mixed_precision or not (p.use_fp16 or
-                                                        p.use_bf16),
-           '--use_fp16/--use_bf16: not supported by --variable_update=%s '
-           'across workers yet; cluster modes that support it: %s' % (
-               p.variable_update, ', '.join(
-                   n for n in variable_mgr.names()
-                   if variable_mgr.get(n, True).supports_cluster
-                   and variable_mgr.get(n, True).supports_mixed_precision)))
 
 
 def _check_all_reduce(p: Params, manager_cls, device: str) -> None:

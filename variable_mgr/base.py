@@ -54,9 +54,6 @@ class VariableMgr:
   requires_cluster: ClassVar[bool] = False
   # True for modes that reduce with an --all_reduce_spec.
   uses_all_reduce: ClassVar[bool] = False
-  # True for modes whose updates go through build_train_op's loss scaling
-  # and inf/nan skip (fp16/bf16 compute).
-  supports_mixed_precision: ClassVar[bool] = True
   # True for modes that can run in a cluster (given a ClusterDevices).
   supports_cluster: ClassVar[bool] = False
   # True for modes that keep variables on ps tasks (need --ps_hosts).

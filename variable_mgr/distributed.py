@@ -46,24 +46,39 @@ def _device_of(task_prefix: str, tower_device: str) -> str:
 class SyncAccumulators:
   """Averages the workers' gradients of a step in shared accumulators.
 
-  Every worker pushes its gradients (stamped with the step) into one
+  Every worker pushes its gradients (stamped with its step count) into one
   ConditionalAccumulator per variable, next to the variable; the chief takes
   the mean of all workers, applies it, and puts one token per other worker in
   a shared queue; the other workers' steps end by taking a token, so no worker
   starts a step before the previous update landed.
+
+  The stamp is a per-worker count of synchronous steps, not the global step:
+  a step skipped for inf/nan leaves the global step where it was, but the
+  accumulators still count it, and a stamp behind their count is dropped as
+  stale (the chief would then wait forever). The workers move in lockstep, so
+  their counts agree.
   """
 
-  def __init__(self, cluster: base.ClusterDevices, token_device: str):
+  def __init__(self, cluster: base.ClusterDevices, token_device: str,
+               counter_device: str):
     self.cluster = cluster
     self.token_device = token_device
+    self.counter_device = counter_device
 
-  def step(self, grads_and_vars, global_step, apply_fn) -> tf.Operation:
+  def _step_counter(self) -> tf.Variable:
+    # Created outside the caller's control scope: an initial value with
+    # control inputs cannot be run by the initialiser.
+    with tf.control_dependencies(None), tf.device(self.counter_device):
+      return tf1.get_variable(
+          'sync_step', initializer=tf.constant(0, tf.int64), trainable=False,
+          use_resource=True, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+
+  def step(self, grads_and_vars, apply_fn) -> tf.Operation:
     """Ops of one synchronous step; apply_fn(grads_and_vars) -> update op."""
     num_workers = self.cluster.num_workers
-    with tf.device(global_step.device):
-      stamp = tf.identity(global_step.read_value()
-                          if hasattr(global_step, 'read_value')
-                          else global_step)
+    counter = self._step_counter()
+    with tf.device(self.counter_device):
+      stamp = tf.identity(counter.read_value())
     pushes, accumulators = [], []
     for grad, var in grads_and_vars:
       with tf.device(var.device):
@@ -72,12 +87,14 @@ class SyncAccumulators:
             name='sync_acc/' + var.op.name.replace(':', '_'))
         pushes.append(acc.apply_grad(grad, local_step=stamp))
         accumulators.append(acc)
+    with tf.device(self.counter_device), tf.control_dependencies(pushes):
+      count = counter.assign_add(1)
     with tf.device(self.token_device):
       tokens = tf1.FIFOQueue(-1, [tf.int32], shapes=[[]],
                              shared_name='sync_tokens', name='sync_tokens')
     if not self.cluster.is_chief:
       with tf.control_dependencies(pushes):
-        return tf.group(tokens.dequeue(), name='sync_wait')
+        return tf.group(tokens.dequeue(), count, name='sync_wait')
     means = []
     with tf.control_dependencies(pushes):
       for acc, (_, var) in zip(accumulators, grads_and_vars):
@@ -86,7 +103,7 @@ class SyncAccumulators:
     update = apply_fn(means)
     with tf.control_dependencies([update]):
       release = tokens.enqueue_many([tf.zeros([num_workers - 1], tf.int32)])
-    return tf.group(update, release, name='sync_apply')
+    return tf.group(update, release, count, name='sync_apply')
 
 
 class _ClusterMixin:
@@ -117,20 +134,37 @@ class _ClusterMixin:
                                             global_step=global_step)
 
   def _sync_or_async(self, grads_and_vars, make_optimizer, global_step,
-                     clip_norm, bump_global_step=True):
-    """The update: averaged over workers (sync) or this worker's own."""
-    def apply_fn(gvs):
+                     clip_norm, *, bump_global_step=True, guard=None):
+    """The update: averaged over workers (sync) or this worker's own.
+
+    guard(grads_and_vars, apply) -> op wraps the apply in the loss-scale
+    check; it runs where the apply runs (the chief, in sync mode).
+    """
+    def apply(gvs):
       return self._apply(gvs, make_optimizer,
                          global_step if bump_global_step else None, clip_norm)
+
+    def apply_fn(gvs):
+      return guard(gvs, apply) if guard else apply(gvs)
     if self.cluster.cross_replica_sync and self.cluster.num_workers > 1:
-      return SyncAccumulators(self.cluster, self.ps_devices[0]).step(
-          grads_and_vars, global_step, apply_fn)
+      return SyncAccumulators(self.cluster, self.ps_devices[0],
+                              self.cpu_device).step(grads_and_vars, apply_fn)
     return apply_fn(grads_and_vars)
 
+  def _loss_scale_guard(self, loss_scale):
+    """guard for _sync_or_async: unscale, check, skip on inf/nan, adjust.
 
-def _no_loss_scale(loss_scale, name):
-  if loss_scale is not None:
-    raise ValueError('%s: loss scaling is not supported across workers' % name)
+    The scale lives on the global step's device (a ps task), shared by all
+    workers: the one process that applies the update also moves the scale.
+    """
+    if loss_scale is None:
+      return None
+
+    def guard(grads_and_vars, apply):
+      return loss_scale.guarded_update(
+          [(self.global_step_device, grads_and_vars)],
+          lambda sites: [apply(sites[0][1])])
+    return guard
 
 
 def _all_grads(tower_grads) -> list:
@@ -158,8 +192,6 @@ class ClusterParameterServer(_ClusterMixin, local.ParameterServer):
   """parameter_server across workers: the variables on the ps tasks."""
 
   name = 'parameter_server'
-  # Its update (sync accumulators) has no loss scaling / inf-nan skip yet.
-  supports_mixed_precision = False
   supports_cluster = True
   needs_ps = True
 
@@ -240,13 +272,12 @@ class ClusterParameterServer(_ClusterMixin, local.ParameterServer):
 
   def build_train_op(self, tower_grads, make_optimizer, global_step,
                      clip_norm=None, loss_scale=None):
-    _no_loss_scale(loss_scale, self.name)
     # Average this worker's towers locally, so each gradient crosses once.
     means = _local_means(tower_grads, self.cpu_device)
     with tf.control_dependencies(_all_grads(tower_grads)):
-      return tf.group(self._sync_or_async(means, make_optimizer,
-                                          global_step, clip_norm),
-                      name='train_op')
+      return tf.group(self._sync_or_async(
+          means, make_optimizer, global_step, clip_norm,
+          guard=self._loss_scale_guard(loss_scale)), name='train_op')
 
 
 @register
@@ -254,8 +285,6 @@ class DistributedReplicated(_ClusterMixin, local._PerTowerCopies):  # pylint: di
   """A copy per tower on each worker; the shared copy ('v/...') on the ps."""
 
   name = 'distributed_replicated'
-  # Its update (sync accumulators) has no loss scaling / inf-nan skip yet.
-  supports_mixed_precision = False
   requires_cluster = True
   supports_cluster = True
   needs_ps = True
@@ -296,12 +325,12 @@ class DistributedReplicated(_ClusterMixin, local._PerTowerCopies):  # pylint: di
 
   def build_train_op(self, tower_grads, make_optimizer, global_step,
                      clip_norm=None, loss_scale=None):
-    _no_loss_scale(loss_scale, self.name)
     means = _local_means(tower_grads, self.cpu_device)
     shared = [(g, self._ps_copy(v)) for g, v in means]
     with tf.control_dependencies(_all_grads(tower_grads)):
-      update = self._sync_or_async(shared, make_optimizer, global_step,
-                                   clip_norm)
+      update = self._sync_or_async(
+          shared, make_optimizer, global_step, clip_norm,
+          guard=self._loss_scale_guard(loss_scale))
     with tf.control_dependencies([update]):
       copies = self._copy_back([v for _, v in means])
     return tf.group(update, *copies, name='train_op')
@@ -487,8 +516,6 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
   """
 
   name = 'hybrid'
-  # Its update (sync accumulators) has no loss scaling / inf-nan skip yet.
-  supports_mixed_precision = False
   requires_cluster = True
   supports_cluster = True
   needs_ps = True
@@ -574,31 +601,76 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
 
   def build_train_op(self, tower_grads, make_optimizer, global_step,
                      clip_norm=None, loss_scale=None):
-    _no_loss_scale(loss_scale, self.name)
     with tf.control_dependencies(_all_grads(tower_grads)):
       return self._build_updates(tower_grads, make_optimizer, global_step,
-                                 clip_norm)
+                                 clip_norm, loss_scale)
 
   def _build_updates(self, tower_grads, make_optimizer, global_step,
-                     clip_norm):
+                     clip_norm, loss_scale):
     shared_ids = {id(v) for v in self._shared.values()}
     big = [[(g, v) for g, v in gv if id(v) in shared_ids] for gv in tower_grads]
     small = [[(g, v) for g, v in gv if id(v) not in shared_ids]
              for gv in tower_grads]
-    updates = []
-    if small[0]:
-      sites = collective_means_per_tower(small, self.tower_devices, self.group)
+    sites = (collective_means_per_tower(small, self.tower_devices, self.group)
+             if small[0] else [])
+    means = _local_means(big, self.cpu_device) if big[0] else []
+    if loss_scale is not None:
+      # Every worker's scale is its own variable (on its step counter's
+      # device) but moves identically: each worker sees the same decision.
+      sites = [loss_scale.unscale(gv) for gv in sites]
+      means = loss_scale.unscale(means)
+    finite = (self._finite_everywhere(loss_scale, sites, means)
+              if loss_scale is not None and loss_scale.config.auto else None)
+
+    def guarded(make_updates):
+      if finite is None:
+        return make_updates()
+      return [loss_scale.apply_if(finite, make_updates)]
+
+    def small_updates():
+      updates = []
       for i, gv in enumerate(sites):
         with tf.device(self.tower_devices[i]), self._apply_name_scope(i):
           updates.append(self._apply(gv, make_optimizer, None, clip_norm))
-    if big[0]:
-      means = _local_means(big, self.cpu_device)
-      updates.append(self._sync_or_async(means, make_optimizer, global_step,
-                                         clip_norm, bump_global_step=False))
+      return updates
+    updates = guarded(small_updates) if sites else []
+    if means:
+      updates.append(self._sync_or_async(
+          means, make_optimizer, global_step, clip_norm,
+          bump_global_step=False,
+          guard=lambda gvs, apply: tf.group(*guarded(lambda: [apply(gvs)]))))
     with tf.device(self.global_step_device), \
         tf.control_dependencies(updates):
-      bump = global_step.assign_add(1)
+      if finite is None:
+        bump = global_step.assign_add(1)
+      else:
+        bump = tf.group(global_step.assign_add(tf.cast(finite, tf.int64)),
+                        loss_scale.adjust(finite))
     return tf.group(*updates, bump, name='train_op')
+
+  def _finite_everywhere(self, loss_scale, sites, means) -> tf.Tensor:
+    """True iff every worker's gradients of this step are finite.
+
+    The all-reduced means are the same on every worker; the ps-bound means
+    are this worker's own, so each worker's verdict is combined with a
+    collective minimum: every worker then skips or applies together.
+    """
+    checked = list(sites) + [means]
+    local_ok = loss_scale.all_finite(
+        [(self.cpu_device, gv) for gv in checked if gv])
+    keys = collective_keys.keys_for_graph()
+    group_key = keys.get_group_key(self.group)
+    instance_key = keys.get_instance_key()
+    verdicts = []
+    for device in self.tower_devices:
+      with tf.device(device):
+        verdicts.append(tf.raw_ops.CollectiveReduceV2(
+            input=tf.cast(local_ok, tf.float32), group_size=len(self.group),
+            group_key=group_key, instance_key=instance_key, ordering_token=[],
+            merge_op='Min', final_op='Id',
+            timeout_seconds=COLLECTIVE_TIMEOUT_S))
+    with tf.device(self.cpu_device):
+      return verdicts[0] > 0.5
 
   def post_init_ops(self):
     return broadcast_tower_copies(self.num_towers, self.tower_devices,

@@ -97,30 +97,37 @@ class LossScale:
     if not self.config.auto:
       return tf.group(*apply_fn(sites))
     finite = self.all_finite(sites)
+    return self.adjust(self.apply_if(finite, lambda: apply_fn(sites)))
 
+  def apply_if(self, finite: tf.Tensor,
+               make_updates: Callable[[], Sequence]) -> tf.Tensor:
+    """Runs the ops `make_updates()` builds only if `finite`; returns `finite`.
+
+    For managers whose update is split across processes: each part is
+    guarded by the same decision (one all processes agree on).
+    """
     def apply_and_report():
-      with tf.control_dependencies(apply_fn(sites)):
+      with tf.control_dependencies(make_updates()):
         return tf.constant(True)
     # The skip is a cond_v2 branch: the optimizers' variables must be
     # resource variables (params turn them on with auto loss scaling).
-    applied = tf.cond(finite, apply_and_report, lambda: tf.constant(False))
-    with tf.device(self.device):
-      return self._adjust_scale(applied)
+    return tf.cond(finite, apply_and_report, lambda: tf.constant(False))
 
-  def _adjust_scale(self, finite: tf.Tensor) -> tf.Operation:
-    in_a_row = tf.where(finite, self.finite_in_a_row.read_value() + 1,
-                        tf.constant(0, tf.int64))
-    grow = in_a_row >= self.config.increase_every_n
-    new_scale = tf.where(
-        finite, tf.where(grow, self.scale.read_value() * 2.0,
-                         self.scale.read_value()),
-        tf.maximum(self.scale.read_value() * 0.5, 1.0))
-    return tf.group(
-        self.scale.assign(new_scale),
-        self.finite_in_a_row.assign(tf.where(grow, tf.constant(0, tf.int64),
-                                             in_a_row)),
-        self.skipped_steps.assign_add(
-            tf.where(finite, tf.constant(0, tf.int64), tf.constant(1, tf.int64))))
+  def adjust(self, finite: tf.Tensor) -> tf.Operation:
+    """Moves the scale after a step: halve on inf/nan, double after n finite."""
+    with tf.device(self.device):
+      in_a_row = tf.where(finite, self.finite_in_a_row.read_value() + 1,
+                          tf.constant(0, tf.int64))
+      grow = in_a_row >= self.config.increase_every_n
+      scale = self.scale.read_value()
+      new_scale = tf.where(finite, tf.where(grow, scale * 2.0, scale),
+                           tf.maximum(scale * 0.5, 1.0))
+      return tf.group(
+          self.scale.assign(new_scale),
+          self.finite_in_a_row.assign(
+              tf.where(grow, tf.constant(0, tf.int64), in_a_row)),
+          self.skipped_steps.assign_add(tf.where(
+              finite, tf.constant(0, tf.int64), tf.constant(1, tf.int64))))
 
   def report(self) -> dict:
     """Tensors for the results line: the final scale and the skip count."""
