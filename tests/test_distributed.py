@@ -61,9 +61,9 @@ def local_losses(**kw):
   from tf_cnn_benchmarks import benchmark_cnn
   from tf_cnn_benchmarks import params as params_lib
   testing_models.ensure_registered()
-  p = params_lib.make_params(model='test_linear', data_name='cifar10',
-                             device='cpu', optimizer='sgd', display_every=100,
-                             **STEPS, **kw)
+  p = params_lib.make_params(**{
+      'model': 'test_linear', 'data_name': 'cifar10', 'device': 'cpu',
+      'optimizer': 'sgd', 'display_every': 100, **STEPS, **kw})
   return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
 
 
@@ -340,4 +340,65 @@ def test_bf16_parameter_server_across_workers(tmp_path):
       launcher_flags=['--num_ps=1', '--no-controller'])
   assert rc == 0, out[-3000:]
   assert records[0]['precision'] == 'bfloat16'
+  assert np.all(np.isfinite(records[0]['losses']))
+
+
+@pytest.mark.parametrize('first_distributed', [True, False],
+                         ids=['distributed_then_local', 'local_then_distributed'])
+def test_distributed_replicated_and_replicated_checkpoints_interchange(
+    tmp_path, first_distributed):
+  """3 steps in one mode, 3 resumed in the other == 6 local steps.
+
+  Two workers x one tower hold the examples of a local run's two towers, so
+  the resumed steps must reproduce the uninterrupted local run's losses
+  (momentum: the optimizer slots must come back too).
+  """
+  train_dir = str(tmp_path / 'train')
+  common = [f for f in LINEAR if not f.startswith(('--num_batches',
+                                                   '--optimizer'))]
+  common += ['--optimizer=momentum', '--num_warmup_batches=0',
+             '--train_dir=' + train_dir]
+
+  def distributed():
+    rc, out, records = launch(
+        tmp_path, 2, common + ['--variable_update=distributed_replicated',
+                               '--num_batches=3'],
+        launcher_flags=['--num_ps=1', '--no-controller'],
+        every_worker_reports=True)
+    assert rc == 0, out[-3000:]
+    return sum(worker_losses(records, 2)) / 2
+
+  def local():
+    from tests import testing_models
+    from tf_cnn_benchmarks import benchmark_cnn
+    from tf_cnn_benchmarks import params as params_lib
+    testing_models.ensure_registered()
+    p = params_lib.make_params(
+        model='test_linear', data_name='cifar10', device='cpu', num_gpus=2,
+        batch_size=B, optimizer='momentum', num_batches=3,
+        num_warmup_batches=0, display_every=100, variable_update='replicated',
+        train_dir=train_dir)
+    return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
+
+  whole = local_losses(batch_size=2 * B, optimizer='momentum', num_batches=6,
+                       num_warmup_batches=0)
+  first, then = (distributed, local) if first_distributed else (local,
+                                                                distributed)
+  np.testing.assert_allclose(first(), whole[:3], rtol=1e-4)
+  np.testing.assert_allclose(then(), whole[3:], rtol=1e-4)
+
+
+def test_two_workers_train_on_real_format_data(tmp_path):
+  """Each worker's tower reads its own stream of the fake CIFAR-10 set."""
+  from scripts import make_fake_data
+  data_dir = tmp_path / 'cifar'
+  make_fake_data.write_cifar10(str(data_dir), num_train=100, num_validation=20)
+  rc, out, records = launch(
+      tmp_path, 2, ['--model=trivial', '--data_name=cifar10', '--device=cpu',
+                    '--batch_size=4', '--num_batches=3',
+                    '--num_warmup_batches=1', '--data_dir=%s' % data_dir,
+                    '--variable_update=parameter_server'],
+      launcher_flags=['--num_ps=1', '--no-controller'])
+  assert rc == 0, out[-3000:]
+  assert records[0]['data_dir'] == str(data_dir)
   assert np.all(np.isfinite(records[0]['losses']))

@@ -1,7 +1,9 @@
 """Step statistics and the results line."""
 
+import io
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -36,6 +38,23 @@ def test_append_json_line_appends_whole_lines(tmp_path):
       {'a': 1}, {'b': [1.5, 2]}]
 
 
+def documented_keys(table_heading: str) -> dict:
+  """Key -> meaning, from the table under `table_heading` in results/README.md.
+
+  A row's first cell may name several keys (`start_step`, `end_step`).
+  """
+  readme = open(os.path.join(os.path.dirname(__file__), '..', 'results',
+                             'README.md')).read()
+  section = readme.split(table_heading, 1)[1].split('\n\n', 2)[1]
+  keys = {}
+  for line in section.splitlines():
+    if line.startswith('| `'):
+      first, rest = line[2:].split('|', 1)
+      for key in re.findall(r'`([^`]+)`', first):
+        keys[key] = rest
+  return keys
+
+
 def test_record_has_the_schema_keys():
   result = results.BenchmarkResult(
       params={'model': 'x'}, env={}, model='x', data_name='cifar10',
@@ -47,9 +66,34 @@ def test_record_has_the_schema_keys():
       flops_per_image=100, tflops_per_sec=1e-9, peak_tflops_per_device=None,
       mfu=None, extra={'loss_scale': 128.0})
   record = result.to_record()
-  readme = open(os.path.join(os.path.dirname(__file__), '..', 'results',
-                             'README.md')).read()
-  documented = {line.split('`')[1] for line in readme.splitlines()
-                if line.startswith('| `') and 'multi-worker runs only' not in line}
+  documented = {k for k, meaning in documented_keys('## Schema').items()
+                if 'multi-worker runs only' not in meaning}
+  assert len(documented) > 20
   assert documented <= set(record), documented - set(record)
   assert record['final_loss'] == 2.0 and record['loss_scale'] == 128.0
+
+
+def test_driver_records_have_the_run_keys(tmp_path):
+  """A training run's line has every run key; an eval line the eval keys."""
+  from tests import testing_models
+  from tf_cnn_benchmarks import benchmark_cnn
+  from tf_cnn_benchmarks import params as params_lib
+  testing_models.ensure_registered()
+  keys = documented_keys('Keys added by real data')
+  eval_only = {k for k, meaning in keys.items() if 'eval lines' in meaning
+               and 'not in eval lines' not in meaning}
+  train_dir = str(tmp_path / 'train')
+  common = dict(model='test_linear', data_name='cifar10', device='cpu',
+                batch_size=4, num_warmup_batches=0, display_every=100,
+                train_dir=train_dir)
+  train = benchmark_cnn.run_benchmark(
+      params_lib.make_params(num_batches=2, **common), out=io.StringIO())
+  record = train.to_record()
+  assert set(keys) - eval_only <= set(record), set(keys) - set(record)
+  assert (record['mode'], record['start_step'], record['end_step']) == (
+      'train', 0, 2)
+  evaluated = benchmark_cnn.run_benchmark(
+      params_lib.make_params(eval=True, num_batches=1, **common),
+      out=io.StringIO()).to_record()
+  assert eval_only <= set(evaluated), eval_only - set(evaluated)
+  assert (evaluated['mode'], evaluated['checkpoint_step']) == ('eval', 2)

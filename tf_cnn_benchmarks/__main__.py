@@ -1,8 +1,10 @@
 """`python -m tf_cnn_benchmarks`: flags -> Params -> run -> exit status.
 
-Exit status: 0 on success, 2 on a bad flag or combination (one line on
-stderr naming the flag and what is allowed, no traceback), 1 if the run fails
-(in a cluster: one line naming the lost task, or the failed RPC).
+Exit status: 0 on success, 2 on a bad flag or combination, bad data (a
+missing or malformed --data_dir, a corrupt record or image) or an unusable
+checkpoint (one line on stderr naming the flag or file and what is wrong, no
+traceback), 1 if the run fails (in a cluster: one line naming the lost task,
+or the failed RPC).
 """
 
 from __future__ import annotations
@@ -47,6 +49,23 @@ def main(argv: list[str]) -> int:
     params = params_lib.params_from_flags(FLAGS)
   except params_lib.ParamsError as e:
     return _usage_error(str(e))
+  try:
+    return _dispatch(params)
+  except _bad_input_errors() as e:
+    return _usage_error(str(e).splitlines()[0])
+
+
+def _bad_input_errors() -> tuple:
+  """Errors that mean bad data or a bad checkpoint: one line, exit 2."""
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks import checkpoints
+  from tf_cnn_benchmarks import data_sources
+  from tf_cnn_benchmarks import evaluation
+  return (data_sources.DataError, checkpoints.CheckpointError,
+          evaluation.EvalError)
+
+
+def _dispatch(params) -> int:
   from tf_cnn_benchmarks import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
   import variable_mgr  # pylint: disable=g-import-not-at-top
   cluster = params_lib.cluster_of(params)

@@ -7,7 +7,10 @@ a method of the variable manager it gets from the registry.
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import sys
+import tempfile
 import time
 from typing import TextIO
 
@@ -16,10 +19,14 @@ import tensorflow as tf
 import models
 import variable_mgr
 from variable_mgr import loss_scale as loss_scale_lib
+from tf_cnn_benchmarks import checkpoints
 from tf_cnn_benchmarks import cluster as cluster_lib
+from tf_cnn_benchmarks import data_sources
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
+from tf_cnn_benchmarks import evaluation
 from tf_cnn_benchmarks import inputs
+from tf_cnn_benchmarks import observability
 from tf_cnn_benchmarks import optimizers
 from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks import results
@@ -42,6 +49,8 @@ class BuiltGraph:
   post_init_ops: tuple
   global_step: tf.Variable
   report: dict                   # name -> tensor, fetched once at the end
+  checkpointer: checkpoints.Checkpointer | None
+  summary_op: tf.Tensor | None
 
 
 class BenchmarkCNN:
@@ -54,6 +63,11 @@ class BenchmarkCNN:
     self.device_was_auto = device_was_auto
     self.model = models.create_model(params.model, params.data_name)
     self.dataset = datasets.get(params.data_name)
+    self.data_options = (data_sources.InputOptions.from_params(params)
+                         if params.data_dir else None)
+    if self.data_options is not None:   # bad data: DataError before any graph
+      for subset in self.subsets():
+        data_sources.check_data_dir(self.data_options, subset)
     self.cluster = params_lib.cluster_of(params)
     self.layout = cluster_lib.layout(
         self.cluster, variable_mgr.get(params.variable_update,
@@ -71,6 +85,15 @@ class BenchmarkCNN:
                               self.layout.workers_outside_graph)
     self._run_ctx = cluster_lib.LocalRun()
 
+  def subsets(self) -> tuple:
+    """The data splits this run reads."""
+    p = self.params
+    if p.eval:
+      return ('validation',)
+    if p.eval_during_training_every_n_steps:
+      return ('train', 'validation')
+    return ('train',)
+
   # ---- console ------------------------------------------------------------
 
   def _print(self, text: str = '') -> None:
@@ -81,11 +104,13 @@ class BenchmarkCNN:
     p = self.params
     auto = '' if not self.device_was_auto else ' (auto: %s)' % (
         'GPU visible' if p.device == 'gpu' else 'no GPU visible')
+    mode = ('evaluation' if p.eval else
+            'forward-only' if p.forward_only else 'training')
     rows = [
         ('TensorFlow', tf.__version__),
         ('Model', p.model),
-        ('Dataset', '%s (synthetic)' % p.data_name),
-        ('Mode', 'forward-only' if p.forward_only else 'training'),
+        ('Dataset', '%s (%s)' % (p.data_name, p.data_dir or 'synthetic')),
+        ('Mode', mode),
         ('Batch size', '%d global' % self.global_batch_size),
         ('', '%d per device' % p.batch_size),
         ('Num batches', str(p.num_batches)),
@@ -100,16 +125,47 @@ class BenchmarkCNN:
         ('Variables', self.manager.describe()),
         ('AllReduce', str(self.manager.all_reduce_description())),
     ]
+    if p.train_dir:
+      rows.append(('Train dir', p.train_dir))
     if self._run_ctx.describe:
       rows.append(('Cluster', self._run_ctx.describe))
     for key, value in rows:
       self._print('%-12s %s' % (key + ':' if key else '', value))
     self._print('=' * 10)
 
+  # ---- inputs -------------------------------------------------------------
+
+  def _tower_inputs(self, devices_, *, subset: str, train: bool,
+                    first_stream: int, num_streams: int) -> tuple:
+    """([(images, labels)] per device, [ops to run once after init]).
+
+    Synthetic data, or streams read from --data_dir (their iterators start
+    with the returned ops).
+    """
+    p = self.params
+    if self.data_options is None:
+      batches = []
+      for index, device in enumerate(devices_):
+        with tf.device(device):
+          # Global tower index: worker w's tower t holds the examples a
+          # local run's tower w*T+t would hold.
+          batches.append(inputs.tower_synthetic_batch(
+              first_stream + index, p.batch_size,
+              image_size=self.model.image_size, depth=self.dataset.depth,
+              num_classes=self.dataset.num_classes, data_format=p.data_format,
+              seed=p.tf_random_seed))
+      return batches, []
+    streams = data_sources.tower_batches(
+        self.data_options, subset=subset, train=train,
+        batch_size=p.batch_size, image_size=self.model.image_size,
+        first_stream=first_stream, num_streams=num_streams,
+        num_local_towers=len(devices_), host_device=self.manager.cpu_device)
+    return list(streams.batches), [streams.initializer]
+
   # ---- graph --------------------------------------------------------------
 
   def build(self) -> BuiltGraph:
-    """Builds towers, the update and the init ops in a fresh graph."""
+    """Builds towers, the update, init ops and checkpoint ops in a fresh graph."""
     p = self.params
     graph = tf.Graph()
     with graph.as_default():
@@ -120,38 +176,75 @@ class BenchmarkCNN:
         loss_scale = loss_scale_lib.LossScale(
             self.loss_scale_config, self.manager.global_step_device)
       self._loss_scale = loss_scale
-      built_towers = [self._build_tower(i) for i in range(len(self.devices))]
+      batches, input_init = self._tower_inputs(
+          self.devices, subset='train', train=not p.forward_only,
+          first_stream=self.layout.first_tower_index,
+          num_streams=len(self.devices) * self.layout.workers_outside_graph)
+      built_towers = [self._build_tower(i, images, labels)
+                      for i, (images, labels) in enumerate(batches)]
       with tf.device(self.manager.cpu_device):
         loss = tf.add_n([t.loss for t in built_towers]) / len(built_towers)
       stat_updates = self.manager.stat_update_ops(
           [t.update_ops for t in built_towers])
+      learning_rate = None
       if p.forward_only:
         step_op = tf.group(*stat_updates, name='forward_only')
       else:
-        step_op = self._build_update(built_towers, global_step, stat_updates,
-                                     loss_scale)
-      init_ops = tuple(self.manager.init_ops())
+        step_op, learning_rate = self._build_update(
+            built_towers, global_step, stat_updates, loss_scale)
+      report = loss_scale.report() if loss_scale else {}
+      summary_op = observability.build_summaries(
+          p.summary_verbosity, loss=loss, learning_rate=learning_rate,
+          extra_scalars={'loss_scale': report['loss_scale']} if report else {},
+          grads_and_vars=built_towers[0].grads_and_vars,
+          device=self.manager.cpu_device)
+      checkpointer = self._checkpointer()
+      restored = set(checkpointer.restored_variables if checkpointer else ())
+      init_ops = (tf1.variables_initializer(
+          [v for v in self.manager.initialized_variables()
+           if v not in restored]), tf1.local_variables_initializer(),
+          *input_init)
       shared = self.manager.shared_variables()
       # identity: a process whose run stops early must not warn that the
       # (should-use wrapped) report was never used.
       shared_ready = (tf.identity(tf1.report_uninitialized_variables(shared))
                       if shared else None)
       post_init = tuple(self.manager.post_init_ops())
-      report = loss_scale.report() if loss_scale else {}
     return BuiltGraph(graph, step_op, loss, init_ops, shared_ready, post_init,
-                      global_step, report)
+                      global_step, report, checkpointer, summary_op)
 
-  def _build_tower(self, index: int) -> towers.Tower:
+  def _checkpointer(self) -> checkpoints.Checkpointer | None:
+    """Saver ops for --train_dir (or a scratch dir for evals during training)."""
     p = self.params
-    device = self.devices[index]
-    with tf.device(device):
-      # Global tower index: worker w's tower t holds the examples a local
-      # run's tower w*T+t would hold.
-      images, labels = inputs.tower_synthetic_batch(
-          self.layout.first_tower_index + index, p.batch_size,
-          image_size=self.model.image_size, depth=self.dataset.depth,
-          num_classes=self.dataset.num_classes, data_format=p.data_format,
-          seed=p.tf_random_seed)
+    train_dir = p.train_dir or self._scratch_dir()
+    if train_dir is None or p.forward_only:
+      return None
+    saved = self.manager.savable_variables()
+    latest = checkpoints.latest_checkpoint(p.train_dir)
+    mine = set(self.manager.initialized_variables())
+    restore = {}
+    if latest:
+      model = self.manager.tower_trainable_variables(0)
+      # Only the process that restores the weights can miss them.
+      required = (checkpoints.model_names(model)
+                  if all(v in mine for v in model) else frozenset())
+      restore = checkpoints.restorable(
+          latest, {k: v for k, v in saved.items() if v in mine}, required)
+    return checkpoints.Checkpointer(
+        train_dir, saved, tf1.train.get_global_step(), restore_from=latest, restore_variables=restore,
+        max_to_keep=p.max_ckpts_to_keep,
+        policy=checkpoints.SavePolicy(p.save_model_steps, p.save_model_secs),
+        writes=self._run_ctx.reports_results)
+
+  def _scratch_dir(self) -> str | None:
+    if not self.params.eval_during_training_every_n_steps:
+      return None
+    if getattr(self, '_scratch', None) is None:
+      self._scratch = tempfile.mkdtemp(prefix='tf_cnn_eval_')
+    return self._scratch
+
+  def _build_tower(self, index: int, images, labels) -> towers.Tower:
+    p = self.params
     with self.manager.tower_scope(index):
       return towers.build_tower(
           self.model, images, labels, num_classes=self.dataset.num_classes,
@@ -178,7 +271,31 @@ class BenchmarkCNN:
       train_op = self.manager.build_train_op(
           [t.grads_and_vars for t in built_towers], make_optimizer,
           global_step, clip_norm=p.gradient_clip, loss_scale=loss_scale)
-    return tf.group(train_op, *stat_updates, name='step')
+    return tf.group(train_op, *stat_updates, name='step'), lr
+
+  def eval_setup(self, num_batches: int | None = None
+                 ) -> evaluation.EvalSetup:
+    """How to evaluate a checkpoint of this run on this process's devices."""
+    p = self.params
+    local = devices.tower_devices(p.device, p.num_gpus)
+    if num_batches is None:
+      num_batches = p.num_eval_batches or (
+          None if self.data_options else p.num_batches)
+    return evaluation.EvalSetup(
+        params=p, model=self.model, num_classes=self.dataset.num_classes,
+        devices=local, data_format=p.data_format,
+        compute_dtype=self.compute_dtype, float16_vars=p.fp16_vars,
+        seed=p.tf_random_seed,
+        make_inputs=lambda: self._tower_inputs(
+            local, subset='validation', train=False, first_stream=0,
+            num_streams=len(local)),
+        num_batches=num_batches, session_config=self._session_config())
+
+  def _session_config(self):
+    p = self.params
+    return devices.session_config(
+        p.device, p.num_gpus, num_intra_threads=p.num_intra_threads,
+        num_inter_threads=p.num_inter_threads)
 
   # ---- run ----------------------------------------------------------------
 
@@ -197,23 +314,44 @@ class BenchmarkCNN:
     self.print_header()
     self._print('Generating training model' if not p.forward_only
                 else 'Generating inference model')
-    built = self.build()
-    built.graph.finalize()
-    # Logical CPU devices of a cluster task come from its server's config.
-    config = self._run_ctx.configure(devices.session_config(
-        p.device, p.num_gpus, num_intra_threads=p.num_intra_threads,
-        num_inter_threads=p.num_inter_threads))
-    with tf1.Session(self._run_ctx.target, graph=built.graph,
-                     config=config) as sess:
-      self._print('Initializing graph')
-      sess.run(built.init_ops)
-      self._wait_for_shared(sess, built)
-      if built.post_init_ops:
-        sess.run(built.post_init_ops)
-      losses, step_times = self._run_steps(sess, built)
-      final_state = sess.run(built.report)
+    try:
+      built = self.build()
+      if p.graph_file:
+        observability.write_graph(p.graph_file, built.graph)
+      built.graph.finalize()
+      # Logical CPU devices of a cluster task come from its server's config.
+      config = self._run_ctx.configure(self._session_config())
+      with tf1.Session(self._run_ctx.target, graph=built.graph,
+                       config=config) as sess:
+        start_step = self._initialize(sess, built)
+        loop = _StepLoop(self, sess, built, start_step)
+        loop.run()
+        final_state = sess.run(built.report)
+        end_step = int(sess.run(built.global_step))
+        if built.checkpointer is not None and p.train_dir:
+          path = built.checkpointer.save(sess)
+          if path:
+            self._print('Saved checkpoint %s' % path)
+    finally:
+      if getattr(self, '_scratch', None):
+        shutil.rmtree(self._scratch, ignore_errors=True)
     self._run_ctx.finish()
-    return self._result(losses, step_times, final_state)
+    return self._result(loop.losses, loop.step_times, final_state, {
+        'mode': 'forward_only' if p.forward_only else 'train',
+        'start_step': start_step, 'end_step': end_step,
+        'evals': [e.as_dict() for e in loop.evals] or None})
+
+  def _initialize(self, sess, built: BuiltGraph) -> int:
+    """Initialises (or restores) variables; returns the starting global step."""
+    self._print('Initializing graph')
+    sess.run(built.init_ops)
+    if built.checkpointer is not None and built.checkpointer.restore_from:
+      built.checkpointer.restore(sess)
+      self._print('Restored checkpoint %s' % built.checkpointer.restore_from)
+    self._wait_for_shared(sess, built)
+    if built.post_init_ops:
+      sess.run(built.post_init_ops)
+    return int(sess.run(built.global_step))
 
   def _wait_for_shared(self, sess, built: BuiltGraph,
                        timeout_s: float = 120.0) -> None:
@@ -228,43 +366,80 @@ class BenchmarkCNN:
             % timeout_s)
       time.sleep(0.2)
 
-  def _run_steps(self, sess, built: BuiltGraph):
+  def evaluate_checkpoints(self) -> list[results.BenchmarkResult]:
+    """--eval: evaluates the latest checkpoint (or each new one) of train_dir."""
     p = self.params
-    fetches = [built.step_op, built.loss]
-    losses = []
-    if p.num_warmup_batches:
-      self._print('Running warm up')
-      for _ in range(p.num_warmup_batches):
-        losses.append(float(sess.run(fetches)[1]))
-      self._print('Done warm up')
-    self._print('Step\tImg/sec\ttotal_loss')
-    step_times = []
-    for step in range(p.num_batches):
-      start = time.perf_counter()
-      _, loss = sess.run(fetches)
-      step_times.append(time.perf_counter() - start)
-      losses.append(float(loss))
-      if step == 0 or (step + 1) % p.display_every == 0:
-        summary = timing.speed_summary(self.global_batch_size, step_times)
-        self._print('%d\t%s\t%.3f' % (step + 1, summary, loss))
-    return losses, step_times
+    self.print_header()
+    setup = self.eval_setup()
+    out, seen = [], set()
+    deadline = time.monotonic() + p.eval_timeout_secs
+    while True:
+      latest = checkpoints.latest_checkpoint(p.train_dir)
+      if latest is None and not p.eval_interval_secs:
+        raise checkpoints.CheckpointError(
+            '--train_dir=%s: no checkpoint to evaluate' % p.train_dir)
+      if latest is not None and latest not in seen:
+        seen.add(latest)
+        self._print('Evaluating %s' % latest)
+        ev = evaluation.evaluate(setup, latest)
+        self._print(ev.describe())
+        self._print('eval images/sec: %.2f' % ev.examples_per_sec)
+        out.append(self._eval_result(ev))
+        deadline = time.monotonic() + p.eval_timeout_secs
+      if not p.eval_interval_secs or time.monotonic() > deadline:
+        return out
+      time.sleep(p.eval_interval_secs)
 
-  def _result(self, losses, step_times,
-              final_state: dict) -> results.BenchmarkResult:
+  def evaluate_now(self, sess, built: BuiltGraph,
+                   step: int) -> evaluation.EvalResult | None:
+    """Evaluation during training: checkpoint the current values, evaluate."""
+    if built.checkpointer is None or not built.checkpointer.writes:
+      return None
+    path = built.checkpointer.save(sess)
+    ev = evaluation.evaluate(self.eval_setup(), path)
+    self._print('Step %d: %s' % (step, ev.describe()))
+    return ev
+
+  # ---- results ------------------------------------------------------------
+
+  def _eval_result(self, ev: evaluation.EvalResult) -> results.BenchmarkResult:
     p = self.params
+    eval_batch = p.batch_size * p.num_gpus
+    return self._make_result(
+        ips=ev.examples_per_sec, num_devices=p.num_gpus, num_workers=1,
+        global_batch_size=eval_batch, step_times=[eval_batch / ev.examples_per_sec]
+        * ev.num_batches, losses=ev.losses, forward_only=True,
+        extra={'mode': 'eval', **ev.as_dict()})
+
+  def _result(self, losses, step_times, final_state: dict,
+              extra: dict) -> results.BenchmarkResult:
     total_time = sum(step_times)
     # In a cluster this is the cluster's rate: every worker's images.
     ips = self.global_batch_size * len(step_times) / total_time
     self._print(_RULE)
     self._print('total images/sec: %.2f' % ips)
     self._print(_RULE)
+    return self._make_result(
+        ips=ips, num_devices=len(self.devices) // self.layout_graph_workers,
+        num_workers=self.num_workers, global_batch_size=self.global_batch_size,
+        step_times=step_times, losses=losses,
+        forward_only=self.params.forward_only,
+        extra={'loss_scale': (float(final_state['loss_scale'])
+                              if 'loss_scale' in final_state else None),
+               'skipped_steps': int(final_state.get('skipped_steps', 0)),
+               **extra, **self._cluster_keys(ips)})
+
+  def _make_result(self, *, ips, num_devices, num_workers, global_batch_size,
+                   step_times, losses, forward_only,
+                   extra) -> results.BenchmarkResult:
+    p = self.params
     flops = models.model_flops_per_image(self.model, self.dataset.num_classes,
                                          data_format=p.data_format)
-    passes = 1 if p.forward_only else 3   # forward + 2x for the backward pass
+    passes = 1 if forward_only else 3   # forward + 2x for the backward pass
     tflops = flops * passes * ips / 1e12 if flops else None
     mfu = None
     if tflops is not None and p.peak_tflops_per_device:
-      mfu = tflops / (p.peak_tflops_per_device * len(self.devices))
+      mfu = tflops / (p.peak_tflops_per_device * num_devices * num_workers)
     return results.BenchmarkResult(
         params=params_lib.as_dict(p),
         env=results.environment(p.device),
@@ -272,20 +447,16 @@ class BenchmarkCNN:
         variable_update=p.variable_update,
         all_reduce_spec=self.manager.all_reduce_description(),
         precision=self.compute_dtype.name,
-        num_devices=len(self.devices) // self.layout_graph_workers,
-        num_workers=self.num_workers,
+        num_devices=num_devices, num_workers=num_workers,
         batch_size_per_device=p.batch_size,
-        global_batch_size=self.global_batch_size,
+        global_batch_size=global_batch_size,
         num_steps=len(step_times), num_warmup_steps=p.num_warmup_batches,
         images_per_sec=ips,
-        images_per_sec_per_device=ips / (p.num_gpus * self.num_workers),
+        images_per_sec_per_device=ips / (num_devices * num_workers),
         step_time_ms=timing.step_time_ms(step_times), losses=losses,
         flops_per_image=flops, tflops_per_sec=tflops,
         peak_tflops_per_device=p.peak_tflops_per_device, mfu=mfu,
-        extra={'loss_scale': (float(final_state['loss_scale'])
-                              if 'loss_scale' in final_state else None),
-               'skipped_steps': int(final_state.get('skipped_steps', 0)),
-               **self._cluster_keys(ips)})
+        extra={'data_dir': p.data_dir, **extra})
 
   @property
   def layout_graph_workers(self) -> int:
@@ -300,11 +471,116 @@ class BenchmarkCNN:
                      'task_index': self.cluster.task_index}}
 
 
+class _StepLoop:
+  """Warm-up and timed steps, with the periodic work between them.
+
+  Between steps (never inside a timed one): checkpoints, summaries and
+  evaluations. With --trace_file, one extra untimed step after warm-up is
+  traced.
+  """
+
+  def __init__(self, bench: BenchmarkCNN, sess, built: BuiltGraph,
+               start_step: int):
+    self.bench, self.sess, self.built = bench, sess, built
+    self.params = bench.params
+    self.step = start_step               # global step, as this process counts
+    self.losses, self.step_times, self.evals = [], [], []
+    self.writer = None
+    if built.summary_op is not None and bench.reports_results:
+      with built.graph.as_default():
+        self.writer = tf1.summary.FileWriter(self.params.train_dir)
+
+  def run(self) -> None:
+    p, out = self.params, self.bench._print  # pylint: disable=protected-access
+    try:
+      if p.num_warmup_batches:
+        out('Running warm up')
+        for _ in range(p.num_warmup_batches):
+          self._one_step()
+        out('Done warm up')
+      if p.trace_file:
+        self._traced_step(p.trace_file)
+        out('Wrote trace of one step to %s' % p.trace_file)
+      out('Step\tImg/sec\ttotal_loss')
+      for i in range(p.num_batches):
+        loss, seconds = self._one_step()
+        self.step_times.append(seconds)
+        if i == 0 or (i + 1) % p.display_every == 0:
+          summary = timing.speed_summary(self.bench.global_batch_size,
+                                         self.step_times)
+          out('%d\t%s\t%.3f' % (i + 1, summary, loss))
+    finally:
+      if self.writer is not None:
+        self.writer.close()
+
+  def _one_step(self):
+    """Runs one step and the periodic work due after it; (loss, seconds)."""
+    p, built = self.params, self.built
+    fetches = {'step': built.step_op, 'loss': built.loss}
+    summarise = (self.writer is not None and
+                 (self.step + 1) % p.save_summaries_steps == 0)
+    if summarise:
+      fetches['summary'] = built.summary_op
+    start = time.perf_counter()
+    got = self.sess.run(fetches)
+    seconds = time.perf_counter() - start
+    self.step += 1
+    self.losses.append(float(got['loss']))
+    if summarise:
+      self.writer.add_summary(got['summary'], self.step)
+    if built.checkpointer is not None and p.train_dir:
+      path = built.checkpointer.step_done(self.sess)
+      if path:
+        self.bench._print('Saved checkpoint %s' % path)  # pylint: disable=protected-access
+    every = p.eval_during_training_every_n_steps
+    if every and self.step % every == 0:
+      ev = self.bench.evaluate_now(self.sess, built, self.step)
+      if ev is not None:
+        self.evals.append(ev)
+    return got['loss'], seconds
+
+  def _traced_step(self, path: str) -> None:
+    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
+    metadata = tf1.RunMetadata()
+    self.sess.run(self.built.step_op, options=options, run_metadata=metadata)
+    self.step += 1
+    observability.write_chrome_trace(path, metadata)
+
+
 def run_benchmark(p: params_lib.Params, out: TextIO = sys.stdout,
                   device_was_auto: bool = False) -> results.BenchmarkResult:
-  """Runs one benchmark; appends its JSON line to p.result_file if set."""
+  """Runs one benchmark; appends its JSON line(s) to p.result_file if set.
+
+  With --eval, returns the result of the last evaluation (one line per
+  evaluated checkpoint is written).
+  """
   bench = BenchmarkCNN(p, out=out, device_was_auto=device_was_auto)
-  result = bench.run()
+  if p.eval:
+    evaluated = _naming_bad_data(bench, bench.evaluate_checkpoints)
+    if not evaluated:
+      raise checkpoints.CheckpointError(
+          '--train_dir=%s: no checkpoint appeared within '
+          '--eval_timeout_secs=%d' % (p.train_dir, p.eval_timeout_secs))
+    if p.result_file:
+      for result in evaluated:
+        results.append_json_line(p.result_file, result.to_record())
+    return evaluated[-1]
+  result = _naming_bad_data(bench, bench.run)
   if p.result_file and bench.reports_results:
     results.append_json_line(p.result_file, result.to_record())
   return result
+
+
+def _naming_bad_data(bench: BenchmarkCNN, fn):
+  """fn(); a failure caused by a corrupt record or image becomes DataError."""
+  try:
+    return fn()
+  except tf.errors.OpError as e:
+    if bench.data_options is None:
+      raise
+    for subset in bench.subsets():
+      message = data_sources.describe_input_failure(bench.data_options,
+                                                    subset, e)
+      if message:
+        raise data_sources.DataError(message) from None
+    raise

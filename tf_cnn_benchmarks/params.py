@@ -357,6 +357,7 @@ def _resolve(p: Params) -> Params:
 
   _check_all_reduce(p, manager_cls, device)
   _check_precision(p)
+  _check_data_and_outputs(p, cluster)
 
   batch_size = p.batch_size or model.default_batch_size
   num_batches = p.num_batches
@@ -466,6 +467,51 @@ def _check_precision(p: Params) -> None:
   _require(not (p.fp16_enable_auto_loss_scale and p.use_resource_vars is False),
            '--fp16_enable_auto_loss_scale needs resource variables; drop '
            '--nouse_resource_vars')
+
+
+def _check_data_and_outputs(p: Params, cluster) -> None:
+  """Real data, checkpoint, evaluation and observability flags."""
+  for name in ('save_model_steps', 'eval_during_training_every_n_steps',
+               'num_eval_batches', 'datasets_parallel_interleave_cycle_length',
+               'datasets_num_private_threads'):
+    value = getattr(p, name)
+    _require(value is None or value >= 1,
+             '--%s=%s: must be >= 1' % (name, value))
+  for name in ('save_model_secs', 'eval_interval_secs', 'eval_timeout_secs',
+               'save_summaries_steps', 'datasets_prefetch_buffer_size'):
+    _require(getattr(p, name) >= 0, '--%s=%s: must be >= 0'
+             % (name, getattr(p, name)))
+  _require(p.max_ckpts_to_keep >= 1,
+           '--max_ckpts_to_keep=%d: must be >= 1' % p.max_ckpts_to_keep)
+  _require(0 <= p.summary_verbosity <= 3,
+           '--summary_verbosity=%d: must be 0, 1, 2 or 3' % p.summary_verbosity)
+  for name in ('save_model_steps', 'save_model_secs', 'save_summaries_steps'):
+    _require(not getattr(p, name) or p.train_dir,
+             '--%s: needs --train_dir (where checkpoints and summaries go)'
+             % name)
+  _require(not (p.summary_verbosity and not p.save_summaries_steps),
+           '--summary_verbosity=%d: give --save_summaries_steps=N (and '
+           '--train_dir) to write them' % p.summary_verbosity)
+  _require(not (p.save_summaries_steps and not p.summary_verbosity),
+           '--save_summaries_steps: give --summary_verbosity=1, 2 or 3')
+  _require(not p.eval or p.train_dir,
+           '--eval: needs --train_dir (the checkpoints to evaluate)')
+  _require(not (p.eval and p.forward_only),
+           '--eval and --forward_only: choose one (--eval is inference on '
+           'the validation split of a checkpoint)')
+  _require(not (p.eval and cluster is not None),
+           '--eval: runs in one process; drop the cluster flags')
+  _require(not p.eval_interval_secs or p.eval,
+           '--eval_interval_secs: only with --eval')
+  _require(not p.eval_during_training_every_n_steps or not (
+      p.eval or p.forward_only),
+           '--eval_during_training_every_n_steps: only when training')
+  _require(not p.datasets_repeat_cached_sample or p.data_dir,
+           '--datasets_repeat_cached_sample: only with --data_dir')
+  for name in ('train_dir', 'data_dir'):
+    value = getattr(p, name)
+    _require(value is None or value.strip(),
+             '--%s: empty path' % name)
 
 
 def compute_dtype(p: Params):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from typing import Callable, ClassVar, Iterator, Sequence
 
 import tensorflow as tf
@@ -177,14 +178,14 @@ class VariableMgr:
 
   # ---- initialisation and checkpoints -----------------------------------
 
-  def init_ops(self) -> list:
-    """Initialisation ops this process runs (default: every variable).
+  def initialized_variables(self) -> list:
+    """Global variables this process initialises (default: every one).
 
     In a cluster, variables that other workers share are initialised by the
-    chief only; the others wait for them (`shared_variables`).
+    chief only; the others wait for them (`shared_variables`). A resumed run
+    loads these from the checkpoint instead, where it holds them.
     """
-    return [tf1.global_variables_initializer(),
-            tf1.local_variables_initializer()]
+    return tf1.global_variables()
 
   def shared_variables(self) -> list:
     """Variables another process initialises; wait for them before use."""
@@ -195,16 +196,32 @@ class VariableMgr:
     return []
 
   def savable_variables(self) -> dict:
-    """Variables a checkpoint holds, keyed by mode-independent names."""
+    """Variables a checkpoint holds, keyed by mode-independent names.
+
+    Tower 0's copy stands for every tower's (its prefix stripped); state
+    outside any tower's scope (global step, loss scale, optimizer state
+    created outside the towers) keeps its own name. Other towers' copies are
+    not saved: post_init_ops makes them equal to tower 0's.
+    """
     prefix = self.variable_prefix(0)
     saved = {}
     for v in tf1.global_variables():
       name = v.op.name
       if name.startswith(prefix):
         saved[name[len(prefix):]] = v
-      elif '/' not in name:   # global_step and other top-level state
+      elif not _REPLICA_PREFIX.match(name):
         saved[name] = v
     return saved
+
+
+# 'v/', 'v0/', 'v12/': variables of a tower (or of the shared copy).
+_REPLICA_PREFIX = re.compile(r'^v\d*/')
+
+
+def shared_copy_variables() -> dict:
+  """The shared copies 'v/NAME' (and their optimizer slots), keyed NAME."""
+  return {v.op.name[len('v/'):]: v for v in tf1.global_variables()
+          if v.op.name.startswith('v/')}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -111,13 +111,11 @@ class _ClusterMixin:
 
   cluster: base.ClusterDevices
 
-  def init_ops(self):
+  def initialized_variables(self):
     if self.cluster.is_chief:
-      return base.VariableMgr.init_ops(self)
-    mine = [v for v in tf1.global_variables()
+      return tf1.global_variables()
+    return [v for v in tf1.global_variables()
             if base.on_task(v, self.cluster.worker_device)]
-    return [tf1.variables_initializer(mine),
-            tf1.local_variables_initializer()]
 
   def shared_variables(self):
     return [v for v in tf1.global_variables()
@@ -361,8 +359,9 @@ class DistributedReplicated(_ClusterMixin, local._PerTowerCopies):  # pylint: di
     return self._copy_back(v0_vars)
 
   def savable_variables(self):
+    # The ps copy (and its optimizer slots) is the variable; v0's is a cache.
     saved = super().savable_variables()
-    saved.update(self._ps_copies)
+    saved.update(base.shared_copy_variables())
     return saved
 
 
@@ -429,6 +428,21 @@ def collective_broadcast(variables, tower_devices, group, keys, is_source):
             T=var.dtype.base_dtype, timeout_seconds=COLLECTIVE_TIMEOUT_S)
         ops.append(var.assign(value))
   return ops
+
+
+def collective_min(value, tower_devices, group) -> list:
+  """Per tower device: the minimum of `value` over every tower of the group."""
+  keys = collective_keys.keys_for_graph()
+  group_key = keys.get_group_key(group)
+  instance_key = keys.get_instance_key()
+  out = []
+  for device in tower_devices:
+    with tf.device(device):
+      out.append(tf.raw_ops.CollectiveReduceV2(
+          input=value, group_size=len(group), group_key=group_key,
+          instance_key=instance_key, ordering_token=[], merge_op='Min',
+          final_op='Id', timeout_seconds=COLLECTIVE_TIMEOUT_S))
+  return out
 
 
 def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
@@ -639,6 +653,8 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
           means, make_optimizer, global_step, clip_norm,
           bump_global_step=False,
           guard=lambda gvs, apply: tf.group(*guarded(lambda: [apply(gvs)]))))
+    if means:
+      updates.append(self._end_of_step_barrier(updates))
     with tf.device(self.global_step_device), \
         tf.control_dependencies(updates):
       if finite is None:
@@ -658,19 +674,24 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
     checked = list(sites) + [means]
     local_ok = loss_scale.all_finite(
         [(self.cpu_device, gv) for gv in checked if gv])
-    keys = collective_keys.keys_for_graph()
-    group_key = keys.get_group_key(self.group)
-    instance_key = keys.get_instance_key()
-    verdicts = []
-    for device in self.tower_devices:
-      with tf.device(device):
-        verdicts.append(tf.raw_ops.CollectiveReduceV2(
-            input=tf.cast(local_ok, tf.float32), group_size=len(self.group),
-            group_key=group_key, instance_key=instance_key, ordering_token=[],
-            merge_op='Min', final_op='Id',
-            timeout_seconds=COLLECTIVE_TIMEOUT_S))
+    verdicts = collective_min(tf.cast(local_ok, tf.float32),
+                              self.tower_devices, self.group)
     with tf.device(self.cpu_device):
       return verdicts[0] > 0.5
+
+  def _end_of_step_barrier(self, updates) -> tf.Operation:
+    """Ends this worker's step only when every worker's updates are done.
+
+    A graph with collectives runs every worker's step under the same step
+    id, so the ps holds one rendezvous per step for all workers; the first
+    worker to finish cleans it up, aborting ("Cleanup <step id>") a slower
+    worker's ps work of the same step. Waiting here for every worker's
+    updates (which include its ps work) leaves nothing to abort.
+    """
+    with tf.device(self.cpu_device), tf.control_dependencies(updates):
+      done = tf.identity(tf.zeros([]))
+    return tf.group(*collective_min(done, self.tower_devices, self.group),
+                    name='step_barrier')
 
   def post_init_ops(self):
     return broadcast_tower_copies(self.num_towers, self.tower_devices,
@@ -678,5 +699,5 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
 
   def savable_variables(self):
     saved = super().savable_variables()
-    saved.update(self._shared)
+    saved.update(base.shared_copy_variables())
     return saved

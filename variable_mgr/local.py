@@ -179,6 +179,20 @@ class Independent(_PerTowerCopies):
     return base.Reduction(
         [(self.tower_devices[i], list(gv)) for i, gv in enumerate(tower_grads)])
 
+  def savable_variables(self):
+    """Tower 0 under the shared names, every other tower under its own.
+
+    The towers' values differ, so each is saved; another mode loading the
+    checkpoint takes tower 0's, and a checkpoint of another mode (which
+    lacks 'vI/...') starts towers 1.. from their initial values.
+    """
+    saved = super().savable_variables()
+    others = tuple(self.variable_prefix(i) for i in range(1, self.num_towers))
+    for v in tf1.global_variables():
+      if others and v.op.name.startswith(others):
+        saved[v.op.name] = v
+    return saved
+
 
 def copy_from_replica_zero(variables, num_replicas: int) -> list:
   """Assign ops setting every `vI/name` to the value of `v0/name`."""

@@ -1,0 +1,177 @@
+"""Checkpoints, resume, evaluation and observability on synthetic data."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import testing_models
+from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks import checkpoints
+from tf_cnn_benchmarks import params as params_lib
+
+tf1 = tf.compat.v1
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Momentum: the resumed run must also get the optimizer's slots back.
+LINEAR = dict(model='test_linear', data_name='cifar10', device='cpu',
+              optimizer='momentum', init_learning_rate=0.1,
+              num_warmup_batches=0, display_every=100, batch_size=4)
+
+
+@pytest.fixture(autouse=True)
+def _models():
+  testing_models.ensure_registered()
+
+
+def run(**kw):
+  p = params_lib.make_params(**{**LINEAR, **kw})
+  return benchmark_cnn.run_benchmark(p, out=io.StringIO())
+
+
+def index_files(train_dir):
+  return sorted(f for f in os.listdir(train_dir) if f.endswith('.index'))
+
+
+@pytest.mark.parametrize('first,then', [
+    ('parameter_server', 'parameter_server'),
+    ('replicated', 'replicated'),
+    ('replicated', 'parameter_server'),
+    ('parameter_server', 'replicated'),
+    ('independent', 'independent'),   # every tower's own values come back
+])
+def test_resume_continues_the_run_exactly(tmp_path, first, then):
+  """3 steps, checkpoint, 3 resumed steps == 6 steps in one run.
+
+  The synthetic batch is the same every step, so the resumed run's losses
+  are those of steps 4..6 of the uninterrupted run if (and only if) it got
+  back every variable, optimizer slot and the global step.
+  """
+  whole = run(variable_update=first, num_gpus=2, num_batches=6)
+  train_dir = str(tmp_path / 'train')
+  part1 = run(variable_update=first, num_gpus=2, num_batches=3,
+              train_dir=train_dir)
+  part2 = run(variable_update=then, num_gpus=2, num_batches=3,
+              train_dir=train_dir)
+  assert part1.extra['start_step'] == 0 and part1.extra['end_step'] == 3
+  assert part2.extra['start_step'] == 3 and part2.extra['end_step'] == 6
+  np.testing.assert_allclose(part1.losses, whole.losses[:3], rtol=1e-6)
+  np.testing.assert_allclose(part2.losses, whole.losses[3:], rtol=1e-5)
+  assert index_files(train_dir) == ['model.ckpt-3.index', 'model.ckpt-6.index']
+
+
+def test_loss_scale_and_skip_count_are_resumed(tmp_path):
+  fp16 = dict(use_fp16=True, fp16_enable_auto_loss_scale=True,
+              fp16_loss_scale=1e30, fp16_inc_loss_scale_every_n=3)
+  whole = run(num_batches=40, **fp16)
+  train_dir = str(tmp_path / 'train')
+  run(num_batches=20, train_dir=train_dir, **fp16)
+  part2 = run(num_batches=20, train_dir=train_dir, **fp16)
+  assert whole.extra['skipped_steps'] > 0
+  assert part2.extra['skipped_steps'] == whole.extra['skipped_steps']
+  assert part2.extra['loss_scale'] == whole.extra['loss_scale']
+  np.testing.assert_allclose(part2.losses, whole.losses[20:], rtol=1e-5)
+
+
+def test_periodic_saves_keep_the_newest(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  run(num_batches=5, train_dir=train_dir, save_model_steps=1,
+      max_ckpts_to_keep=2)
+  assert index_files(train_dir) == ['model.ckpt-4.index', 'model.ckpt-5.index']
+
+
+def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path):
+  """Files of an unfinished save (not in the state file) are ignored."""
+  train_dir = tmp_path / 'train'
+  run(num_batches=3, train_dir=str(train_dir))
+  (train_dir / 'model.ckpt-9.index').write_bytes(b'half an index')
+  (train_dir / 'model.ckpt-9.data-00000-of-00001').write_bytes(b'\0' * 10)
+  resumed = run(num_batches=1, train_dir=str(train_dir))
+  assert resumed.extra['start_step'] == 3
+
+
+def test_eval_of_a_checkpoint_counts_every_example(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  run(num_batches=2, train_dir=train_dir, num_gpus=2)
+  ev = run(eval=True, train_dir=train_dir, num_gpus=2, num_eval_batches=3)
+  assert ev.extra['mode'] == 'eval'
+  assert ev.extra['checkpoint_step'] == 2
+  assert ev.extra['eval_examples'] == 3 * 2 * 4
+  # Synthetic labels are random: accuracy is a multiple of 1/24, top-5 >= top-1.
+  assert ev.extra['top_1_accuracy'] * 24 == pytest.approx(
+      round(ev.extra['top_1_accuracy'] * 24))
+  assert 0 <= ev.extra['top_1_accuracy'] <= ev.extra['top_5_accuracy'] <= 1
+  assert ev.images_per_sec > 0
+
+
+def test_eval_during_training_is_recorded(tmp_path):
+  result = run(num_batches=4, eval_during_training_every_n_steps=2,
+               num_eval_batches=1)
+  steps = [e['checkpoint_step'] for e in result.extra['evals']]
+  assert steps == [2, 4]
+  assert len(result.losses) == 4
+
+
+def test_summaries_trace_and_graph_files(tmp_path):
+  train_dir = tmp_path / 'train'
+  trace = tmp_path / 'trace.json'
+  graph = tmp_path / 'graph.pbtxt'
+  run(num_batches=4, train_dir=str(train_dir), summary_verbosity=3,
+      save_summaries_steps=2, trace_file=str(trace), graph_file=str(graph))
+  events = [f for f in os.listdir(train_dir) if 'tfevents' in f]
+  assert len(events) == 1
+  tags = {}
+  for event in tf1.train.summary_iterator(str(train_dir / events[0])):
+    for value in event.summary.value:
+      tags.setdefault(value.tag, []).append(event.step)
+  # The traced step counts: summaries at global steps 2 and 4 of 5.
+  assert tags['total_loss'] == [2, 4]
+  assert {'learning_rate', 'gradient_norm', 'variable_norm'} <= set(tags)
+  trace_events = json.loads(trace.read_text())['traceEvents']
+  assert any(e.get('ph') == 'X' and e['args']['op'] for e in trace_events)
+  graph_def = tf1.GraphDef()
+  from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+  text_format.Parse(graph.read_text(), graph_def)
+  assert any(n.op == 'MatMul' for n in graph_def.node)
+
+
+def test_checkpoint_of_another_model_is_refused(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  run(num_batches=1, train_dir=train_dir)
+  p = params_lib.make_params(model='trivial', data_name='cifar10',
+                             device='cpu', num_batches=1, train_dir=train_dir)
+  with pytest.raises(checkpoints.CheckpointError, match='model.ckpt-1'):
+    benchmark_cnn.run_benchmark(p, out=io.StringIO())
+
+
+def _cli(*flags):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, '-m', 'tf_cnn_benchmarks', *flags],
+                        cwd=ROOT, env=env, capture_output=True, text=True,
+                        timeout=120)
+
+
+@pytest.mark.parametrize('flags,needle', [
+    (dict(eval=True), '--eval: needs --train_dir'),
+    (dict(save_model_steps=5), '--save_model_steps: needs --train_dir'),
+    (dict(summary_verbosity=1, train_dir='/tmp/x'), '--save_summaries_steps'),
+    (dict(eval=True, forward_only=True, train_dir='/tmp/x'), 'choose one'),
+    (dict(max_ckpts_to_keep=0), '--max_ckpts_to_keep=0'),
+])
+def test_bad_checkpoint_flags(flags, needle):
+  with pytest.raises(params_lib.ParamsError) as e:
+    params_lib.make_params(model='trivial', device='cpu', **flags)
+  assert needle in str(e.value)
+
+
+def test_eval_without_a_checkpoint_is_one_line_exit_2(tmp_path):
+  proc = _cli('--model=trivial', '--device=cpu', '--eval',
+              '--train_dir=%s' % tmp_path)
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.strip().splitlines() == [
+      'error: --train_dir=%s: no checkpoint to evaluate' % tmp_path]

@@ -1,0 +1,152 @@
+"""Checkpoints in --train_dir: what is saved, when, and resuming from them.
+
+A checkpoint holds the manager's `savable_variables()`: mode-independent
+names (tower 0's copy stands for every tower; global step, loss scale and
+optimizer slots included), so a checkpoint written in one mode loads in
+another. A resumed run initialises from the checkpoint every variable it
+holds and initialises the rest as usual; the manager's post-init ops then copy
+tower 0's values to the other towers.
+
+Writes are atomic in the way that matters: TensorFlow writes a checkpoint's
+files under temporary names and renames them, and only then rewrites the
+`checkpoint` state file (itself by rename), so a run killed while saving
+leaves the state file naming the previous, complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+CHECKPOINT_BASENAME = 'model.ckpt'
+
+
+class CheckpointError(ValueError):
+  """A checkpoint that cannot be used; the message is one line."""
+
+
+def latest_checkpoint(train_dir: str | None) -> str | None:
+  """Path prefix of the newest complete checkpoint in train_dir, or None."""
+  if not train_dir or not os.path.isdir(train_dir):
+    return None
+  return tf.train.latest_checkpoint(train_dir)
+
+
+def step_of(checkpoint_path: str) -> int:
+  """The global step a checkpoint was saved at (from its name)."""
+  try:
+    return int(checkpoint_path.rsplit('-', 1)[1])
+  except (IndexError, ValueError):
+    raise CheckpointError('%s: not a checkpoint written by this benchmark '
+                          '(expected %s-STEP)' % (checkpoint_path,
+                                                  CHECKPOINT_BASENAME)) from None
+
+
+def restorable(checkpoint_path: str, variables: dict,
+               required: frozenset = frozenset()) -> dict:
+  """The entries of `variables` the checkpoint holds, shapes checked.
+
+  A variable the checkpoint lacks (e.g. a loss scale when the checkpoint
+  came from a float32 run, or momentum slots after plain sgd) is left to its
+  initialiser; one of the `required` names (the model's weights) is an error.
+  """
+  try:
+    stored = dict(tf.train.list_variables(checkpoint_path))
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError('%s: cannot read checkpoint (%s)' % (
+        checkpoint_path, str(e).splitlines()[0])) from None
+  out = {}
+  for name, var in variables.items():
+    if name not in stored:
+      continue
+    want = var.shape.as_list()
+    if list(stored[name]) != want:
+      raise CheckpointError(
+          '%s: variable %s has shape %s in the checkpoint, the model has %s '
+          '(another model or dataset?)' % (checkpoint_path, name,
+                                           list(stored[name]), want))
+    out[name] = var
+  missing = sorted(n for n in required if n not in stored)
+  if missing:
+    raise CheckpointError(
+        '%s: holds no value for %s%s (a checkpoint of another model or '
+        'dataset?)' % (checkpoint_path, ', '.join(missing[:3]),
+                       ' and %d more' % (len(missing) - 3)
+                       if len(missing) > 3 else ''))
+  return out
+
+
+def model_names(variables) -> frozenset:
+  """Checkpoint names of a tower's model variables ('vN/' or 'v/' dropped)."""
+  return frozenset(re.sub(r'^v\d*/', '', v.op.name) for v in variables)
+
+
+@dataclasses.dataclass(frozen=True)
+class SavePolicy:
+  """When to write checkpoints: every N steps and/or every N seconds."""
+  every_n_steps: int | None = None
+  every_n_secs: float = 0.0
+
+  def due(self, steps_since: int, secs_since: float) -> bool:
+    """Whether a checkpoint is due, given what passed since the last one."""
+    if self.every_n_steps and steps_since >= self.every_n_steps:
+      return True
+    return bool(self.every_n_secs) and secs_since >= self.every_n_secs
+
+
+class Checkpointer:
+  """Saves to and restores from one train_dir, in one graph.
+
+  Build it in the graph (it makes the Saver ops); `writes` is False on the
+  processes of a cluster that do not save (every worker but the chief).
+  """
+
+  def __init__(self, train_dir: str, variables: dict, global_step, *,
+               restore_from: str | None, restore_variables: dict,
+               max_to_keep: int, policy: SavePolicy, writes: bool):
+    self.train_dir = train_dir
+    self.policy = policy
+    self.writes = writes
+    self.restore_from = restore_from
+    self._global_step = global_step
+    self._saver = tf1.train.Saver(variables, max_to_keep=max_to_keep,
+                                  save_relative_paths=True)
+    self._restorer = (tf1.train.Saver(restore_variables)
+                      if restore_from and restore_variables else None)
+    self.restored_variables = tuple(restore_variables.values()
+                                    if restore_from else ())
+    self._steps_since = 0
+    self._last_time = time.monotonic()
+
+  def restore(self, sess) -> None:
+    """Loads the checkpoint's values (call after initialising the rest)."""
+    if self._restorer is not None:
+      self._restorer.restore(sess, self.restore_from)
+    self._last_time = time.monotonic()
+
+  def save(self, sess) -> str | None:
+    """Writes a checkpoint of the current values, named by the global step.
+
+    Returns its path, or None in a process that does not write.
+    """
+    self._steps_since, self._last_time = 0, time.monotonic()
+    if not self.writes:
+      return None
+    os.makedirs(self.train_dir, exist_ok=True)
+    return self._saver.save(sess, os.path.join(self.train_dir,
+                                               CHECKPOINT_BASENAME),
+                            global_step=self._global_step,
+                            write_meta_graph=False)
+
+  def step_done(self, sess) -> str | None:
+    """Counts a step; saves if the policy says a checkpoint is due."""
+    self._steps_since += 1
+    if self.policy.due(self._steps_since, time.monotonic() - self._last_time):
+      return self.save(sess)
+    return None

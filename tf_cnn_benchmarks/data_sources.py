@@ -1,0 +1,834 @@
+"""Real-data input: one tf.data stream per tower, from ImageNet or CIFAR-10.
+
+What the driver does with it:
+
+  options = data_sources.InputOptions.from_params(params)
+  files = data_sources.check_data_dir(options, 'train')  # DataError -> exit 2
+  # In the graph:
+  inputs = data_sources.tower_batches(
+      options, subset='train', train=True, batch_size=B, image_size=S,
+      first_stream=W * T, num_streams=NUM_WORKERS * T, num_local_towers=T,
+      host_device=CPU_OF_THIS_PROCESS, files=files)
+  # inputs.batches[t] is tower t's (images, labels); run inputs.initializer
+  # once in the session before the first step (and again before each
+  # evaluation pass). On a tf.errors.OpError from sess.run:
+  #   line = data_sources.describe_input_failure(options, subset, error)
+  # not None: the input failed; print the line and fail the run.
+
+Streams. Local tower t reads global stream first_stream + t of num_streams.
+Every stream gets a disjoint part of the split: whole files when there are at
+least as many files as streams (stream s reads files s, s + n, s + 2n, ...),
+else records (stream s reads records s, s + n, ... of every file, which costs
+each stream a read of every file). Training streams shuffle (files, then a
+buffer of records) seeded with seed + stream and repeat forever; evaluation
+streams read their part once in order and end with OutOfRangeError. Batches
+drop the remainder so shapes are static: an evaluation stream yields
+floor(examples of the stream / batch size) batches, and a step that fetches
+every tower ends the pass with the shortest stream.
+
+Randomness is stateless: each example's crop, flip and colour distortion come
+from the seed (seed + stream, position of the example in the stream), so a
+run is reproducible whatever the thread timing.
+
+Pipeline of a stream (on host_device):
+  ImageNet: file names -> [train: shuffle files] -> parallel interleave of
+  TFRecordDataset (each record carries its file name and index) ->
+  [cache] -> [train: shuffle, repeat] -> parallel map (parse, check, decode
+  and preprocess; preprocessing.py) -> batch -> [NCHW transpose] ->
+  [train: repeat one cached batch] -> prefetch.
+  CIFAR-10: the pixel block of each pickled batch is read in place with
+  FixedLengthRecordDataset (its byte offset is found once in Python; the
+  labels, 1 byte each, are graph constants), then the same steps from
+  [cache] on. Nothing is fed or held in Python: the pipeline also runs on a
+  remote task's CPU.
+
+datasets_use_caching caches the examples as read, before the random
+preprocessing: ImageNet serialized records (still JPEG: decoded ImageNet
+would need about half a terabyte), CIFAR-10 raw pixels.
+datasets_repeat_cached_sample (training only; an evaluation pass would never
+end) repeats the first batch forever: the input costs only the copy.
+
+Bad data.
+  Before any graph: check_data_dir raises DataError for a missing, non-
+  directory or empty --data_dir, no matching ImageNet shards, missing CIFAR-10
+  batch files; tower_batches raises DataError for a CIFAR-10 file that is
+  not a readable batch (it is unpickled with only numpy's array classes
+  allowed) and for a CIFAR-10 stream with less than one batch. Both run
+  before any session.
+  While running, describe_input_failure turns an input error into one line:
+  - a record whose image/encoded is missing or not a JPEG, or whose label is
+    missing or outside the label range: a tf.debugging.Assert in the map
+    fails with the file name and record index in its message; named at once.
+  - a corrupt or truncated TFRecord (DataLossError "corrupted/truncated
+    record at N"): the files' record headers are walked in Python up to byte
+    N, checking the masked CRC-32C of the length (and of the data for the
+    record at N) and the lengths against the file size; the file whose
+    record at N is bad is named.
+  - an image that does not decode (InvalidArgumentError, e.g. a truncated
+    JPEG) or a record that does not parse: each file's records are checked
+    in a separate graph (parse, checks, full decode; failures skipped with
+    ignore_errors) to find the first bad record, then that record alone is
+    run again for its error message.
+  The searches stop after time_budget_s (they name what they checked then).
+  Any other error of the input ops gets a generic line; errors of other ops
+  give None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import io
+import os
+import pickle
+import re
+import struct
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks import preprocessing
+
+tf1 = tf.compat.v1
+
+SUBSETS = ('train', 'validation')
+DATA_NAMES = ('imagenet', 'cifar10')
+DATA_FORMATS = ('NHWC', 'NCHW')
+# Name scope of every input op: how describe_input_failure knows an error
+# came from the input pipeline.
+INPUT_SCOPE = 'real_input'
+DEFAULT_INTERLEAVE_CYCLE_LENGTH = 10
+# Serialized ImageNet records (~110 KB each) a process's training streams
+# hold in their shuffle buffers together: about 1 GB.
+IMAGENET_SHUFFLE_RECORDS = 10000
+TFRECORD_READ_BUFFER_BYTES = 8 << 20
+CIFAR_FILES = {
+    'train': tuple('data_batch_%d' % k for k in range(1, 6)),
+    'validation': ('test_batch',),
+}
+IMAGENET_PATTERN = '%s-*-of-*'
+# Tag of the assertion messages of bad records (see _bad_record_data).
+BAD_RECORD_TAG = 'BAD_INPUT_RECORD'
+_BAD_RECORD_RE = re.compile(
+    r'\[%s\] \[(.*?)\] \[record\] \[(\d+)\] \[([^\]]*)\]' % BAD_RECORD_TAG)
+# An input node's name: [outer scopes/]real_input[_N]/<subset>/tower_<t>/...
+_INPUT_NODE_RE = re.compile(r'(?<!\w)%s(?:_\d+)?/(%s)/' % (
+    INPUT_SCOPE, '|'.join(SUBSETS)))
+# "Error in user-defined function passed to MapDataset:52 transformation
+# with iterator: Iterator::Root::ParallelMapV2: " before the actual error.
+_TF_DATA_PREFIX_RE = re.compile(
+    r'^Error in user-defined function passed to \S+ transformation with '
+    r'iterator: \S+: ')
+_TFRECORD_ERROR_RE = re.compile(r'(corrupted|truncated) record at (\d+)')
+_DEFAULT_TIME_BUDGET_S = 30.0
+
+
+class DataError(Exception):
+  """Unusable input data or input flags; the message is one line naming the
+  path (or the flag) and what is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputOptions:
+  """Input settings of a run (the real-data and datasets_* flags)."""
+  data_dir: Optional[str]
+  data_name: str = 'imagenet'
+  distortions: bool = True
+  resize_method: str = 'bilinear'
+  num_private_threads: Optional[int] = None
+  prefetch_buffer_size: int = 1
+  use_caching: bool = False
+  interleave_cycle_length: Optional[int] = None
+  repeat_cached_sample: bool = False
+  seed: int = 1234
+  data_format: str = 'NHWC'
+
+  def __post_init__(self):
+    checks = (
+        (self.data_name in DATA_NAMES, '--data_name=%s: must be one of %s'
+         % (self.data_name, ', '.join(DATA_NAMES))),
+        (self.resize_method in preprocessing.RESIZE_METHODS,
+         '--resize_method=%s: must be one of %s' % (
+             self.resize_method, ', '.join(preprocessing.RESIZE_METHODS))),
+        (self.data_format in DATA_FORMATS, '--data_format=%s: must be one '
+         'of %s' % (self.data_format, ', '.join(DATA_FORMATS))),
+        (self.num_private_threads is None or self.num_private_threads >= 1,
+         '--datasets_num_private_threads=%s: must be >= 1 (or unset)'
+         % self.num_private_threads),
+        (self.prefetch_buffer_size >= 0,
+         '--datasets_prefetch_buffer_size=%s: must be >= 0'
+         % self.prefetch_buffer_size),
+        (self.interleave_cycle_length is None
+         or self.interleave_cycle_length >= 1,
+         '--datasets_parallel_interleave_cycle_length=%s: must be >= 1 (or '
+         'unset)' % self.interleave_cycle_length),
+    )
+    for ok, message in checks:
+      if not ok:
+        raise DataError(message)
+
+  @classmethod
+  def from_params(cls, params) -> 'InputOptions':
+    """The options of a resolved params.Params."""
+    return cls(
+        data_dir=params.data_dir, data_name=params.data_name,
+        distortions=params.distortions, resize_method=params.resize_method,
+        num_private_threads=params.datasets_num_private_threads,
+        prefetch_buffer_size=params.datasets_prefetch_buffer_size,
+        use_caching=params.datasets_use_caching,
+        interleave_cycle_length=(
+            params.datasets_parallel_interleave_cycle_length),
+        repeat_cached_sample=params.datasets_repeat_cached_sample,
+        seed=params.tf_random_seed, data_format=params.data_format)
+
+  @property
+  def cycle_length(self) -> int:
+    """Files each stream reads in parallel."""
+    return self.interleave_cycle_length or DEFAULT_INTERLEAVE_CYCLE_LENGTH
+
+
+@dataclasses.dataclass(frozen=True)
+class TowerInputs:
+  """What tower_batches built.
+
+  Attributes:
+    batches: per local tower, (images, labels): images float32 in [-1, 1],
+      [B, H, W, C] (NHWC) or [B, C, H, W] (NCHW); labels int32 [B].
+    initializer: starts every stream from its beginning; run it once before
+      the first batch, and again to restart an evaluation pass.
+    files: the files the streams read (all streams together).
+  """
+  batches: tuple
+  initializer: tf.Operation
+  files: tuple
+
+
+# ---- checks before the graph ------------------------------------------------
+
+
+def check_data_dir(options: InputOptions, subset: str) -> list[str]:
+  """Checks --data_dir holds `subset` of the dataset; returns its files.
+
+  Only names and kinds of files are checked here (cheap); the content is read
+  by the pipeline.
+
+  Args:
+    options: the input options.
+    subset: 'train' or 'validation'.
+
+  Returns:
+    The files of the subset, sorted: ImageNet shards matching
+    '<subset>-*-of-*', or the CIFAR-10 batch files.
+
+  Raises:
+    DataError: the directory is unusable for this subset.
+  """
+  if subset not in SUBSETS:
+    raise ValueError('subset=%r: must be one of %s' % (subset,
+                                                       ', '.join(SUBSETS)))
+  data_dir = options.data_dir
+  if not data_dir:
+    raise DataError('--data_dir: not set (real data needs a dataset '
+                    'directory)')
+  flag = '--data_dir=%s' % data_dir
+  if not tf.io.gfile.exists(data_dir):
+    raise DataError('%s: no such directory' % flag)
+  if not tf.io.gfile.isdir(data_dir):
+    raise DataError('%s: not a directory' % flag)
+  names = sorted(tf.io.gfile.listdir(data_dir))
+  # gfile lists sub-directories with a trailing '/' on some file systems.
+  names = [n.rstrip('/') for n in names]
+  if not names:
+    raise DataError('%s: the directory is empty (expected %s)'
+                    % (flag, _expected(options.data_name, subset)))
+  if options.data_name == 'imagenet':
+    pattern = IMAGENET_PATTERN % subset
+    files = [os.path.join(data_dir, n) for n in names
+             if fnmatch.fnmatchcase(n, pattern)]
+    files = [f for f in files if not tf.io.gfile.isdir(f)]
+    if not files:
+      raise DataError('%s: no files matching %s (ImageNet TFRecords)%s'
+                      % (flag, pattern, _other_dataset_hint(names,
+                                                            'imagenet')))
+    return files
+  wanted = CIFAR_FILES[subset]
+  missing = [n for n in wanted if n not in names]
+  if missing:
+    raise DataError('%s: missing %s (CIFAR-10 python batches)%s' % (
+        flag, ', '.join(missing), _other_dataset_hint(names, 'cifar10')))
+  files = [os.path.join(data_dir, n) for n in wanted]
+  for path in files:
+    if tf.io.gfile.isdir(path):
+      raise DataError('%s: %s is a directory, not a CIFAR-10 batch file'
+                      % (flag, path))
+  return files
+
+
+def _expected(data_name: str, subset: str) -> str:
+  if data_name == 'imagenet':
+    return 'ImageNet TFRecords %s' % (IMAGENET_PATTERN % subset)
+  return 'CIFAR-10 python batches %s' % ', '.join(CIFAR_FILES[subset])
+
+
+def _other_dataset_hint(names: Sequence[str], data_name: str) -> str:
+  """'; it holds ... use --data_name=...' when the files fit the other set."""
+  if data_name == 'imagenet':
+    cifar_names = CIFAR_FILES['train'] + CIFAR_FILES['validation']
+    if any(n in names for n in cifar_names):
+      return '; it holds CIFAR-10 batches: use --data_name=cifar10'
+  elif any(fnmatch.fnmatchcase(n, IMAGENET_PATTERN % s)
+           for n in names for s in SUBSETS):
+    return '; it holds ImageNet TFRecords: use --data_name=imagenet'
+  return ''
+
+
+# ---- CIFAR-10 batch files ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _CifarFile:
+  """Where the pixels of one CIFAR-10 batch file lie, and its labels."""
+  path: str
+  header_bytes: int
+  footer_bytes: int
+  labels: np.ndarray   # uint8 [num_records]
+
+  @property
+  def num_records(self) -> int:
+    return len(self.labels)
+
+
+# The only globals a CIFAR-10 batch may name: numpy's array reconstruction
+# (old and new module names) and the codec Python 3 uses for protocol-2
+# bytes. Anything else is refused, so a hostile file cannot run code.
+_PICKLE_GLOBALS = frozenset([
+    ('numpy.core.multiarray', '_reconstruct'),
+    ('numpy._core.multiarray', '_reconstruct'),
+    ('numpy.core.numeric', '_frombuffer'),
+    ('numpy._core.numeric', '_frombuffer'),
+    ('numpy', 'ndarray'),
+    ('numpy', 'dtype'),
+    ('_codecs', 'encode'),
+])
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+
+  def find_class(self, module, name):
+    if (module, name) not in _PICKLE_GLOBALS:
+      raise pickle.UnpicklingError('refusing to load %s.%s' % (module, name))
+    if module.startswith('numpy.core.'):
+      # numpy 2 keeps the old name only as a warning shim.
+      module = 'numpy._core.' + module[len('numpy.core.'):]
+    return super().find_class(module, name)
+
+
+_cifar_cache: dict = {}
+
+
+def _cifar_file(path: str, num_classes: int) -> _CifarFile:
+  """Reads one batch file's layout (cached by path, size and mtime)."""
+  stat = tf.io.gfile.stat(path)
+  key = (path, stat.length, stat.mtime_nsec)
+  if key not in _cifar_cache:
+    _cifar_cache[key] = _read_cifar_file(path, num_classes)
+  return _cifar_cache[key]
+
+
+def _read_cifar_file(path: str, num_classes: int) -> _CifarFile:
+  with tf.io.gfile.GFile(path, 'rb') as f:
+    raw = f.read()
+
+  def bad(what):
+    return DataError('%s: not a CIFAR-10 python batch: %s' % (path, what))
+
+  try:
+    batch = _ArrayUnpickler(io.BytesIO(raw), encoding='bytes').load()
+  except Exception as e:  # pylint: disable=broad-except
+    # Unpickling fails in many ways (EOFError, UnpicklingError, ValueError,
+    # ...); each means the same thing here.
+    raise bad('unpickling failed (%s: %s)' % (type(e).__name__, e)) from None
+  if not isinstance(batch, dict):
+    raise bad('holds a %s, not a dict' % type(batch).__name__)
+  batch = {k.decode('latin-1') if isinstance(k, bytes) else k: v
+           for k, v in batch.items()}
+  data, labels = batch.get('data'), batch.get('labels')
+  if not isinstance(data, np.ndarray) or labels is None:
+    raise bad("no 'data' array or no 'labels'")
+  record = preprocessing.CIFAR_RECORD_BYTES
+  if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != record:
+    raise bad("'data' is %s %s, not uint8 [N, %d]"
+              % (data.dtype, list(data.shape), record))
+  labels = np.asarray(labels)
+  if labels.shape != (data.shape[0],):
+    raise bad("%d labels for %d images" % (labels.size, data.shape[0]))
+  if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+    raise bad('labels outside 0..%d' % (num_classes - 1))
+  pixels = np.ascontiguousarray(data).tobytes()
+  offset = _find_block(raw, pixels)
+  if offset < 0:
+    raise bad('its pixels are not stored as one raw block (pickled with '
+              'protocol 0/1, or protocol 2 by Python 3?); re-save it with '
+              'pickle protocol 4')
+  return _CifarFile(path, offset, len(raw) - offset - len(pixels),
+                    labels.astype(np.uint8))
+
+
+def _find_block(raw: bytes, block: bytes) -> int:
+  """Offset of `block` in `raw`, -1 if absent."""
+  if not block:
+    return 0
+  view = memoryview(raw)
+  probe = block[:4096]
+  start = raw.find(probe)
+  while start >= 0:
+    if view[start:start + len(block)] == block:
+      return start
+    start = raw.find(probe, start + 1)
+  return -1
+
+
+# ---- the streams ------------------------------------------------------------
+
+
+def tower_batches(options: InputOptions, *, subset: str, train: bool,
+                  batch_size: int, image_size: int, first_stream: int,
+                  num_streams: int, num_local_towers: int, host_device: str,
+                  files: Optional[Sequence[str]] = None) -> TowerInputs:
+  """Builds one input stream per local tower in the current default graph.
+
+  Args:
+    options: the input options.
+    subset: 'train' or 'validation': which files to read.
+    train: training preprocessing, shuffle and repeat; else evaluation
+      preprocessing and one pass in order.
+    batch_size: examples per tower batch.
+    image_size: side of the model's square input.
+    first_stream: global stream of local tower 0 (e.g. worker index * towers
+      per worker).
+    num_streams: streams of the whole run (all workers' towers).
+    num_local_towers: towers of this graph; tower t reads stream
+      first_stream + t.
+    host_device: where the pipelines run: this process's CPU, e.g.
+      '/device:CPU:0' or '/job:worker/replica:0/task:1/device:CPU:0'.
+    files: the subset's files as check_data_dir returned them (None: check
+      again).
+
+  Returns:
+    TowerInputs: batches, the initializer op to run, the files.
+
+  Raises:
+    DataError: the data directory or a CIFAR-10 file is unusable, or a
+      stream would hold no batch.
+  """
+  if first_stream < 0 or first_stream + num_local_towers > num_streams:
+    raise ValueError('streams [%d, %d) not within the %d streams'
+                     % (first_stream, first_stream + num_local_towers,
+                        num_streams))
+  if batch_size < 1 or image_size < 1 or num_local_towers < 1:
+    raise ValueError('batch_size, image_size and num_local_towers must be '
+                     '>= 1')
+  files = list(files) if files is not None else check_data_dir(options,
+                                                               subset)
+  num_classes = datasets.get(options.data_name).num_classes
+  cifar_files = None
+  if options.data_name == 'cifar10':
+    cifar_files = [_cifar_file(p, num_classes) for p in files]
+  batches, initializers = [], []
+  # The subset in the scope tells describe_input_failure which pipeline
+  # failed.
+  with tf.device(host_device), tf1.name_scope(INPUT_SCOPE), tf1.name_scope(
+      subset):
+    for tower in range(num_local_towers):
+      stream = first_stream + tower
+      with tf1.name_scope('tower_%d' % tower):
+        common = dict(train=train, stream=stream, num_streams=num_streams,
+                      batch_size=batch_size, image_size=image_size,
+                      num_classes=num_classes)
+        if cifar_files is not None:
+          dataset = _cifar_stream(options, cifar_files, subset=subset,
+                                  **common)
+        else:
+          dataset = _imagenet_stream(
+              options, files, shuffle_records=max(
+                  1, IMAGENET_SHUFFLE_RECORDS // num_local_towers), **common)
+        iterator = tf1.data.make_initializable_iterator(dataset)
+        images, labels = iterator.get_next()
+      batches.append((images, labels))
+      initializers.append(iterator.initializer)
+    initializer = tf.group(*initializers, name='initializer')
+  return TowerInputs(tuple(batches), initializer, tuple(files))
+
+
+def _shard(items: Sequence, stream: int, num_streams: int):
+  """(items this stream reads, whether records must be sharded instead)."""
+  if len(items) >= num_streams:
+    return list(items[stream::num_streams]), False
+  return list(items), True
+
+
+def _bad_record_data(path, index, what: str) -> list:
+  """Assert data that _BAD_RECORD_RE reads back out of the error message."""
+  return [BAD_RECORD_TAG, path, 'record', index, what]
+
+
+def _checked_imagenet_record(path, index, serialized, num_classes: int):
+  """Parses a record; the JPEG and label checks name the file when failing.
+
+  Returns:
+    (encoded, label int32, bboxes), each depending on both checks.
+  """
+  parsed = preprocessing.parse_imagenet_record(serialized)
+  label_ok = tf.logical_and(parsed.label >= 0, parsed.label < num_classes)
+  checks = [
+      tf.debugging.Assert(
+          tf.io.is_jpeg(parsed.encoded),
+          _bad_record_data(path, index,
+                           'image/encoded is missing or not a JPEG')),
+      tf.debugging.Assert(
+          label_ok,
+          _bad_record_data(path, index, 'image/class/label is missing or '
+                           'outside 0..%d' % (num_classes - 1))
+          + ['label', parsed.label]),
+  ]
+  with tf.control_dependencies(checks):
+    return (tf.identity(parsed.encoded), tf.cast(parsed.label, tf.int32),
+            tf.identity(parsed.bboxes))
+
+
+def _imagenet_stream(options: InputOptions, files: Sequence[str], *,
+                     train: bool, stream: int, num_streams: int,
+                     batch_size: int, image_size: int, num_classes: int,
+                     shuffle_records: int) -> tf.data.Dataset:
+  files, shard_records = _shard(files, stream, num_streams)
+  stream_seed = options.seed + stream
+  dataset = tf.data.Dataset.from_tensor_slices(files)
+  if train:
+    dataset = dataset.shuffle(len(files), seed=stream_seed,
+                              reshuffle_each_iteration=True)
+
+  def read_file(path):
+    records = tf.data.TFRecordDataset(
+        path, buffer_size=TFRECORD_READ_BUFFER_BYTES).enumerate()
+    if shard_records:
+      # By index within each file, so the shards stay disjoint whatever
+      # order each stream reads the files in.
+      records = records.shard(num_streams, stream)
+    return records.map(lambda index, record: (path, index, record))
+
+  dataset = dataset.interleave(
+      read_file, cycle_length=min(options.cycle_length, len(files)),
+      block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
+      deterministic=True)
+
+  def example(position, record):
+    path, index, serialized = record
+    encoded, label, bboxes = _checked_imagenet_record(path, index, serialized,
+                                                      num_classes)
+    if train:
+      seed = tf.stack([tf.constant(stream_seed, tf.int64), position])
+      image = preprocessing.imagenet_train_image(
+          encoded, bboxes, image_size=image_size,
+          resize_method=options.resize_method,
+          distortions=options.distortions, seed=seed, index=position)
+    else:
+      image = preprocessing.imagenet_eval_image(
+          encoded, image_size=image_size,
+          resize_method=options.resize_method, index=position)
+    return image, label
+
+  return _finish(dataset, example, options, train=train, seed=stream_seed,
+                 shuffle_buffer=shuffle_records, batch_size=batch_size)
+
+
+def _cifar_stream(options: InputOptions, cifar_files: Sequence[_CifarFile], *,
+                  subset: str, train: bool, stream: int, num_streams: int,
+                  batch_size: int, image_size: int,
+                  num_classes: int) -> tf.data.Dataset:
+  del num_classes  # Labels were checked when the files were read.
+  chosen, shard_records = _shard(cifar_files, stream, num_streams)
+  parts = []
+  count = 0
+  for f in chosen:
+    pixels = tf.data.FixedLengthRecordDataset(
+        f.path, preprocessing.CIFAR_RECORD_BYTES, header_bytes=f.header_bytes,
+        footer_bytes=f.footer_bytes)
+    part = tf.data.Dataset.zip((pixels,
+                                tf.data.Dataset.from_tensor_slices(f.labels)))
+    if shard_records:
+      part = part.shard(num_streams, stream)
+      count += len(range(stream, f.num_records, num_streams))
+    else:
+      count += f.num_records
+    parts.append(part)
+  if count < (1 if train else batch_size):
+    raise DataError(
+        '--data_dir=%s: input stream %d of %d holds %d %s examples, fewer '
+        'than one batch of %d' % (options.data_dir, stream, num_streams,
+                                  count, subset, batch_size))
+  dataset = functools.reduce(lambda a, b: a.concatenate(b), parts)
+  stream_seed = options.seed + stream
+
+  def example(position, record):
+    pixels, label = record
+    image = preprocessing.cifar_record_image(pixels)
+    if train:
+      seed = tf.stack([tf.constant(stream_seed, tf.int64), position])
+      image = preprocessing.cifar_train_image(image, image_size=image_size,
+                                              seed=seed)
+    else:
+      image = preprocessing.cifar_eval_image(image, image_size=image_size)
+    return image, tf.cast(label, tf.int32)
+
+  # The whole stream fits in the shuffle buffer (all streams together hold
+  # the 150 MB training set once): a full shuffle every epoch.
+  return _finish(dataset, example, options, train=train, seed=stream_seed,
+                 shuffle_buffer=count, batch_size=batch_size)
+
+
+def _finish(dataset: tf.data.Dataset, example, options: InputOptions, *,
+            train: bool, seed: int, shuffle_buffer: int,
+            batch_size: int) -> tf.data.Dataset:
+  """The steps every stream shares, from the cache on (see the module doc)."""
+  if options.use_caching:
+    dataset = dataset.cache()
+  if train:
+    dataset = dataset.shuffle(shuffle_buffer, seed=seed,
+                              reshuffle_each_iteration=True)
+    dataset = dataset.repeat()
+  # The position seeds the example's randomness and picks its round-robin
+  # resize method.
+  dataset = dataset.enumerate()
+  dataset = dataset.map(example, num_parallel_calls=tf.data.AUTOTUNE,
+                        deterministic=True)
+  dataset = dataset.batch(batch_size, drop_remainder=True)
+  if options.data_format == 'NCHW':
+    dataset = dataset.map(
+        lambda images, labels: (tf.transpose(images, [0, 3, 1, 2]), labels))
+  if train and options.repeat_cached_sample:
+    dataset = dataset.take(1).cache().repeat()
+  if options.prefetch_buffer_size:
+    dataset = dataset.prefetch(options.prefetch_buffer_size)
+  data_options = tf.data.Options()
+  data_options.deterministic = True
+  if options.num_private_threads:
+    data_options.threading.private_threadpool_size = (
+        options.num_private_threads)
+  return dataset.with_options(data_options)
+
+
+# ---- failures while running -------------------------------------------------
+
+
+def describe_input_failure(options: InputOptions, subset: str,
+                           error: Exception, *,
+                           time_budget_s: float = _DEFAULT_TIME_BUDGET_S
+                           ) -> Optional[str]:
+  """One line naming the bad file when `error` came from the input pipeline.
+
+  Call it when sess.run raises a tf.errors.OpError, except the
+  OutOfRangeError that ends an evaluation pass (the normal end of a pass).
+  See the module doc for what is detected and how; the search for a corrupt
+  file or an undecodable record may take up to about time_budget_s.
+
+  Args:
+    options: the input options the pipeline was built with.
+    subset: the subset the failing pipeline read.
+    error: the exception sess.run raised.
+    time_budget_s: bound of the search for the bad file.
+
+  Returns:
+    The line, or None when the error did not come from the input pipeline
+    (or came from the pipeline of the other subset).
+  """
+  message = getattr(error, 'message', None) or str(error)
+  failed_subset = _input_subset(error, message)
+  if failed_subset is None or failed_subset not in ('', subset):
+    return None
+  flag = '--data_dir=%s' % options.data_dir
+  match = _BAD_RECORD_RE.search(message)
+  if match:
+    path, index, what = match.groups()
+    return 'bad input data in %s: record %s: %s' % (path, index, what)
+  core = _core_message(message)
+  if isinstance(error, tf.errors.OutOfRangeError):
+    return ('%s: the %s input ran out of examples (a stream got fewer '
+            'examples than one batch?): %s' % (flag, subset, core))
+  try:
+    files = check_data_dir(options, subset)
+  except DataError as e:
+    return str(e)
+  if options.data_name == 'imagenet' and isinstance(
+      error, (tf.errors.DataLossError, tf.errors.InvalidArgumentError)):
+    deadline = time.monotonic() + time_budget_s
+    if isinstance(error, tf.errors.DataLossError):
+      found, checked = _find_corrupt_tfrecord(files, core, deadline)
+    else:
+      found, checked = _find_bad_record(
+          files, datasets.get(options.data_name).num_classes, deadline)
+    if found:
+      return 'bad input data in %s' % found
+    if checked < len(files):
+      return ('%s: input failed (%s); the bad file is not among the %d of %d '
+              '%s files checked in %gs' % (flag, core, checked, len(files),
+                                           subset, time_budget_s))
+  return '%s: input failed: %s' % (flag, core)
+
+
+def _input_subset(error: Exception, message: str) -> Optional[str]:
+  """The subset whose pipeline failed; '' if an input error of unknown
+  subset; None if not an input error."""
+  op = getattr(error, 'op', None)
+  # The failing node is also named in the message ("[[real_input/train/
+  # tower_0/IteratorGetNext]]"), even when error.op is not set.
+  for text in (getattr(op, 'name', '') or '', message):
+    match = _INPUT_NODE_RE.search(text)
+    if match:
+      return match.group(1)
+  return '' if BAD_RECORD_TAG in message else None
+
+
+def _core_message(message: str) -> str:
+  """The line of a TensorFlow error message that says what went wrong."""
+  for line in message.splitlines():
+    text = line.strip()
+    if (not text or line[:1].isspace() or text.startswith('[[')
+        or text.startswith('Graph execution error')
+        or text.startswith('Detected at node') or text.startswith('Node:')):
+      continue
+    return _TF_DATA_PREFIX_RE.sub('', text)[:300]
+  return message.strip().splitlines()[0][:300] if message.strip() else ''
+
+
+# CRC-32C (Castagnoli), as TFRecord framing uses it.
+@functools.lru_cache(maxsize=None)
+def _crc32c_table() -> tuple:
+  table = []
+  for n in range(256):
+    crc = n
+    for _ in range(8):
+      crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    table.append(crc)
+  return tuple(table)
+
+
+def _masked_crc32c(data: bytes) -> int:
+  """The CRC a TFRecord stores: CRC-32C, rotated and offset ("masked")."""
+  table = _crc32c_table()
+  crc = 0xFFFFFFFF
+  for byte in data:
+    crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+  crc ^= 0xFFFFFFFF
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecord_problem(path: str, up_to: Optional[int] = None) -> Optional[str]:
+  """What is wrong in a TFRecord file's framing up to byte `up_to`, if any.
+
+  Walks the record headers from the start: each length's checksum, each
+  record's end against the file size. The data checksum is checked only for
+  the record that starts exactly at `up_to` (pure Python, so not for all).
+
+  Args:
+    path: the file.
+    up_to: the offset TensorFlow reported (the record's start, or its
+      data's start for a data checksum); None walks the whole file (headers
+      only).
+
+  Returns:
+    A phrase like 'truncated record at byte 1234', or None.
+  """
+  with tf.io.gfile.GFile(path, 'rb') as f:
+    size = f.size()
+    pos = 0
+    while pos < size and (up_to is None or pos <= up_to):
+      f.seek(pos)
+      header = f.read(12)
+      if len(header) < 12:
+        return 'truncated record at byte %d (header cut off)' % pos
+      length, length_crc = struct.unpack('<QI', header)
+      if _masked_crc32c(header[:8]) != length_crc:
+        return 'corrupted record at byte %d (length checksum mismatch)' % pos
+      end = pos + 12 + length + 4
+      if end > size:
+        return ('truncated record at byte %d (%d data bytes, the file ends '
+                'at %d)' % (pos, length, size))
+      # TensorFlow reports a header problem at the record's start and a
+      # data problem at the start of its data, 12 bytes on.
+      if up_to in (pos, pos + 12):
+        data = f.read(length)
+        data_crc, = struct.unpack('<I', f.read(4))
+        if _masked_crc32c(data) != data_crc:
+          return 'corrupted record at byte %d (data checksum mismatch)' % pos
+        return None
+      pos = end
+  return None
+
+
+def _find_corrupt_tfrecord(files, core: str, deadline: float):
+  """(phrase naming the corrupt file or None, files checked)."""
+  match = _TFRECORD_ERROR_RE.search(core)
+  up_to = int(match.group(2)) if match else None
+  for checked, path in enumerate(files):
+    if time.monotonic() > deadline:
+      return None, checked
+    problem = tfrecord_problem(path, up_to)
+    if problem:
+      return '%s: %s' % (path, problem), checked + 1
+  return None, len(files)
+
+
+def _find_bad_record(files, num_classes: int, deadline: float):
+  """(phrase naming the first record that fails to parse or decode, or None,
+  files checked)."""
+  graph = tf.Graph()
+  with graph.as_default(), tf.device('/device:CPU:0'):
+    path = tf1.placeholder(tf.string, [])
+    skip = tf1.placeholder(tf.int64, [])
+
+    def check(index, serialized):
+      encoded, label, _ = _checked_imagenet_record(path, index, serialized,
+                                                   num_classes)
+      image = tf.io.decode_jpeg(encoded, channels=3)
+      # Outputs, not control dependencies: a tf.data function prunes the
+      # stateless ops (the decode) whose outputs it does not return.
+      return index, label, tf.reduce_max(image)
+
+    records = tf.data.TFRecordDataset(path).enumerate()
+    total = records.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
+    good = records.map(check, num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=True).ignore_errors().map(
+                           lambda index, *_: index)
+    # Good indices arrive in order: the first gap is the first bad record.
+    first_gap = good.reduce(
+        (tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+        lambda state, index: (index + 1, tf.where(
+            tf.logical_and(state[1] < 0, tf.not_equal(index, state[0])),
+            state[0],
+            state[1])))
+    rerun = records.skip(skip).take(1).map(check).reduce(
+        tf.constant(0, tf.int64), lambda n, _: n + 1)
+  config = tf1.ConfigProto(device_count={'GPU': 0})
+  with tf1.Session(graph=graph, config=config) as sess:
+    for checked, name in enumerate(files):
+      if time.monotonic() > deadline:
+        return None, checked
+      try:
+        count, (next_index, gap) = sess.run([total, first_gap], {path: name})
+      except tf.errors.DataLossError as e:
+        return '%s: %s' % (name, _core_message(e.message)), checked + 1
+      bad = gap if gap >= 0 else (next_index if next_index < count else -1)
+      if bad < 0:
+        continue
+      try:
+        sess.run(rerun, {path: name, skip: bad})
+        reason = 'fails to decode'
+      except tf.errors.OpError as e:
+        match = _BAD_RECORD_RE.search(e.message)
+        reason = match.group(3) if match else _core_message(e.message)
+      return '%s: record %d: %s' % (name, bad, reason), checked + 1
+  return None, len(files)

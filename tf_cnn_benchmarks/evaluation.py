@@ -1,0 +1,143 @@
+"""Evaluation of a checkpoint: top-1/top-5 accuracy and examples/sec.
+
+The evaluation graph is built fresh for every checkpoint, forward only
+(batch norm on its moving statistics), with the variables held once and read
+by every tower (parameter_server layout, whatever mode trained them: the
+checkpoint's names are mode-independent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import tensorflow as tf
+
+import variable_mgr
+from tf_cnn_benchmarks import checkpoints
+from tf_cnn_benchmarks import towers
+
+tf1 = tf.compat.v1
+
+class EvalError(ValueError):
+  """An evaluation that cannot produce a figure; the message is one line."""
+
+
+# Holds the variables once; every evaluation tower reads them.
+EVAL_LAYOUT = 'parameter_server'
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+  """What one evaluation of one checkpoint measured."""
+  checkpoint_step: int
+  top_1: float
+  top_5: float
+  num_examples: int
+  num_batches: int
+  examples_per_sec: float
+  losses: list
+
+  def describe(self) -> str:
+    """The classic accuracy line."""
+    return 'Accuracy @ 1 = %.4f Accuracy @ 5 = %.4f [%d examples]' % (
+        self.top_1, self.top_5, self.num_examples)
+
+  def as_dict(self) -> dict:
+    """For results lines: accuracy, examples and rate of this evaluation."""
+    return {'checkpoint_step': self.checkpoint_step,
+            'top_1_accuracy': self.top_1, 'top_5_accuracy': self.top_5,
+            'eval_examples': self.num_examples,
+            'eval_examples_per_sec': self.examples_per_sec}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSetup:
+  """What an evaluation graph is made of (explicit values, no driver)."""
+  params: object                    # Params: for the eval manager's from_params
+  model: object
+  num_classes: int
+  devices: tuple
+  data_format: str
+  compute_dtype: tf.DType
+  float16_vars: bool
+  seed: int
+  # () -> ([(images, labels)] per device, [ops to run after init]), built
+  # in the current graph.
+  make_inputs: Callable[[], tuple]
+  # None: until the input runs out (one pass of the validation split).
+  num_batches: int | None
+  session_config: object
+
+
+def evaluate(setup: EvalSetup, checkpoint_path: str) -> EvalResult:
+  """Evaluates the checkpoint at `checkpoint_path`."""
+  graph = tf.Graph()
+  with graph.as_default():
+    counts, loss, saved, input_init = _build(setup)
+    to_restore = checkpoints.restorable(checkpoint_path, saved)
+    missing = sorted(set(saved) - set(to_restore))
+    if missing:
+      raise checkpoints.CheckpointError(
+          '%s: no value for %s (a checkpoint of another model?)'
+          % (checkpoint_path, ', '.join(missing[:3])))
+    saver = tf1.train.Saver(to_restore)
+    init = [tf1.global_variables_initializer(),
+            tf1.local_variables_initializer(), *input_init]
+  graph.finalize()
+  with tf1.Session(graph=graph, config=setup.session_config) as sess:
+    sess.run(init)
+    saver.restore(sess, checkpoint_path)
+    return _run(sess, setup, counts, loss,
+                checkpoints.step_of(checkpoint_path))
+
+
+def _build(setup: EvalSetup):
+  manager = variable_mgr.create(EVAL_LAYOUT, setup.params, setup.devices)
+  batches, input_init = setup.make_inputs()
+  top1, top5, losses = [], [], []
+  for index, (images, labels) in enumerate(batches):
+    with manager.tower_scope(index):
+      tower = towers.build_tower(
+          setup.model, images, labels, num_classes=setup.num_classes,
+          data_format=setup.data_format, compute_dtype=setup.compute_dtype,
+          seed=setup.seed, weight_decay=0.0,
+          trainable_variables=lambda i=index: manager.tower_trainable_variables(i),
+          forward_only=True, float16_vars=setup.float16_vars)
+      logits = tf.cast(tower.logits, tf.float32)
+      top1.append(tf.reduce_sum(tf.cast(
+          tf.nn.in_top_k(predictions=logits, targets=labels, k=1), tf.int64)))
+      top5.append(tf.reduce_sum(tf.cast(
+          tf.nn.in_top_k(predictions=logits, targets=labels,
+                         k=min(5, setup.num_classes)), tf.int64)))
+      losses.append(tower.loss)
+  with tf.device(manager.cpu_device):
+    counts = (tf.add_n(top1), tf.add_n(top5),
+              tf.add_n([tf.shape(l, out_type=tf.int64)[0] for _, l in batches]))
+    loss = tf.add_n(losses) / len(losses)
+  return counts, loss, manager.savable_variables(), input_init
+
+
+def _run(sess, setup: EvalSetup, counts, loss, step: int) -> EvalResult:
+  correct1 = correct5 = examples = 0
+  losses, times = [], []
+  while setup.num_batches is None or len(losses) < setup.num_batches:
+    start = time.perf_counter()
+    try:
+      (c1, c5, n), batch_loss = sess.run([counts, loss])
+    except tf.errors.OutOfRangeError:
+      break
+    times.append(time.perf_counter() - start)
+    correct1, correct5, examples = correct1 + c1, correct5 + c5, examples + n
+    losses.append(float(batch_loss))
+  if not examples:
+    raise EvalError(
+        'evaluation saw no examples: the validation split holds fewer '
+        'examples than one batch per device')
+  # The first batch pays for start-up; the rate is that of the others.
+  timed = times[1:] or times
+  per_batch = examples / len(times)
+  return EvalResult(step, correct1 / examples, correct5 / examples,
+                    int(examples), len(times),
+                    per_batch * len(timed) / sum(timed), losses)

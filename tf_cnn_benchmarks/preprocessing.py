@@ -1,0 +1,283 @@
+"""Image preprocessing for real data, as TensorFlow graph functions.
+
+Every function here works on one example and builds ops in the current graph
+(they are meant to run inside a tf.data map). Randomness is stateless: each
+random function takes a `seed`, an int64 tensor of shape [2], and derives its
+own sub-seeds from it, so an example's preprocessing depends only on that seed
+and never on thread timing or on how many examples came before in the process.
+
+ImageNet (TF-slim TFRecords of JPEG images):
+  training: a random crop guided by the bounding boxes (the whole image when
+    there are none), decoded with decode_and_crop_jpeg so only the crop is
+    decoded; resized to the model size; random left-right flip; with
+    distortions, random brightness / saturation / hue / contrast in an order
+    drawn per image, clipped to [0, 1] after each.
+  evaluation: the central 87.5% of the image (again decoded cropped), resized.
+  resize_method: nearest, bilinear, bicubic or area are tf.image.resize
+    methods. 'crop' resizes with bilinear: the crop is already what the name
+    promises (the random box for training, the central crop for evaluation),
+    and it still has to become image_size x image_size. 'round_robin' cycles
+    nearest, bilinear, bicubic, area by the example's position in its stream.
+CIFAR-10 (raw 32x32x3 uint8 pixels):
+  training: pad 4 pixels of zeros per side, random 32x32 crop, random flip.
+  evaluation: the image as is.
+Both end scaled from [0, 1] to [-1, 1], float32, HWC.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import tensorflow as tf
+
+RESIZE_METHODS = ('crop', 'nearest', 'bilinear', 'bicubic', 'area',
+                  'round_robin')
+# The methods 'round_robin' cycles through, in order.
+ROUND_ROBIN_METHODS = ('nearest', 'bilinear', 'bicubic', 'area')
+
+# Classic ImageNet training crop: the box must cover at least 10% of some
+# object, keep a roughly natural aspect ratio and 5%..100% of the image.
+MIN_OBJECT_COVERED = 0.1
+ASPECT_RATIO_RANGE = (0.75, 1.33)
+AREA_RANGE = (0.05, 1.0)
+MAX_CROP_ATTEMPTS = 100
+EVAL_CENTRAL_FRACTION = 0.875
+
+# Colour distortion strengths (as the classic benchmark's).
+BRIGHTNESS_MAX_DELTA = 32.0 / 255.0
+SATURATION_RANGE = (0.5, 1.5)
+HUE_MAX_DELTA = 0.2
+CONTRAST_RANGE = (0.5, 1.5)
+
+CIFAR_IMAGE_SIZE = 32
+CIFAR_DEPTH = 3
+CIFAR_RECORD_BYTES = CIFAR_IMAGE_SIZE * CIFAR_IMAGE_SIZE * CIFAR_DEPTH
+CIFAR_PADDING = 4
+
+_BBOX_KEYS = ('ymin', 'xmin', 'ymax', 'xmax')
+
+
+class ImagenetRecord(typing.NamedTuple):
+  """The fields of an ImageNet example the benchmark uses."""
+  encoded: tf.Tensor   # scalar string: the JPEG bytes ('' when missing)
+  label: tf.Tensor     # scalar int64 ('image/class/label'; -1 when missing)
+  bboxes: tf.Tensor    # float32 [N, 4] as (ymin, xmin, ymax, xmax) in [0, 1]
+
+
+def parse_imagenet_record(serialized: tf.Tensor) -> ImagenetRecord:
+  """Parses one serialized TF-slim ImageNet tf.train.Example.
+
+  Only image/encoded, image/class/label and image/object/bbox/* are read;
+  every other feature (height, width, format, filename, class text, synset,
+  ...) may be present and is ignored. A missing image or label parses to a
+  default ('' / -1) so the caller can reject it with a message naming the
+  record, instead of a parse error that names nothing.
+
+  Args:
+    serialized: scalar string tensor, one serialized tf.train.Example.
+
+  Returns:
+    An ImagenetRecord.
+  """
+  features = {
+      'image/encoded': tf.io.FixedLenFeature([], tf.string, default_value=''),
+      'image/class/label': tf.io.FixedLenFeature([], tf.int64,
+                                                 default_value=-1),
+  }
+  for key in _BBOX_KEYS:
+    features['image/object/bbox/' + key] = tf.io.VarLenFeature(tf.float32)
+  parsed = tf.io.parse_single_example(serialized, features)
+  coords = [tf.sparse.to_dense(parsed['image/object/bbox/' + key])
+            for key in _BBOX_KEYS]
+  ymin, xmin, ymax, xmax = [tf.clip_by_value(c, 0.0, 1.0) for c in coords]
+  # Order each pair so a box written with swapped corners is still a box
+  # (sample_distorted_bounding_box rejects min > max outright).
+  bboxes = tf.stack([tf.minimum(ymin, ymax), tf.minimum(xmin, xmax),
+                     tf.maximum(ymin, ymax), tf.maximum(xmin, xmax)], axis=1)
+  return ImagenetRecord(parsed['image/encoded'], parsed['image/class/label'],
+                        bboxes)
+
+
+def _sub_seeds(seed: tf.Tensor, count: int) -> list[tf.Tensor]:
+  """`count` independent stateless seeds derived from `seed`."""
+  return tf.unstack(tf.random.experimental.stateless_split(seed, num=count))
+
+
+def _resize_with(image: tf.Tensor, image_size: int, method: str) -> tf.Tensor:
+  """uint8 HWC image -> float32 [image_size, image_size, C] in [0, 1]."""
+  if method == 'crop':
+    method = 'bilinear'
+  resized = tf.image.resize(image, [image_size, image_size], method=method)
+  # bicubic overshoots; the other methods stay in range and clipping is free.
+  return tf.clip_by_value(tf.cast(resized, tf.float32) / 255.0, 0.0, 1.0)
+
+
+def resize(image: tf.Tensor, image_size: int, resize_method: str,
+           index: tf.Tensor) -> tf.Tensor:
+  """Resizes a uint8 HWC image to a square float32 image in [0, 1].
+
+  Args:
+    image: uint8 [H, W, C].
+    image_size: side of the result.
+    resize_method: one of RESIZE_METHODS.
+    index: int64 scalar, the example's position in its stream; picks the
+      method when resize_method is 'round_robin'.
+
+  Returns:
+    float32 [image_size, image_size, C] in [0, 1].
+  """
+  if resize_method not in RESIZE_METHODS:
+    raise ValueError('resize_method=%r: must be one of %s'
+                     % (resize_method, ', '.join(RESIZE_METHODS)))
+  if resize_method != 'round_robin':
+    return _resize_with(image, image_size, resize_method)
+  branches = [lambda m=m: _resize_with(image, image_size, m)
+              for m in ROUND_ROBIN_METHODS]
+  choice = tf.cast(index % len(ROUND_ROBIN_METHODS), tf.int32)
+  resized = tf.switch_case(choice, branches)
+  return tf.ensure_shape(resized, [image_size, image_size, image.shape[-1]])
+
+
+def distort_color(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+  """Random brightness, saturation, hue and contrast in a random order.
+
+  The order is a permutation drawn per image (from `seed`), not one of a few
+  fixed orders, so no ordering is favoured. The image is clipped to [0, 1]
+  after each step because hue and saturation are defined on that range.
+
+  Args:
+    image: float32 [H, W, 3] in [0, 1].
+    seed: int64 [2] stateless seed.
+
+  Returns:
+    float32 [H, W, 3] in [0, 1].
+  """
+  order_seed, b_seed, s_seed, h_seed, c_seed = _sub_seeds(seed, 5)
+  steps = (
+      lambda x: tf.image.stateless_random_brightness(
+          x, BRIGHTNESS_MAX_DELTA, b_seed),
+      lambda x: tf.image.stateless_random_saturation(
+          x, *SATURATION_RANGE, seed=s_seed),
+      lambda x: tf.image.stateless_random_hue(x, HUE_MAX_DELTA, h_seed),
+      lambda x: tf.image.stateless_random_contrast(
+          x, *CONTRAST_RANGE, seed=c_seed),
+  )
+  order = tf.argsort(tf.random.stateless_uniform([len(steps)], order_seed))
+  for position in range(len(steps)):
+    shape = image.shape
+    image = tf.switch_case(
+        order[position],
+        [lambda step=step, x=image: tf.clip_by_value(step(x), 0.0, 1.0)
+         for step in steps])
+    image.set_shape(shape)
+  return image
+
+
+def to_symmetric_range(image: tf.Tensor) -> tf.Tensor:
+  """Maps a float image in [0, 1] to [-1, 1]."""
+  return image * 2.0 - 1.0
+
+
+def imagenet_train_image(encoded: tf.Tensor, bboxes: tf.Tensor, *,
+                         image_size: int, resize_method: str,
+                         distortions: bool, seed: tf.Tensor,
+                         index: tf.Tensor) -> tf.Tensor:
+  """A training image from JPEG bytes: random box crop, resize, flip, colour.
+
+  Args:
+    encoded: scalar string, JPEG bytes.
+    bboxes: float32 [N, 4] (ymin, xmin, ymax, xmax), N may be 0.
+    image_size: side of the result.
+    resize_method: one of RESIZE_METHODS ('crop' resizes with bilinear).
+    distortions: whether to apply the random colour distortion.
+    seed: int64 [2] stateless seed of this example.
+    index: int64 scalar, the example's position in its stream.
+
+  Returns:
+    float32 [image_size, image_size, 3] in [-1, 1].
+  """
+  crop_seed, flip_seed, color_seed = _sub_seeds(seed, 3)
+  # The crop is chosen from the header's shape alone, then only that window
+  # is decoded: most of a large JPEG's decode cost is skipped.
+  shape = tf.io.extract_jpeg_shape(encoded)
+  begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+      shape, bounding_boxes=tf.expand_dims(bboxes, 0), seed=crop_seed,
+      min_object_covered=MIN_OBJECT_COVERED,
+      aspect_ratio_range=ASPECT_RATIO_RANGE, area_range=AREA_RANGE,
+      max_attempts=MAX_CROP_ATTEMPTS, use_image_if_no_bounding_boxes=True)
+  window = tf.stack([begin[0], begin[1], size[0], size[1]])
+  image = tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
+  image = resize(image, image_size, resize_method, index)
+  image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+  if distortions:
+    image = distort_color(image, color_seed)
+  return to_symmetric_range(image)
+
+
+def imagenet_eval_image(encoded: tf.Tensor, *, image_size: int,
+                        resize_method: str, index: tf.Tensor) -> tf.Tensor:
+  """An evaluation image from JPEG bytes: central 87.5% crop, then resize.
+
+  Args:
+    encoded: scalar string, JPEG bytes.
+    image_size: side of the result.
+    resize_method: one of RESIZE_METHODS ('crop' resizes with bilinear).
+    index: int64 scalar, the example's position in its stream.
+
+  Returns:
+    float32 [image_size, image_size, 3] in [-1, 1].
+  """
+  shape = tf.io.extract_jpeg_shape(encoded)
+  height, width = shape[0], shape[1]
+  crop_h = tf.cast(tf.cast(height, tf.float32) * EVAL_CENTRAL_FRACTION,
+                   tf.int32)
+  crop_w = tf.cast(tf.cast(width, tf.float32) * EVAL_CENTRAL_FRACTION,
+                   tf.int32)
+  # A 1-pixel image would otherwise crop to nothing.
+  crop_h, crop_w = tf.maximum(crop_h, 1), tf.maximum(crop_w, 1)
+  window = tf.stack([(height - crop_h) // 2, (width - crop_w) // 2,
+                     crop_h, crop_w])
+  image = tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
+  return to_symmetric_range(resize(image, image_size, resize_method, index))
+
+
+def cifar_record_image(record: tf.Tensor) -> tf.Tensor:
+  """One CIFAR-10 record (3072 bytes, CHW order) -> uint8 [32, 32, 3]."""
+  pixels = tf.io.decode_raw(record, tf.uint8)
+  chw = tf.reshape(pixels, [CIFAR_DEPTH, CIFAR_IMAGE_SIZE, CIFAR_IMAGE_SIZE])
+  return tf.transpose(chw, [1, 2, 0])
+
+
+def _cifar_finish(image: tf.Tensor, image_size: int) -> tf.Tensor:
+  image = tf.cast(image, tf.float32) / 255.0
+  if image_size != CIFAR_IMAGE_SIZE:
+    # Only for a model whose input is not 32x32; CIFAR models all are.
+    image = tf.image.resize(image, [image_size, image_size])
+  return to_symmetric_range(image)
+
+
+def cifar_train_image(image: tf.Tensor, *, image_size: int,
+                      seed: tf.Tensor) -> tf.Tensor:
+  """CIFAR-10 training image: zero-pad 4, random 32x32 crop, random flip.
+
+  Args:
+    image: uint8 [32, 32, 3].
+    image_size: side of the result (32 for every CIFAR model).
+    seed: int64 [2] stateless seed of this example.
+
+  Returns:
+    float32 [image_size, image_size, 3] in [-1, 1].
+  """
+  crop_seed, flip_seed = _sub_seeds(seed, 2)
+  padded_size = CIFAR_IMAGE_SIZE + 2 * CIFAR_PADDING
+  image = tf.image.pad_to_bounding_box(image, CIFAR_PADDING, CIFAR_PADDING,
+                                       padded_size, padded_size)
+  image = tf.image.stateless_random_crop(
+      image, [CIFAR_IMAGE_SIZE, CIFAR_IMAGE_SIZE, CIFAR_DEPTH], crop_seed)
+  image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+  return _cifar_finish(image, image_size)
+
+
+def cifar_eval_image(image: tf.Tensor, *, image_size: int) -> tf.Tensor:
+  """CIFAR-10 evaluation image: uint8 [32, 32, 3] -> float32 in [-1, 1]."""
+  return _cifar_finish(image, image_size)
