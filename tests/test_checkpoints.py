@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -175,3 +176,76 @@ def test_eval_without_a_checkpoint_is_one_line_exit_2(tmp_path):
   assert proc.returncode == 2, proc.stderr
   assert proc.stderr.strip().splitlines() == [
       'error: --train_dir=%s: no checkpoint to evaluate' % tmp_path]
+
+
+def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
+  """A real run SIGKILLed while TensorFlow writes a checkpoint's files.
+
+  The train_dir is polled until a save is under way (TensorFlow writes a
+  checkpoint's files under temporary names, '...tempstate<N>', and renames
+  them; after at least one complete save), then the process is killed. The state file must still name a complete
+  checkpoint, and a new run must resume from it.
+  """
+  train_dir = tmp_path / 'train'
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  # trivial on ImageNet shapes: ~4.3M parameters + momentum slots, so a save
+  # writes ~34 MB and lasts long enough to be caught.
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'tf_cnn_benchmarks', '--model=trivial',
+       '--device=cpu', '--batch_size=2', '--num_batches=400',
+       '--num_warmup_batches=0', '--optimizer=momentum',
+       '--train_dir=%s' % train_dir, '--save_model_steps=1',
+       '--max_ckpts_to_keep=2', '--display_every=1000'],
+      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  caught_mid_save = False
+  try:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+      names = os.listdir(train_dir) if train_dir.exists() else []
+      if 'checkpoint' in names and any('temp' in n for n in names):
+        caught_mid_save = True
+        break
+      time.sleep(0.0005)
+  finally:
+    proc.kill()
+    proc.wait()
+  assert caught_mid_save, proc.stderr.read()[-2000:]
+  latest = checkpoints.latest_checkpoint(str(train_dir))
+  assert latest is not None
+  saved_step = checkpoints.step_of(latest)
+  tf.train.load_checkpoint(latest).get_tensor('global_step')  # readable
+  resumed = benchmark_cnn.run_benchmark(params_lib.make_params(
+      model='trivial', device='cpu', batch_size=2, num_batches=1,
+      num_warmup_batches=0, optimizer='momentum', train_dir=str(train_dir),
+      display_every=100), out=io.StringIO())
+  assert resumed.extra['start_step'] == saved_step >= 1
+  assert np.all(np.isfinite(resumed.losses))
+
+
+def test_eval_interval_evaluates_each_new_checkpoint(tmp_path):
+  """--eval_interval_secs: a running evaluator picks up a later checkpoint."""
+  train_dir = str(tmp_path / 'train')
+  result_file = tmp_path / 'eval.jsonl'
+  run(num_batches=2, train_dir=train_dir)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  evaluator = subprocess.Popen(
+      [sys.executable, '-m', 'tests.testing_models', '--model=test_linear',
+       '--data_name=cifar10', '--device=cpu', '--batch_size=4',
+       '--num_batches=1', '--eval', '--train_dir=' + train_dir,
+       '--eval_interval_secs=1', '--eval_timeout_secs=10',
+       '--result_file=%s' % result_file],
+      cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE, text=True)
+  try:
+    deadline = time.monotonic() + 90
+    while not result_file.exists() and time.monotonic() < deadline:
+      assert evaluator.poll() is None, evaluator.stderr.read()
+      time.sleep(0.2)
+    run(num_batches=2, train_dir=train_dir)   # resumes: checkpoint 4
+    _, err = evaluator.communicate(timeout=120)
+  finally:
+    evaluator.kill()
+  assert evaluator.returncode == 0, err
+  lines = [json.loads(l) for l in result_file.read_text().splitlines()]
+  assert [l['checkpoint_step'] for l in lines] == [2, 4]
+  assert all(l['mode'] == 'eval' for l in lines)

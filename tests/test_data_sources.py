@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from tf_cnn_benchmarks import data_sources
+from tf_cnn_benchmarks import input_failures
 from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks import preprocessing
 
@@ -542,7 +543,7 @@ def test_bad_record_mid_run_is_named(imagenet_dir, tmp_path, corruption,
       for _ in range(IMAGENET_TRAIN):   # more than one epoch
         sess.run(inputs.batches)
   assert not isinstance(e.value, tf.errors.OutOfRangeError)
-  line = data_sources.describe_input_failure(opts, 'train', e.value)
+  line = input_failures.describe_input_failure(opts, 'train', e.value)
   assert line is not None and '\n' not in line
   assert bad_file in line and expected in line, line
   assert time.monotonic() - start < 30
@@ -555,8 +556,8 @@ def test_other_errors_are_not_input_errors(imagenet_dir):
     with tf1.Session() as sess:
       with pytest.raises(tf.errors.InvalidArgumentError) as e:
         sess.run(check)
-  assert data_sources.describe_input_failure(options(imagenet_dir), 'train',
-                                             e.value) is None
+  assert input_failures.describe_input_failure(options(imagenet_dir),
+                                               'train', e.value) is None
 
 
 def test_cifar_file_changed_under_the_pipeline(cifar, tmp_path):
@@ -571,17 +572,17 @@ def test_cifar_file_changed_under_the_pipeline(cifar, tmp_path):
     with pytest.raises(tf.errors.OpError) as e:
       for _ in range(10):
         sess.run(inputs.batches)
-  line = data_sources.describe_input_failure(opts, 'validation', e.value)
+  line = input_failures.describe_input_failure(opts, 'validation', e.value)
   assert line is not None and '\n' not in line and str(tmp_path) in line
 
 
 def test_tfrecord_framing_check_accepts_good_files(imagenet_dir):
   for name in sorted(os.listdir(imagenet_dir)):
     path = os.path.join(imagenet_dir, name)
-    assert data_sources.tfrecord_problem(path) is None
+    assert input_failures.tfrecord_problem(path) is None
     offsets, _ = _records(path)
     for offset in offsets[:3]:   # data checksums, the slow part
-      assert data_sources.tfrecord_problem(path, offset + 12) is None
+      assert input_failures.tfrecord_problem(path, offset + 12) is None
 
 
 # ---- make_fake_data ---------------------------------------------------------
@@ -674,6 +675,6 @@ def test_failure_is_described_for_its_own_subset_only(imagenet_dir,
     with pytest.raises(tf.errors.InvalidArgumentError) as e:
       for _ in range(IMAGENET_VALIDATION):
         sess.run(streams[1].batches)
-  assert data_sources.describe_input_failure(opts, 'train', e.value) is None
-  line = data_sources.describe_input_failure(opts, 'validation', e.value)
+  assert input_failures.describe_input_failure(opts, 'train', e.value) is None
+  line = input_failures.describe_input_failure(opts, 'validation', e.value)
   assert bad_file in line and 'record 2: ' in line, line

@@ -77,3 +77,12 @@ def ensure_injectable_registered() -> None:
   """Registers test_injectable once per process."""
   if 'test_injectable' not in models.names(LINEAR_DATASET):
     models.register('test_injectable', LINEAR_DATASET, InjectableLinearModel)
+
+
+if __name__ == '__main__':
+  # `python -m tests.testing_models FLAGS`: the benchmark's command line with
+  # the test models registered (for tests that need a separate process).
+  import sys  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks import __main__ as cli  # pylint: disable=g-import-not-at-top
+  ensure_registered()
+  sys.exit(cli.main(sys.argv))

@@ -25,6 +25,7 @@ from tf_cnn_benchmarks import data_sources
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
 from tf_cnn_benchmarks import evaluation
+from tf_cnn_benchmarks import input_failures
 from tf_cnn_benchmarks import inputs
 from tf_cnn_benchmarks import observability
 from tf_cnn_benchmarks import optimizers
@@ -231,8 +232,8 @@ class BenchmarkCNN:
       restore = checkpoints.restorable(
           latest, {k: v for k, v in saved.items() if v in mine}, required)
     return checkpoints.Checkpointer(
-        train_dir, saved, tf1.train.get_global_step(), restore_from=latest, restore_variables=restore,
-        max_to_keep=p.max_ckpts_to_keep,
+        train_dir, saved, tf1.train.get_global_step(), restore_from=latest,
+        restore_variables=restore, max_to_keep=p.max_ckpts_to_keep,
         policy=checkpoints.SavePolicy(p.save_model_steps, p.save_model_secs),
         writes=self._run_ctx.reports_results)
 
@@ -385,6 +386,8 @@ class BenchmarkCNN:
         self._print(ev.describe())
         self._print('eval images/sec: %.2f' % ev.examples_per_sec)
         out.append(self._eval_result(ev))
+        if p.result_file:   # as it comes: an evaluator may run for hours
+          results.append_json_line(p.result_file, out[-1].to_record())
         deadline = time.monotonic() + p.eval_timeout_secs
       if not p.eval_interval_secs or time.monotonic() > deadline:
         return out
@@ -552,7 +555,7 @@ def run_benchmark(p: params_lib.Params, out: TextIO = sys.stdout,
   """Runs one benchmark; appends its JSON line(s) to p.result_file if set.
 
   With --eval, returns the result of the last evaluation (one line per
-  evaluated checkpoint is written).
+  evaluated checkpoint is written, each when it is done).
   """
   bench = BenchmarkCNN(p, out=out, device_was_auto=device_was_auto)
   if p.eval:
@@ -561,9 +564,6 @@ def run_benchmark(p: params_lib.Params, out: TextIO = sys.stdout,
       raise checkpoints.CheckpointError(
           '--train_dir=%s: no checkpoint appeared within '
           '--eval_timeout_secs=%d' % (p.train_dir, p.eval_timeout_secs))
-    if p.result_file:
-      for result in evaluated:
-        results.append_json_line(p.result_file, result.to_record())
     return evaluated[-1]
   result = _naming_bad_data(bench, bench.run)
   if p.result_file and bench.reports_results:
@@ -579,8 +579,8 @@ def _naming_bad_data(bench: BenchmarkCNN, fn):
     if bench.data_options is None:
       raise
     for subset in bench.subsets():
-      message = data_sources.describe_input_failure(bench.data_options,
-                                                    subset, e)
+      message = input_failures.describe_input_failure(bench.data_options,
+                                                      subset, e)
       if message:
         raise data_sources.DataError(message) from None
     raise
