@@ -392,8 +392,12 @@ def collective_group(tower_devices, cluster: base.ClusterDevices) -> list:
           for d in tower_devices]
 
 
-def collective_mean(tensors, tower_devices, group, keys):
-  """CollectiveReduceV2 mean of `tensors` (one per local tower) over `group`."""
+def collective_reduce(tensors, tower_devices, group, keys, *,
+                      merge_op: str = 'Add', final_op: str = 'Div') -> list:
+  """CollectiveReduceV2 of `tensors` (one per local tower) over `group`.
+
+  Defaults give the mean; merge_op='Min', final_op='Id' the minimum.
+  """
   group_key = keys.get_group_key(group)
   instance_key = keys.get_instance_key()
   out = []
@@ -401,8 +405,8 @@ def collective_mean(tensors, tower_devices, group, keys):
     with tf.device(d):
       out.append(tf.raw_ops.CollectiveReduceV2(
           input=t, group_size=len(group), group_key=group_key,
-          instance_key=instance_key, ordering_token=[], merge_op='Add',
-          final_op='Div', timeout_seconds=COLLECTIVE_TIMEOUT_S))
+          instance_key=instance_key, ordering_token=[], merge_op=merge_op,
+          final_op=final_op, timeout_seconds=COLLECTIVE_TIMEOUT_S))
   return out
 
 
@@ -432,17 +436,9 @@ def collective_broadcast(variables, tower_devices, group, keys, is_source):
 
 def collective_min(value, tower_devices, group) -> list:
   """Per tower device: the minimum of `value` over every tower of the group."""
-  keys = collective_keys.keys_for_graph()
-  group_key = keys.get_group_key(group)
-  instance_key = keys.get_instance_key()
-  out = []
-  for device in tower_devices:
-    with tf.device(device):
-      out.append(tf.raw_ops.CollectiveReduceV2(
-          input=value, group_size=len(group), group_key=group_key,
-          instance_key=instance_key, ordering_token=[], merge_op='Min',
-          final_op='Id', timeout_seconds=COLLECTIVE_TIMEOUT_S))
-  return out
+  return collective_reduce([value] * len(tower_devices), tower_devices, group,
+                           collective_keys.keys_for_graph(), merge_op='Min',
+                           final_op='Id')
 
 
 def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
@@ -451,8 +447,8 @@ def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
   per_tower = [[] for _ in tower_grads]
   with tf1.name_scope('collective_allreduce'):
     for grads_and_vars in zip(*tower_grads):
-      means = collective_mean([g for g, _ in grads_and_vars], tower_devices,
-                              group, keys)
+      means = collective_reduce([g for g, _ in grads_and_vars],
+                                tower_devices, group, keys)
       for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
         per_tower[i].append((mean, var))
   return per_tower
