@@ -86,6 +86,18 @@ def test_periodic_saves_keep_the_newest(tmp_path):
   assert index_files(train_dir) == ['model.ckpt-4.index', 'model.ckpt-5.index']
 
 
+def test_a_periodic_save_at_the_last_step_is_not_repeated(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  out = io.StringIO()
+  benchmark_cnn.run_benchmark(params_lib.make_params(**{
+      **LINEAR, 'num_batches': 4, 'train_dir': train_dir,
+      'save_model_steps': 2}), out=out)
+  saved = [line.split()[-1] for line in out.getvalue().splitlines()
+           if line.startswith('Saved checkpoint')]
+  assert [os.path.basename(s) for s in saved] == ['model.ckpt-2',
+                                                  'model.ckpt-4']
+
+
 def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path):
   """Files of an unfinished save (not in the state file) are ignored."""
   train_dir = tmp_path / 'train'

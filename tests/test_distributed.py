@@ -402,3 +402,35 @@ def test_two_workers_train_on_real_format_data(tmp_path):
   assert rc == 0, out[-3000:]
   assert records[0]['data_dir'] == str(data_dir)
   assert np.all(np.isfinite(records[0]['losses']))
+
+
+@pytest.mark.parametrize('mode,launcher_flags', [
+    ('parameter_server', ['--num_ps=1', '--no-controller']),
+    ('collective_all_reduce', ['--num_ps=0', '--no-controller']),
+], ids=['parameter_server', 'collective_all_reduce'])
+def test_cluster_run_resumes_from_its_checkpoint(tmp_path, mode,
+                                                 launcher_flags):
+  """3 steps, then 3 resumed steps in a new cluster == 6 local steps."""
+  train_dir = str(tmp_path / 'train')
+  common = [f for f in LINEAR if not f.startswith(('--num_batches',
+                                                   '--optimizer'))]
+  common += ['--optimizer=momentum', '--num_warmup_batches=0',
+             '--num_batches=3', '--train_dir=' + train_dir,
+             '--variable_update=' + mode]
+
+  def part(name):
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    rc, out, records = launch(run_dir, 2, common,
+                              launcher_flags=launcher_flags,
+                              every_worker_reports=True)
+    assert rc == 0, out[-3000:]
+    return sum(worker_losses(records, 2)) / 2, records
+
+  whole = local_losses(batch_size=2 * B, optimizer='momentum', num_batches=6,
+                       num_warmup_batches=0)
+  first, _ = part('first')
+  then, records = part('then')
+  np.testing.assert_allclose(first, whole[:3], rtol=1e-4)
+  np.testing.assert_allclose(then, whole[3:], rtol=1e-4)
+  assert {r['start_step'] for r in records} == {3}

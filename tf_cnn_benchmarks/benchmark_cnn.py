@@ -398,8 +398,8 @@ class BenchmarkCNN:
     """Evaluation during training: checkpoint the current values, evaluate."""
     if built.checkpointer is None or not built.checkpointer.writes:
       return None
-    path = built.checkpointer.save(sess)
-    ev = evaluation.evaluate(self.eval_setup(), path)
+    built.checkpointer.save(sess)
+    ev = evaluation.evaluate(self.eval_setup(), built.checkpointer.last_path)
     self._print('Step %d: %s' % (step, ev.describe()))
     return ev
 

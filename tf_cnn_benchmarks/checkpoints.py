@@ -123,6 +123,9 @@ class Checkpointer:
                                     if restore_from else ())
     self._steps_since = 0
     self._last_time = time.monotonic()
+    # The newest checkpoint of this run's values: restored or written.
+    self.last_path = restore_from
+    self._last_step = step_of(restore_from) if restore_from else None
 
   def restore(self, sess) -> None:
     """Loads the checkpoint's values (call after initialising the rest)."""
@@ -133,16 +136,22 @@ class Checkpointer:
   def save(self, sess) -> str | None:
     """Writes a checkpoint of the current values, named by the global step.
 
-    Returns its path, or None in a process that does not write.
+    Returns its path; None in a process that does not write, or when the
+    checkpoint of this step exists already (a periodic save just before the
+    final one; `last_path` names it).
     """
     self._steps_since, self._last_time = 0, time.monotonic()
     if not self.writes:
       return None
+    step = int(sess.run(self._global_step))
+    if step == self._last_step:
+      return None
     os.makedirs(self.train_dir, exist_ok=True)
-    return self._saver.save(sess, os.path.join(self.train_dir,
-                                               CHECKPOINT_BASENAME),
-                            global_step=self._global_step,
-                            write_meta_graph=False)
+    self.last_path = self._saver.save(
+        sess, os.path.join(self.train_dir, CHECKPOINT_BASENAME),
+        global_step=step, write_meta_graph=False)
+    self._last_step = step
+    return self.last_path
 
   def step_done(self, sess) -> str | None:
     """Counts a step; saves if the policy says a checkpoint is due."""
