@@ -404,28 +404,39 @@ def test_two_workers_train_on_real_format_data(tmp_path):
   assert np.all(np.isfinite(records[0]['losses']))
 
 
-@pytest.mark.parametrize('mode,launcher_flags', [
-    ('parameter_server', ['--num_ps=1', '--no-controller']),
-    ('collective_all_reduce', ['--num_ps=0', '--no-controller']),
-], ids=['parameter_server', 'collective_all_reduce'])
+RESUME_MODES = [
+    ('parameter_server', ['--num_ps=1', '--no-controller'], []),
+    ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
+    ('hybrid', ['--num_ps=1', '--no-controller'],
+     ['--hybrid_threshold_bytes=100']),
+    ('distributed_all_reduce', ['--num_ps=0', '--controller'],
+     ['--all_reduce_spec=xring']),
+]
+
+
+@pytest.mark.parametrize('mode,launcher_flags,extra', RESUME_MODES,
+                         ids=[m[0] for m in RESUME_MODES])
 def test_cluster_run_resumes_from_its_checkpoint(tmp_path, mode,
-                                                 launcher_flags):
+                                                 launcher_flags, extra):
   """3 steps, then 3 resumed steps in a new cluster == 6 local steps."""
+  one_graph = mode == 'distributed_all_reduce'   # the controller reports
   train_dir = str(tmp_path / 'train')
   common = [f for f in LINEAR if not f.startswith(('--num_batches',
                                                    '--optimizer'))]
   common += ['--optimizer=momentum', '--num_warmup_batches=0',
              '--num_batches=3', '--train_dir=' + train_dir,
-             '--variable_update=' + mode]
+             '--variable_update=' + mode] + extra
 
   def part(name):
     run_dir = tmp_path / name
     run_dir.mkdir()
     rc, out, records = launch(run_dir, 2, common,
                               launcher_flags=launcher_flags,
-                              every_worker_reports=True)
+                              every_worker_reports=not one_graph)
     assert rc == 0, out[-3000:]
-    return sum(worker_losses(records, 2)) / 2, records
+    losses = (np.array(records[0]['losses']) if one_graph else
+              sum(worker_losses(records, 2)) / 2)
+    return losses, records
 
   whole = local_losses(batch_size=2 * B, optimizer='momentum', num_batches=6,
                        num_warmup_batches=0)
