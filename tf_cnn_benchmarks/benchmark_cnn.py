@@ -7,7 +7,6 @@ a method of the variable manager it gets from the registry.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import sys
 import tempfile
@@ -85,6 +84,8 @@ class BenchmarkCNN:
     self.global_batch_size = (params.batch_size * len(self.devices) *
                               self.layout.workers_outside_graph)
     self._run_ctx = cluster_lib.LocalRun()
+    # Checkpoints for evaluations during training without --train_dir.
+    self._scratch: str | None = None
 
   def subsets(self) -> tuple:
     """The data splits this run reads."""
@@ -240,7 +241,7 @@ class BenchmarkCNN:
   def _scratch_dir(self) -> str | None:
     if not self.params.eval_during_training_every_n_steps:
       return None
-    if getattr(self, '_scratch', None) is None:
+    if self._scratch is None:
       self._scratch = tempfile.mkdtemp(prefix='tf_cnn_eval_')
     return self._scratch
 
@@ -334,7 +335,7 @@ class BenchmarkCNN:
           if path:
             self._print('Saved checkpoint %s' % path)
     finally:
-      if getattr(self, '_scratch', None):
+      if self._scratch:
         shutil.rmtree(self._scratch, ignore_errors=True)
     self._run_ctx.finish()
     return self._result(loop.losses, loop.step_times, final_state, {

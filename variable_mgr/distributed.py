@@ -19,7 +19,6 @@ builds the same names on the same ps devices, so their graphs use one copy.
 from __future__ import annotations
 
 import contextlib
-from typing import Sequence
 
 import tensorflow as tf
 
