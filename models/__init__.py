@@ -1,10 +1,10 @@
 """CNN model zoo for the benchmark harness.
 
-Usage::
+Typical usage example:
 
-    import models
-    model = models.create_model('resnet50', 'imagenet')
-    out = model.build(images, num_classes=1001, data_format='NCHW')
+  import models
+  model = models.create_model('resnet50', 'imagenet')
+  out = model.build(images, num_classes=1001, data_format='NCHW')
 
 Importing the package imports every family module, which registers its
 models.
@@ -22,6 +22,7 @@ from models.registry import list_models
 from models.registry import names
 from models.registry import register
 
+# isort: split
 # Family modules register their models on import.
 from models import alexnet  # noqa: F401,E402
 from models import densenet  # noqa: F401,E402
@@ -39,7 +40,15 @@ from models import trivial  # noqa: F401,E402
 from models import vgg  # noqa: F401,E402
 
 __all__ = [
-    'Model', 'ModelOutput', 'UnknownModelError', 'count_forward_flops',
-    'create_model', 'list_models', 'model_flops_per_image',
-    'model_param_count', 'model_stats', 'names', 'register',
+  'Model',
+  'ModelOutput',
+  'UnknownModelError',
+  'count_forward_flops',
+  'create_model',
+  'list_models',
+  'model_flops_per_image',
+  'model_param_count',
+  'model_stats',
+  'names',
+  'register',
 ]

@@ -4,8 +4,9 @@ ImageNet: the classic harness's single-tower AlexNet (Krizhevsky et al. 2012
 without LRN and without the two-GPU split): conv 11x11/4 (64) - pool -
 conv 5x5 (192) - pool - conv 3x3 (384, 384, 256) - pool - fc 4096 - dropout -
 fc 4096 - dropout. (torchvision's AlexNet, after "One weird trick",
-arXiv:1404.5997, differs in the fourth conv: 256 instead of 384 filters.) The 11x11/4 VALID convolution
-needs a 227x227 input to give the 6x6 final map, hence image size 224 + 3.
+arXiv:1404.5997, differs in the fourth conv: 256 instead of 384 filters.)
+The 11x11/4 VALID convolution needs a 227x227 input to give the 6x6 final
+map, hence image size 224 + 3.
 
 CIFAR-10: the network of TF's cifar10 tutorial (Krizhevsky 2009): two 5x5
 convolutions (64) with max pooling and LRN, then fc 384 and fc 192.
@@ -18,48 +19,53 @@ from models.registry import register
 
 
 class AlexNet(Model):
-    """One-tower ImageNet AlexNet."""
+  """One-tower ImageNet AlexNet."""
 
-    def body(self, net):
-        net.conv(64, 11, 4, 'VALID')
-        net.max_pool(3, 2)
-        net.conv(192, 5)
-        net.max_pool(3, 2)
-        net.conv(384, 3)
-        net.conv(384, 3)
-        net.conv(256, 3)
-        net.max_pool(3, 2)
-        net.flatten()  # 256 x 6 x 6
-        net.affine(4096)
-        net.dropout(0.5)
-        net.affine(4096)
-        net.dropout(0.5)
+  def body(self, net):
+    net.conv(64, 11, 4, 'VALID')
+    net.max_pool(3, 2)
+    net.conv(192, 5)
+    net.max_pool(3, 2)
+    net.conv(384, 3)
+    net.conv(384, 3)
+    net.conv(256, 3)
+    net.max_pool(3, 2)
+    net.flatten()  # 256 x 6 x 6
+    net.affine(4096)
+    net.dropout(0.5)
+    net.affine(4096)
+    net.dropout(0.5)
 
 
 class AlexNetCifar(Model):
-    """The TF cifar10-tutorial network."""
+  """The TF cifar10-tutorial network."""
 
-    # LRN settings of the tutorial.
-    _LRN = dict(depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75)
+  # LRN settings of the tutorial.
+  _LRN = dict(depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75)
 
-    def body(self, net):
-        conv_init = initializers.truncated_normal(5e-2)
-        net.conv(64, 5, kernel_init=conv_init)
-        net.max_pool(3, 2, 'SAME')
-        net.lrn(**self._LRN)
-        net.conv(64, 5, kernel_init=conv_init, bias_init=0.1)
-        net.lrn(**self._LRN)
-        net.max_pool(3, 2, 'SAME')
-        net.flatten()
-        net.affine(384, stddev=0.04, bias_init=0.1)
-        net.affine(192, stddev=0.04, bias_init=0.1)
+  def body(self, net):
+    conv_init = initializers.truncated_normal(5e-2)
+    net.conv(64, 5, kernel_init=conv_init)
+    net.max_pool(3, 2, 'SAME')
+    net.lrn(**self._LRN)
+    net.conv(64, 5, kernel_init=conv_init, bias_init=0.1)
+    net.lrn(**self._LRN)
+    net.max_pool(3, 2, 'SAME')
+    net.flatten()
+    net.affine(384, stddev=0.04, bias_init=0.1)
+    net.affine(192, stddev=0.04, bias_init=0.1)
 
-    def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-        """0.1, divided by 10 every 100 epochs (staircase)."""
-        decay_steps = 100 * examples_per_epoch // global_batch_size
-        return schedules.staircase_exponential_decay(
-            global_step, self.default_learning_rate, decay_steps, 0.1)
+  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
+    """0.1, divided by 10 every 100 epochs (staircase)."""
+    decay_steps = 100 * examples_per_epoch // global_batch_size
+    return schedules.staircase_exponential_decay(
+      global_step, self.default_learning_rate, decay_steps, 0.1
+    )
 
 
-register('alexnet', 'imagenet', lambda: AlexNet('alexnet', 'imagenet', 227, 512, 0.005))
-register('alexnet', 'cifar10', lambda: AlexNetCifar('alexnet', 'cifar10', 32, 128, 0.1))
+register(
+  'alexnet', 'imagenet', lambda: AlexNet('alexnet', 'imagenet', 227, 512, 0.005)
+)
+register(
+  'alexnet', 'cifar10', lambda: AlexNetCifar('alexnet', 'cifar10', 32, 128, 0.1)
+)

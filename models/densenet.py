@@ -19,59 +19,71 @@ from models.registry import register
 
 
 class CifarDenseNet(Model):
-    """DenseNet (L, k) for 32x32 CIFAR-10."""
+  """DenseNet (L, k) for 32x32 CIFAR-10."""
 
-    def __init__(self, name, depth, growth_rate):
-        if (depth - 4) % 3:
-            raise ValueError(f'DenseNet depth must be 3n + 4, got {depth}')
-        super().__init__(name, 'cifar10', 32, default_batch_size=64,
-                         default_learning_rate=0.1)
-        self.layers_per_block = (depth - 4) // 3
-        self.growth_rate = growth_rate
+  def __init__(self, name, depth, growth_rate):
+    if (depth - 4) % 3:
+      raise ValueError('DenseNet depth must be 3n + 4, got %s' % depth)
+    super().__init__(
+      name, 'cifar10', 32, default_batch_size=64, default_learning_rate=0.1
+    )
+    self.layers_per_block = (depth - 4) // 3
+    self.growth_rate = growth_rate
 
-    def _dense_layer(self, net):
-        x = net.top_layer
-        with net.scope('dense'):
-            y = net.relu(input_layer=net.batch_norm(input_layer=x))
-            # He init over the *output* fan (variance 2 / (9 k)), the classic
-            # harness's choice: the concatenated input keeps growing, and a
-            # fan-in scaling would shrink the later layers' initial outputs.
-            y = net.conv(self.growth_rate, 3, activation=None, input_layer=y,
-                         kernel_init=initializers.variance_scaling(2.0, 'fan_out'))
-            return net.concat([x, y])
+  def _dense_layer(self, net):
+    x = net.top_layer
+    with net.scope('dense'):
+      y = net.relu(input_layer=net.batch_norm(input_layer=x))
+      # He init over the *output* fan (variance 2 / (9 k)), the classic
+      # harness's choice: the concatenated input keeps growing, and a
+      # fan-in scaling would shrink the later layers' initial outputs.
+      y = net.conv(
+        self.growth_rate,
+        3,
+        activation=None,
+        input_layer=y,
+        kernel_init=initializers.variance_scaling(2.0, 'fan_out'),
+      )
+      return net.concat([x, y])
 
-    def _transition(self, net):
-        width = net.top_size
-        with net.scope('transition'):
-            net.relu(input_layer=net.batch_norm())
-            net.conv(width, 1,
-                     kernel_init=initializers.variance_scaling(2.0, 'fan_out'))
-            return net.avg_pool(2, 2)
+  def _transition(self, net):
+    width = net.top_size
+    with net.scope('transition'):
+      net.relu(input_layer=net.batch_norm())
+      net.conv(
+        width, 1, kernel_init=initializers.variance_scaling(2.0, 'fan_out')
+      )
+      return net.avg_pool(2, 2)
 
-    def body(self, net):
-        net.conv(16, 3, activation=None)
-        for block in range(3):
-            for _ in range(self.layers_per_block):
-                self._dense_layer(net)
-            if block < 2:
-                self._transition(net)
-        net.relu(input_layer=net.batch_norm())
-        net.spatial_mean()
+  def body(self, net):
+    net.conv(16, 3, activation=None)
+    for block in range(3):
+      for _ in range(self.layers_per_block):
+        self._dense_layer(net)
+      if block < 2:
+        self._transition(net)
+    net.relu(input_layer=net.batch_norm())
+    net.spatial_mean()
 
-    def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-        """0.1, divided by 10 at epochs 150 and 225 (of 300), as in the paper."""
-        batches_per_epoch = int(examples_per_epoch / global_batch_size)
-        boundaries = [batches_per_epoch * e for e in (150, 225)]
-        return schedules.piecewise_constant(global_step, boundaries,
-                                            [0.1, 0.01, 0.001])
+  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
+    """0.1, divided by 10 at epochs 150 and 225 (of 300), as in the paper."""
+    batches_per_epoch = int(examples_per_epoch / global_batch_size)
+    boundaries = [batches_per_epoch * e for e in (150, 225)]
+    return schedules.piecewise_constant(
+      global_step, boundaries, [0.1, 0.01, 0.001]
+    )
 
 
 def _register_all():
-    for depth, growth_rate in ((40, 12), (100, 12), (100, 24)):
-        name = f'densenet{depth}_k{growth_rate}'
-        register(name, 'cifar10',
-                 lambda name=name, depth=depth, k=growth_rate:
-                 CifarDenseNet(name, depth, k))
+  for depth, growth_rate in ((40, 12), (100, 12), (100, 24)):
+    name = 'densenet%d_k%d' % (depth, growth_rate)
+    register(
+      name,
+      'cifar10',
+      lambda name=name, depth=depth, k=growth_rate: CifarDenseNet(
+        name, depth, k
+      ),
+    )
 
 
 _register_all()

@@ -14,111 +14,140 @@ from models.registry import register
 
 
 def _chain(net, x, layers):
-    for layer in layers:
-        x = conv_bn(net, *layer, x=x)
-    return x
+  for layer in layers:
+    x = conv_bn(net, *layer, x=x)
+  return x
 
 
 def stem(net):
-    """299x299x3 -> 35x35x384 (figure 3)."""
-    conv_bn(net, 32, 3, 2, 'VALID')   # 149
-    conv_bn(net, 32, 3, 1, 'VALID')   # 147
-    x = conv_bn(net, 64, 3)
-    x = net.concat([net.max_pool(3, 2, input_layer=x),
-                    conv_bn(net, 96, 3, 2, 'VALID', x=x)])   # 73x73x160
-    x = net.concat([
-        _chain(net, x, [(64, 1), (96, 3, 1, 'VALID')]),
-        _chain(net, x, [(64, 1), (64, (7, 1)), (64, (1, 7)),
-                        (96, 3, 1, 'VALID')]),
-    ])                                                         # 71x71x192
-    return net.concat([conv_bn(net, 192, 3, 2, 'VALID', x=x),
-                       net.max_pool(3, 2, input_layer=x)])     # 35x35x384
+  """299x299x3 -> 35x35x384 (figure 3)."""
+  conv_bn(net, 32, 3, 2, 'VALID')  # 149
+  conv_bn(net, 32, 3, 1, 'VALID')  # 147
+  x = conv_bn(net, 64, 3)
+  x = net.concat(
+    [net.max_pool(3, 2, input_layer=x), conv_bn(net, 96, 3, 2, 'VALID', x=x)]
+  )  # 73x73x160
+  x = net.concat(
+    [
+      _chain(net, x, [(64, 1), (96, 3, 1, 'VALID')]),
+      _chain(
+        net, x, [(64, 1), (64, (7, 1)), (64, (1, 7)), (96, 3, 1, 'VALID')]
+      ),
+    ]
+  )  # 71x71x192
+  return net.concat(
+    [conv_bn(net, 192, 3, 2, 'VALID', x=x), net.max_pool(3, 2, input_layer=x)]
+  )  # 35x35x384
 
 
 def block_a(net):
-    """Inception-A (figure 4): 35x35x384 -> 35x35x384."""
-    x = net.top_layer
-    with net.scope('block_a'):
-        return net.concat([
-            _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(96, 1)]),
-            _chain(net, x, [(96, 1)]),
-            _chain(net, x, [(64, 1), (96, 3)]),
-            _chain(net, x, [(64, 1), (96, 3), (96, 3)]),
-        ])
+  """Inception-A (figure 4): 35x35x384 -> 35x35x384."""
+  x = net.top_layer
+  with net.scope('block_a'):
+    return net.concat(
+      [
+        _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(96, 1)]),
+        _chain(net, x, [(96, 1)]),
+        _chain(net, x, [(64, 1), (96, 3)]),
+        _chain(net, x, [(64, 1), (96, 3), (96, 3)]),
+      ]
+    )
 
 
 def reduction_a(net):
-    """Reduction-A (figure 7): 35x35x384 -> 17x17x1024."""
-    x = net.top_layer
-    with net.scope('reduction_a'):
-        return net.concat([
-            net.max_pool(3, 2, input_layer=x),
-            _chain(net, x, [(384, 3, 2, 'VALID')]),
-            _chain(net, x, [(192, 1), (224, 3), (256, 3, 2, 'VALID')]),
-        ])
+  """Reduction-A (figure 7): 35x35x384 -> 17x17x1024."""
+  x = net.top_layer
+  with net.scope('reduction_a'):
+    return net.concat(
+      [
+        net.max_pool(3, 2, input_layer=x),
+        _chain(net, x, [(384, 3, 2, 'VALID')]),
+        _chain(net, x, [(192, 1), (224, 3), (256, 3, 2, 'VALID')]),
+      ]
+    )
 
 
 def block_b(net):
-    """Inception-B (figure 5): 17x17x1024 -> 17x17x1024."""
-    x = net.top_layer
-    with net.scope('block_b'):
-        return net.concat([
-            _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(128, 1)]),
-            _chain(net, x, [(384, 1)]),
-            _chain(net, x, [(192, 1), (224, (1, 7)), (256, (7, 1))]),
-            _chain(net, x, [(192, 1), (192, (7, 1)), (224, (1, 7)),
-                            (224, (7, 1)), (256, (1, 7))]),
-        ])
+  """Inception-B (figure 5): 17x17x1024 -> 17x17x1024."""
+  x = net.top_layer
+  with net.scope('block_b'):
+    return net.concat(
+      [
+        _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(128, 1)]),
+        _chain(net, x, [(384, 1)]),
+        _chain(net, x, [(192, 1), (224, (1, 7)), (256, (7, 1))]),
+        _chain(
+          net,
+          x,
+          [
+            (192, 1),
+            (192, (7, 1)),
+            (224, (1, 7)),
+            (224, (7, 1)),
+            (256, (1, 7)),
+          ],
+        ),
+      ]
+    )
 
 
 def reduction_b(net):
-    """Reduction-B (figure 8): 17x17x1024 -> 8x8x1536."""
-    x = net.top_layer
-    with net.scope('reduction_b'):
-        return net.concat([
-            net.max_pool(3, 2, input_layer=x),
-            _chain(net, x, [(192, 1), (192, 3, 2, 'VALID')]),
-            _chain(net, x, [(256, 1), (256, (1, 7)), (320, (7, 1)),
-                            (320, 3, 2, 'VALID')]),
-        ])
+  """Reduction-B (figure 8): 17x17x1024 -> 8x8x1536."""
+  x = net.top_layer
+  with net.scope('reduction_b'):
+    return net.concat(
+      [
+        net.max_pool(3, 2, input_layer=x),
+        _chain(net, x, [(192, 1), (192, 3, 2, 'VALID')]),
+        _chain(
+          net, x, [(256, 1), (256, (1, 7)), (320, (7, 1)), (320, 3, 2, 'VALID')]
+        ),
+      ]
+    )
 
 
 def block_c(net):
-    """Inception-C (figure 6): 8x8x1536 -> 8x8x1536."""
-    x = net.top_layer
-    with net.scope('block_c'):
-        single = _chain(net, x, [(384, 1)])
-        double = _chain(net, x, [(384, 1), (448, (3, 1)), (512, (1, 3))])
-        return net.concat([
-            _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(256, 1)]),
-            _chain(net, x, [(256, 1)]),
-            conv_bn(net, 256, (1, 3), x=single),
-            conv_bn(net, 256, (3, 1), x=single),
-            conv_bn(net, 256, (1, 3), x=double),
-            conv_bn(net, 256, (3, 1), x=double),
-        ])
+  """Inception-C (figure 6): 8x8x1536 -> 8x8x1536."""
+  x = net.top_layer
+  with net.scope('block_c'):
+    single = _chain(net, x, [(384, 1)])
+    double = _chain(net, x, [(384, 1), (448, (3, 1)), (512, (1, 3))])
+    return net.concat(
+      [
+        _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(256, 1)]),
+        _chain(net, x, [(256, 1)]),
+        conv_bn(net, 256, (1, 3), x=single),
+        conv_bn(net, 256, (3, 1), x=single),
+        conv_bn(net, 256, (1, 3), x=double),
+        conv_bn(net, 256, (3, 1), x=double),
+      ]
+    )
 
 
 class Inception4(Model):
-    """Inception v4 for 299x299 ImageNet."""
+  """Inception v4 for 299x299 ImageNet."""
 
-    batch_norm_config = dict(batch_norm_decay=0.999, batch_norm_epsilon=0.001,
-                             batch_norm_scale=False)
+  batch_norm_config = dict(
+    batch_norm_decay=0.999, batch_norm_epsilon=0.001, batch_norm_scale=False
+  )
 
-    def body(self, net):
-        stem(net)
-        for _ in range(4):
-            block_a(net)
-        reduction_a(net)
-        for _ in range(7):
-            block_b(net)
-        reduction_b(net)
-        for _ in range(3):
-            block_c(net)
-        net.avg_pool(8, 1)
-        net.flatten()
-        net.dropout(0.2)
+  def body(self, net):
+    stem(net)
+    for _ in range(4):
+      block_a(net)
+    reduction_a(net)
+    for _ in range(7):
+      block_b(net)
+    reduction_b(net)
+    for _ in range(3):
+      block_c(net)
+    net.avg_pool(8, 1)
+    net.flatten()
+    net.dropout(0.2)
 
 
-register('inception4', 'imagenet',
-         lambda: Inception4('inception4', 'imagenet', 299, 32, 0.005))
+register(
+  'inception4',
+  'imagenet',
+  lambda: Inception4('inception4', 'imagenet', 299, 32, 0.005),
+)

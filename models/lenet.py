@@ -10,15 +10,15 @@ from models.registry import register
 
 
 class LeNet(Model):
-    """conv32-pool-conv64-pool-fc512."""
+  """conv32-pool-conv64-pool-fc512."""
 
-    def body(self, net):
-        net.conv(32, 5)
-        net.max_pool(2, 2)
-        net.conv(64, 5)
-        net.max_pool(2, 2)
-        net.flatten()  # 64 x 7 x 7 for a 28x28 input
-        net.affine(512)
+  def body(self, net):
+    net.conv(32, 5)
+    net.max_pool(2, 2)
+    net.conv(64, 5)
+    net.max_pool(2, 2)
+    net.flatten()  # 64 x 7 x 7 for a 28x28 input
+    net.affine(512)
 
 
 register('lenet', 'imagenet', lambda: LeNet('lenet', 'imagenet', 28, 32, 0.005))

@@ -11,37 +11,60 @@ from models.model import Model
 from models.registry import register
 
 # (pointwise filters, depthwise stride) of the 13 separable blocks.
-_BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2),
-           (512, 1), (512, 1), (512, 1), (512, 1), (512, 1), (1024, 2),
-           (1024, 1))
+_BLOCKS = (
+  (64, 1),
+  (128, 2),
+  (128, 1),
+  (256, 2),
+  (256, 1),
+  (512, 2),
+  (512, 1),
+  (512, 1),
+  (512, 1),
+  (512, 1),
+  (512, 1),
+  (1024, 2),
+  (1024, 1),
+)
 
 
 def conv_bn_relu6(net, filters, kernel_size, strides=1, *, x=None):
-    """Convolution - batch norm - ReLU6, no bias."""
-    return net.conv(filters, kernel_size, strides, batch_norm=True,
-                    use_bias=False, activation='relu6', input_layer=x)
+  """Convolution - batch norm - ReLU6, no bias."""
+  return net.conv(
+    filters,
+    kernel_size,
+    strides,
+    batch_norm=True,
+    use_bias=False,
+    activation='relu6',
+    input_layer=x,
+  )
 
 
 def depthwise_bn(net, strides, *, activation='relu6'):
-    """3x3 depthwise convolution - batch norm - activation, no bias."""
-    return net.depthwise_conv(3, strides, batch_norm=True, use_bias=False,
-                              activation=activation)
+  """3x3 depthwise convolution - batch norm - activation, no bias."""
+  return net.depthwise_conv(
+    3, strides, batch_norm=True, use_bias=False, activation=activation
+  )
 
 
 class MobileNet(Model):
-    """MobileNet v1 for 224x224 ImageNet."""
+  """MobileNet v1 for 224x224 ImageNet."""
 
-    batch_norm_config = dict(batch_norm_decay=0.9997, batch_norm_epsilon=0.001)
+  batch_norm_config = dict(batch_norm_decay=0.9997, batch_norm_epsilon=0.001)
 
-    def body(self, net):
-        conv_bn_relu6(net, 32, 3, 2)
-        for filters, stride in _BLOCKS:
-            with net.scope('separable'):
-                depthwise_bn(net, stride)
-                conv_bn_relu6(net, filters, 1)
-        net.spatial_mean()
-        net.dropout(0.001)
+  def body(self, net):
+    conv_bn_relu6(net, 32, 3, 2)
+    for filters, stride in _BLOCKS:
+      with net.scope('separable'):
+        depthwise_bn(net, stride)
+        conv_bn_relu6(net, filters, 1)
+    net.spatial_mean()
+    net.dropout(0.001)
 
 
-register('mobilenet', 'imagenet',
-         lambda: MobileNet('mobilenet', 'imagenet', 224, 32, 0.005))
+register(
+  'mobilenet',
+  'imagenet',
+  lambda: MobileNet('mobilenet', 'imagenet', 224, 32, 0.005),
+)

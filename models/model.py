@@ -1,10 +1,10 @@
 """The Model base class and its build result.
 
 A model is a small description (name, dataset, input size, classic default
-batch size and learning rate) plus a ``body`` that appends layers to a
-``NetBuilder``. ``build`` adds the final linear classifier, so a family only
+batch size and learning rate) plus a `body` that appends layers to a
+`NetBuilder`. `build` adds the final linear classifier, so a family only
 writes its trunk. A trunk with an auxiliary head returns the head's features
-from ``body`` and ``build`` adds the auxiliary classifier.
+from `body` and `build` adds the auxiliary classifier.
 """
 
 import dataclasses
@@ -17,93 +17,118 @@ from models.builder import NetBuilder
 
 @dataclasses.dataclass(frozen=True)
 class ModelOutput:
-    """What ``Model.build`` returns for one tower.
+  """What `Model.build` returns for one tower.
 
-    Attributes:
-      logits: [batch, num_classes] in the compute dtype.
-      aux_logits: auxiliary-head logits (inception3, nasnet, nasnetlarge when
-        training), else None. The harness adds 0.4 x their cross entropy to
-        the loss.
-      update_ops: this tower's batch-norm moving-average assign ops (never the
-        global UPDATE_OPS collection).
-    """
-    logits: tf.Tensor
-    aux_logits: Optional[tf.Tensor] = None
-    update_ops: tuple = ()
+  Attributes:
+    logits: [batch, num_classes] in the compute dtype.
+    aux_logits: auxiliary-head logits (inception3, nasnet, nasnetlarge when
+      training), else None. The harness adds 0.4 x their cross entropy to
+      the loss.
+    update_ops: this tower's batch-norm moving-average assign ops (never the
+      global UPDATE_OPS collection).
+  """
+
+  logits: tf.Tensor
+  aux_logits: Optional[tf.Tensor] = None
+  update_ops: tuple = ()
 
 
 class Model:
-    """Base class: subclasses set the attributes and implement ``body``.
+  """Base class: subclasses set the attributes and implement `body`.
 
-    Attributes:
-      name: registry name, e.g. 'resnet50_v1.5'.
-      dataset: 'imagenet' or 'cifar10'.
-      image_size: input height and width in pixels.
-      default_batch_size: classic per-device default batch size.
-      default_learning_rate: classic initial learning rate (for the ImageNet
-        ResNets: the rate at a global batch of 256, before linear scaling).
+  Attributes:
+    name: registry name, e.g. 'resnet50_v1.5'.
+    dataset: 'imagenet' or 'cifar10'.
+    image_size: input height and width in pixels.
+    default_batch_size: classic per-device default batch size.
+    default_learning_rate: classic initial learning rate (for the ImageNet
+      ResNets: the rate at a global batch of 256, before linear scaling).
+  """
+
+  def __init__(
+    self,
+    name: str,
+    dataset: str,
+    image_size: int,
+    default_batch_size: int,
+    default_learning_rate: float,
+  ):
+    self.name = name
+    self.dataset = dataset
+    self.image_size = image_size
+    self.default_batch_size = default_batch_size
+    self.default_learning_rate = default_learning_rate
+
+  # Builder batch-norm defaults (`NetBuilder` keyword arguments
+  # batch_norm_decay / batch_norm_epsilon / batch_norm_scale); a family
+  # overrides them where the classic model used other settings.
+  batch_norm_config = {}
+
+  def __repr__(self):
+    return '%s(name=%r, dataset=%r)' % (
+      type(self).__name__,
+      self.name,
+      self.dataset,
+    )
+
+  def body(self, net: NetBuilder) -> Optional[tf.Tensor]:
+    """Appends the trunk (everything but the classifier) to `net`.
+
+    Returns None, or the [batch, features] input of an auxiliary
+    classifier (which `build` then adds).
     """
+    raise NotImplementedError
 
-    def __init__(self, name: str, dataset: str, image_size: int,
-                 default_batch_size: int, default_learning_rate: float):
-        self.name = name
-        self.dataset = dataset
-        self.image_size = image_size
-        self.default_batch_size = default_batch_size
-        self.default_learning_rate = default_learning_rate
+  def build(
+    self,
+    images,
+    num_classes,
+    *,
+    is_training=True,
+    data_format='NHWC',
+    compute_dtype=tf.float32,
+    seed=1234,
+  ) -> ModelOutput:
+    """Builds the forward pass for one tower in the current graph/scope.
 
-    # Builder batch-norm defaults (``NetBuilder`` keyword arguments
-    # batch_norm_decay / batch_norm_epsilon / batch_norm_scale); a family
-    # overrides them where the classic model used other settings.
-    batch_norm_config = {}
+    Args:
+      images: float32 [B, H, W, 3] (NHWC) or [B, 3, H, W] (NCHW) tensor.
+      num_classes: width of the logits.
+      is_training: batch statistics + dropout (True) or inference.
+      data_format: layout of `images` and of every activation.
+      compute_dtype: tf.float32, tf.float16 or tf.bfloat16; variables stay
+        float32.
+      seed: fixes every initial value together with the variable names.
 
-    def __repr__(self):
-        return f'{type(self).__name__}(name={self.name!r}, dataset={self.dataset!r})'
+    Returns:
+      ModelOutput with logits (and auxiliary logits, if the trunk has an
+      auxiliary head) in `compute_dtype` and this tower's batch-norm
+      update ops.
+    """
+    net = NetBuilder(
+      images,
+      is_training=is_training,
+      data_format=data_format,
+      compute_dtype=compute_dtype,
+      seed=seed,
+      **self.batch_norm_config,
+    )
+    aux_features = self.body(net)
+    logits = net.affine(num_classes, activation=None)
+    aux_logits = None
+    if aux_features is not None:
+      # Small initial weights, as the classic auxiliary classifiers had.
+      aux_logits = net.affine(
+        num_classes, activation=None, stddev=0.001, input_layer=aux_features
+      )
+    return ModelOutput(
+      logits=logits, aux_logits=aux_logits, update_ops=tuple(net.update_ops)
+    )
 
-    def body(self, net: NetBuilder) -> Optional[tf.Tensor]:
-        """Appends the trunk (everything but the classifier) to ``net``.
+  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
+    """The model's default schedule: a float, or a scalar float32 tensor.
 
-        Returns None, or the [batch, features] input of an auxiliary
-        classifier (which ``build`` then adds).
-        """
-        raise NotImplementedError
-
-    def build(self, images, num_classes, *, is_training=True,
-              data_format='NHWC', compute_dtype=tf.float32,
-              seed=1234) -> ModelOutput:
-        """Builds the forward pass for one tower in the current graph/scope.
-
-        Args:
-          images: float32 [B, H, W, 3] (NHWC) or [B, 3, H, W] (NCHW) tensor.
-          num_classes: width of the logits.
-          is_training: batch statistics + dropout (True) or inference.
-          data_format: layout of ``images`` and of every activation.
-          compute_dtype: tf.float32, tf.float16 or tf.bfloat16; variables stay
-            float32.
-          seed: fixes every initial value together with the variable names.
-
-        Returns:
-          ModelOutput with logits (and auxiliary logits, if the trunk has an
-          auxiliary head) in ``compute_dtype`` and this tower's batch-norm
-          update ops.
-        """
-        net = NetBuilder(images, is_training=is_training,
-                         data_format=data_format, compute_dtype=compute_dtype,
-                         seed=seed, **self.batch_norm_config)
-        aux_features = self.body(net)
-        logits = net.affine(num_classes, activation=None)
-        aux_logits = None
-        if aux_features is not None:
-            # Small initial weights, as the classic auxiliary classifiers had.
-            aux_logits = net.affine(num_classes, activation=None, stddev=0.001,
-                                    input_layer=aux_features)
-        return ModelOutput(logits=logits, aux_logits=aux_logits,
-                           update_ops=tuple(net.update_ops))
-
-    def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-        """The model's default schedule: a float, or a scalar float32 tensor.
-
-        The base class (and the simple models) use a constant.
-        """
-        del global_step, global_batch_size, examples_per_epoch
-        return float(self.default_learning_rate)
+    The base class (and the simple models) use a constant.
+    """
+    del global_step, global_batch_size, examples_per_epoch
+    return float(self.default_learning_rate)

@@ -11,21 +11,24 @@ from models.registry import register
 
 
 class OverFeat(Model):
-    """OverFeat fast: five convolutions, two hidden fully connected layers."""
+  """OverFeat fast: five convolutions, two hidden fully connected layers."""
 
-    def body(self, net):
-        net.conv(96, 11, 4, 'VALID')
-        net.max_pool(2, 2)
-        net.conv(256, 5, 1, 'VALID')
-        net.max_pool(2, 2)
-        net.conv(512, 3)
-        net.conv(1024, 3)
-        net.conv(1024, 3)
-        net.max_pool(2, 2)
-        net.flatten()  # 1024 x 6 x 6
-        net.affine(3072)
-        net.affine(4096)
+  def body(self, net):
+    net.conv(96, 11, 4, 'VALID')
+    net.max_pool(2, 2)
+    net.conv(256, 5, 1, 'VALID')
+    net.max_pool(2, 2)
+    net.conv(512, 3)
+    net.conv(1024, 3)
+    net.conv(1024, 3)
+    net.max_pool(2, 2)
+    net.flatten()  # 1024 x 6 x 6
+    net.affine(3072)
+    net.affine(4096)
 
 
-register('overfeat', 'imagenet',
-         lambda: OverFeat('overfeat', 'imagenet', 231, 32, 0.005))
+register(
+  'overfeat',
+  'imagenet',
+  lambda: OverFeat('overfeat', 'imagenet', 231, 32, 0.005),
+)

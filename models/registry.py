@@ -9,45 +9,47 @@ _REGISTRY: Dict[Tuple[str, str], Callable] = {}
 
 
 class UnknownModelError(ValueError):
-    """Raised by ``create_model`` for a name (or dataset) with no model."""
+  """Raised by `create_model` for a name (or dataset) with no model."""
 
 
 def register(name: str, dataset: str, factory: Callable) -> None:
-    """Registers ``factory`` (no arguments -> Model) as ``name`` for ``dataset``.
+  """Registers `factory` (no arguments -> Model) as `name` for `dataset`.
 
-    Raises:
-      ValueError: unknown dataset, or (name, dataset) already registered.
-    """
-    if dataset not in DATASETS:
-        raise ValueError(f'dataset must be one of {DATASETS}, got {dataset!r}')
-    key = (name, dataset)
-    if key in _REGISTRY:
-        raise ValueError(f'model {name!r} is already registered for {dataset!r}')
-    _REGISTRY[key] = factory
+  Raises:
+    ValueError: unknown dataset, or (name, dataset) already registered.
+  """
+  if dataset not in DATASETS:
+    raise ValueError('dataset must be one of %s, got %r' % (DATASETS, dataset))
+  key = (name, dataset)
+  if key in _REGISTRY:
+    raise ValueError('model %r is already registered for %r' % (name, dataset))
+  _REGISTRY[key] = factory
 
 
 def create_model(name: str, dataset: str):
-    """Returns a new Model instance for (name, dataset).
+  """Returns a new Model instance for (name, dataset).
 
-    Raises:
-      UnknownModelError: with the names available for that dataset.
-    """
-    factory = _REGISTRY.get((name, dataset))
-    if factory is None:
-        if dataset not in DATASETS:
-            raise UnknownModelError(
-                f'unknown dataset {dataset!r}; datasets: {", ".join(DATASETS)}')
-        raise UnknownModelError(
-            f'unknown model {name!r} for dataset {dataset!r}; '
-            f'available: {", ".join(names(dataset))}')
-    return factory()
+  Raises:
+    UnknownModelError: with the names available for that dataset.
+  """
+  factory = _REGISTRY.get((name, dataset))
+  if factory is None:
+    if dataset not in DATASETS:
+      raise UnknownModelError(
+        'unknown dataset %r; datasets: %s' % (dataset, ', '.join(DATASETS))
+      )
+    raise UnknownModelError(
+      'unknown model %r for dataset %r; available: %s'
+      % (name, dataset, ', '.join(names(dataset)))
+    )
+  return factory()
 
 
 def names(dataset: Optional[str] = None) -> List[str]:
-    """Sorted model names, for one dataset or (None) across all of them."""
-    return sorted({n for n, d in _REGISTRY if dataset is None or d == dataset})
+  """Sorted model names, for one dataset or (None) across all of them."""
+  return sorted({n for n, d in _REGISTRY if dataset is None or d == dataset})
 
 
 def list_models() -> List[Tuple[str, str]]:
-    """Sorted (name, dataset) pairs of every registered model."""
-    return sorted(_REGISTRY)
+  """Sorted (name, dataset) pairs of every registered model."""
+  return sorted(_REGISTRY)

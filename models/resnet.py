@@ -25,97 +25,120 @@ _LAYER_COUNTS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 
 
 def _shortcut(net, x, depth, stride, *, batch_norm):
-    """Identity (subsampled if strided), or a 1x1 projection when widths differ."""
-    if int(x.shape[net.channel_axis]) == depth:
-        return x if stride == 1 else net.avg_pool(1, stride, input_layer=x)
-    return net.conv(depth, 1, stride, activation=None, batch_norm=batch_norm,
-                    use_bias=False, input_layer=x)
+  """Identity (subsampled if strided), or a 1x1 projection if widths differ."""
+  if int(x.shape[net.channel_axis]) == depth:
+    return x if stride == 1 else net.avg_pool(1, stride, input_layer=x)
+  return net.conv(
+    depth,
+    1,
+    stride,
+    activation=None,
+    batch_norm=batch_norm,
+    use_bias=False,
+    input_layer=x,
+  )
 
 
 def bottleneck_v1(net, depth, bottleneck, stride, *, stride_in_3x3=False):
-    """1x1 -> 3x3 -> 1x1, each conv-BN, ReLU after the residual sum.
+  """1x1 -> 3x3 -> 1x1, each conv-BN, ReLU after the residual sum.
 
-    ``stride_in_3x3`` selects v1.5 (stride in the 3x3) over v1 (in the 1x1).
-    """
-    x = net.top_layer
-    shortcut = _shortcut(net, x, depth, stride, batch_norm=True)
-    stride_1x1, stride_3x3 = (1, stride) if stride_in_3x3 else (stride, 1)
-    net.conv(bottleneck, 1, stride_1x1, batch_norm=True, input_layer=x)
-    net.conv(bottleneck, 3, stride_3x3, 'FIXED', batch_norm=True)
-    residual = net.conv(depth, 1, 1, activation=None, batch_norm=True)
-    return net.set_top(tf.nn.relu(shortcut + residual))
+  `stride_in_3x3` selects v1.5 (stride in the 3x3) over v1 (in the 1x1).
+  """
+  x = net.top_layer
+  shortcut = _shortcut(net, x, depth, stride, batch_norm=True)
+  stride_1x1, stride_3x3 = (1, stride) if stride_in_3x3 else (stride, 1)
+  net.conv(bottleneck, 1, stride_1x1, batch_norm=True, input_layer=x)
+  net.conv(bottleneck, 3, stride_3x3, 'FIXED', batch_norm=True)
+  residual = net.conv(depth, 1, 1, activation=None, batch_norm=True)
+  return net.set_top(tf.nn.relu(shortcut + residual))
 
 
 def bottleneck_v2(net, depth, bottleneck, stride):
-    """Pre-activation bottleneck: BN-ReLU, then 1x1 -> 3x3 -> 1x1, plain sum."""
-    x = net.top_layer
-    preact = net.relu(input_layer=net.batch_norm(input_layer=x))
-    # An identity shortcut carries the un-normalised input; a projection
-    # reads the pre-activation (both as in the paper).
-    if int(x.shape[net.channel_axis]) == depth:
-        shortcut = _shortcut(net, x, depth, stride, batch_norm=False)
-    else:
-        shortcut = _shortcut(net, preact, depth, stride, batch_norm=False)
-    net.conv(bottleneck, 1, stride, batch_norm=True, input_layer=preact)
-    net.conv(bottleneck, 3, 1, 'FIXED', batch_norm=True)
-    residual = net.conv(depth, 1, 1, activation=None, use_bias=False)
-    return net.set_top(shortcut + residual)
+  """Pre-activation bottleneck: BN-ReLU, then 1x1 -> 3x3 -> 1x1, plain sum."""
+  x = net.top_layer
+  preact = net.relu(input_layer=net.batch_norm(input_layer=x))
+  # An identity shortcut carries the un-normalised input; a projection
+  # reads the pre-activation (both as in the paper).
+  if int(x.shape[net.channel_axis]) == depth:
+    shortcut = _shortcut(net, x, depth, stride, batch_norm=False)
+  else:
+    shortcut = _shortcut(net, preact, depth, stride, batch_norm=False)
+  net.conv(bottleneck, 1, stride, batch_norm=True, input_layer=preact)
+  net.conv(bottleneck, 3, 1, 'FIXED', batch_norm=True)
+  residual = net.conv(depth, 1, 1, activation=None, use_bias=False)
+  return net.set_top(shortcut + residual)
 
 
 class ResNet(Model):
-    """Bottleneck ResNet for 224x224 ImageNet."""
+  """Bottleneck ResNet for 224x224 ImageNet."""
 
-    # Classic: 0.128 at a global batch of 256 (He et al. used 0.1), scaled
-    # linearly with the global batch.
-    BASE_LEARNING_RATE = 0.128
-    BASE_BATCH_SIZE = 256
+  # Classic: 0.128 at a global batch of 256 (He et al. used 0.1), scaled
+  # linearly with the global batch.
+  BASE_LEARNING_RATE = 0.128
+  BASE_BATCH_SIZE = 256
 
-    def __init__(self, name, depth, version):
-        if version not in ('v1', 'v1.5', 'v2'):
-            raise ValueError(f'unknown ResNet version {version!r}')
-        super().__init__(name, 'imagenet', 224,
-                         default_batch_size=64 if depth == 50 else 32,
-                         default_learning_rate=self.BASE_LEARNING_RATE)
-        self.layer_counts = _LAYER_COUNTS[depth]
-        self.version = version
+  def __init__(self, name, depth, version):
+    if version not in ('v1', 'v1.5', 'v2'):
+      raise ValueError('unknown ResNet version %r' % (version,))
+    super().__init__(
+      name,
+      'imagenet',
+      224,
+      default_batch_size=64 if depth == 50 else 32,
+      default_learning_rate=self.BASE_LEARNING_RATE,
+    )
+    self.layer_counts = _LAYER_COUNTS[depth]
+    self.version = version
 
-    def body(self, net):
-        net.conv(64, 7, 2, 'FIXED', batch_norm=True)
-        net.max_pool(3, 2, 'SAME')
-        for stage, (blocks, width) in enumerate(zip(self.layer_counts, _STAGE_WIDTHS)):
-            for i in range(blocks):
-                # The first block of stages 2-4 halves the resolution.
-                stride = 2 if stage > 0 and i == 0 else 1
-                with net.scope('block'):
-                    if self.version == 'v2':
-                        bottleneck_v2(net, 4 * width, width, stride)
-                    else:
-                        bottleneck_v1(net, 4 * width, width, stride,
-                                      stride_in_3x3=self.version == 'v1.5')
-        if self.version == 'v2':
-            net.batch_norm()
-            net.relu()
-        net.spatial_mean()
+  def body(self, net):
+    net.conv(64, 7, 2, 'FIXED', batch_norm=True)
+    net.max_pool(3, 2, 'SAME')
+    for stage, (blocks, width) in enumerate(
+      zip(self.layer_counts, _STAGE_WIDTHS)
+    ):
+      for i in range(blocks):
+        # The first block of stages 2-4 halves the resolution.
+        stride = 2 if stage > 0 and i == 0 else 1
+        with net.scope('block'):
+          if self.version == 'v2':
+            bottleneck_v2(net, 4 * width, width, stride)
+          else:
+            bottleneck_v1(
+              net,
+              4 * width,
+              width,
+              stride,
+              stride_in_3x3=self.version == 'v1.5',
+            )
+    if self.version == 'v2':
+      net.batch_norm()
+      net.relu()
+    net.spatial_mean()
 
-    def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-        """Linear warm-up over 5 epochs to base * batch / 256, then /10 at
-        epochs 30, 60, 80 and 90 (the classic schedule)."""
-        peak = self.default_learning_rate * global_batch_size / self.BASE_BATCH_SIZE
-        batches_per_epoch = examples_per_epoch / global_batch_size
-        boundaries = [int(batches_per_epoch * e) for e in (30, 60, 80, 90)]
-        values = [peak * f for f in (1.0, 0.1, 0.01, 1e-3, 1e-4)]
-        decayed = schedules.piecewise_constant(global_step, boundaries, values)
-        return schedules.linear_warmup(global_step, int(batches_per_epoch * 5),
-                                       peak, decayed)
+  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
+    """Linear warm-up over 5 epochs to base * batch / 256, then /10 at
+    epochs 30, 60, 80 and 90 (the classic schedule)."""
+    peak = self.default_learning_rate * global_batch_size / self.BASE_BATCH_SIZE
+    batches_per_epoch = examples_per_epoch / global_batch_size
+    boundaries = [int(batches_per_epoch * e) for e in (30, 60, 80, 90)]
+    values = [peak * f for f in (1.0, 0.1, 0.01, 1e-3, 1e-4)]
+    decayed = schedules.piecewise_constant(global_step, boundaries, values)
+    return schedules.linear_warmup(
+      global_step, int(batches_per_epoch * 5), peak, decayed
+    )
 
 
 def _register_all():
-    for depth in (50, 101, 152):
-        for version, suffix in (('v1', ''), ('v1.5', '_v1.5'), ('v2', '_v2')):
-            name = f'resnet{depth}{suffix}'
-            register(name, 'imagenet',
-                     lambda name=name, depth=depth, version=version:
-                     ResNet(name, depth, version))
+  for depth in (50, 101, 152):
+    for version, suffix in (('v1', ''), ('v1.5', '_v1.5'), ('v2', '_v2')):
+      name = 'resnet%d%s' % (depth, suffix)
+      register(
+        name,
+        'imagenet',
+        lambda name=name, depth=depth, version=version: ResNet(
+          name, depth, version
+        ),
+      )
 
 
 _register_all()

@@ -18,66 +18,72 @@ _STAGE_WIDTHS = (16, 32, 64)
 
 
 def basic_block(net, depth, stride, *, pre_activation):
-    """Two 3x3 convolutions plus an identity / option-A shortcut."""
-    x = net.top_layer
-    in_channels = int(x.shape[net.channel_axis])
-    if in_channels != depth:
-        shortcut = net.avg_pool(1, stride, input_layer=x)
-        pad = (depth - in_channels) // 2
-        shortcut = net.pad_channels(shortcut, pad, depth - in_channels - pad)
-    else:
-        shortcut = x
-    if pre_activation:
-        x = net.relu(input_layer=net.batch_norm(input_layer=x))
-    net.conv(depth, 3, stride, batch_norm=True, input_layer=x)
-    if pre_activation:
-        residual = net.conv(depth, 3, 1, activation=None, use_bias=False)
-        return net.set_top(shortcut + residual)
-    residual = net.conv(depth, 3, 1, activation=None, batch_norm=True)
-    return net.set_top(tf.nn.relu(shortcut + residual))
+  """Two 3x3 convolutions plus an identity / option-A shortcut."""
+  x = net.top_layer
+  in_channels = int(x.shape[net.channel_axis])
+  if in_channels != depth:
+    shortcut = net.avg_pool(1, stride, input_layer=x)
+    pad = (depth - in_channels) // 2
+    shortcut = net.pad_channels(shortcut, pad, depth - in_channels - pad)
+  else:
+    shortcut = x
+  if pre_activation:
+    x = net.relu(input_layer=net.batch_norm(input_layer=x))
+  net.conv(depth, 3, stride, batch_norm=True, input_layer=x)
+  if pre_activation:
+    residual = net.conv(depth, 3, 1, activation=None, use_bias=False)
+    return net.set_top(shortcut + residual)
+  residual = net.conv(depth, 3, 1, activation=None, batch_norm=True)
+  return net.set_top(tf.nn.relu(shortcut + residual))
 
 
 class CifarResNet(Model):
-    """ResNet-(6n+2) for 32x32 CIFAR-10."""
+  """ResNet-(6n+2) for 32x32 CIFAR-10."""
 
-    def __init__(self, name, depth, version):
-        if (depth - 2) % 6:
-            raise ValueError(f'CIFAR ResNet depth must be 6n + 2, got {depth}')
-        if version not in ('v1', 'v2'):
-            raise ValueError(f'unknown ResNet version {version!r}')
-        super().__init__(name, 'cifar10', 32, default_batch_size=128,
-                         default_learning_rate=0.1)
-        self.blocks_per_stage = (depth - 2) // 6
-        self.version = version
+  def __init__(self, name, depth, version):
+    if (depth - 2) % 6:
+      raise ValueError('CIFAR ResNet depth must be 6n + 2, got %s' % depth)
+    if version not in ('v1', 'v2'):
+      raise ValueError('unknown ResNet version %r' % (version,))
+    super().__init__(
+      name, 'cifar10', 32, default_batch_size=128, default_learning_rate=0.1
+    )
+    self.blocks_per_stage = (depth - 2) // 6
+    self.version = version
 
-    def body(self, net):
-        v2 = self.version == 'v2'
-        net.conv(16, 3, 1, batch_norm=True, activation='relu' if v2 else None)
-        for stage, width in enumerate(_STAGE_WIDTHS):
-            for i in range(self.blocks_per_stage):
-                stride = 2 if stage > 0 and i == 0 else 1
-                with net.scope('block'):
-                    basic_block(net, width, stride, pre_activation=v2)
-        if v2:
-            net.batch_norm()
-            net.relu()
-        net.spatial_mean()
+  def body(self, net):
+    v2 = self.version == 'v2'
+    net.conv(16, 3, 1, batch_norm=True, activation='relu' if v2 else None)
+    for stage, width in enumerate(_STAGE_WIDTHS):
+      for i in range(self.blocks_per_stage):
+        stride = 2 if stage > 0 and i == 0 else 1
+        with net.scope('block'):
+          basic_block(net, width, stride, pre_activation=v2)
+    if v2:
+      net.batch_norm()
+      net.relu()
+    net.spatial_mean()
 
-    def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-        """0.1, then 0.01 / 0.001 / 0.0002 after epochs 82 / 123 / 300."""
-        batches_per_epoch = int(examples_per_epoch / global_batch_size)
-        boundaries = [batches_per_epoch * e for e in (82, 123, 300)]
-        return schedules.piecewise_constant(
-            global_step, boundaries, [0.1, 0.01, 0.001, 0.0002])
+  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
+    """0.1, then 0.01 / 0.001 / 0.0002 after epochs 82 / 123 / 300."""
+    batches_per_epoch = int(examples_per_epoch / global_batch_size)
+    boundaries = [batches_per_epoch * e for e in (82, 123, 300)]
+    return schedules.piecewise_constant(
+      global_step, boundaries, [0.1, 0.01, 0.001, 0.0002]
+    )
 
 
 def _register_all():
-    for depth in (20, 32, 44, 56, 110):
-        for version, suffix in (('v1', ''), ('v2', '_v2')):
-            name = f'resnet{depth}{suffix}'
-            register(name, 'cifar10',
-                     lambda name=name, depth=depth, version=version:
-                     CifarResNet(name, depth, version))
+  for depth in (20, 32, 44, 56, 110):
+    for version, suffix in (('v1', ''), ('v2', '_v2')):
+      name = 'resnet%d%s' % (depth, suffix)
+      register(
+        name,
+        'cifar10',
+        lambda name=name, depth=depth, version=version: CifarResNet(
+          name, depth, version
+        ),
+      )
 
 
 _register_all()

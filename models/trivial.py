@@ -10,14 +10,18 @@ from models.registry import register
 
 
 class Trivial(Model):
-    """Flatten -> affine(1) -> affine(4096) -> classifier."""
+  """Flatten -> affine(1) -> affine(4096) -> classifier."""
 
-    def body(self, net):
-        net.flatten()
-        net.affine(1)
-        net.affine(4096)
+  def body(self, net):
+    net.flatten()
+    net.affine(1)
+    net.affine(4096)
 
 
 # Classic defaults: ImageNet input 224 + 3 (like AlexNet), batch 32, lr 0.005.
-register('trivial', 'imagenet', lambda: Trivial('trivial', 'imagenet', 227, 32, 0.005))
-register('trivial', 'cifar10', lambda: Trivial('trivial', 'cifar10', 32, 32, 0.005))
+register(
+  'trivial', 'imagenet', lambda: Trivial('trivial', 'imagenet', 227, 32, 0.005)
+)
+register(
+  'trivial', 'cifar10', lambda: Trivial('trivial', 'cifar10', 32, 32, 0.005)
+)

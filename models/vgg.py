@@ -15,28 +15,33 @@ _LAYER_COUNTS = {11: (1, 1, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
 
 
 class VGG(Model):
-    """Plain 3x3-conv stack with three fully connected layers."""
+  """Plain 3x3-conv stack with three fully connected layers."""
 
-    def __init__(self, depth):
-        super().__init__(f'vgg{depth}', 'imagenet', 224, default_batch_size=64,
-                         default_learning_rate=0.005)
-        self.layer_counts = _LAYER_COUNTS[depth]
+  def __init__(self, depth):
+    super().__init__(
+      'vgg%s' % depth,
+      'imagenet',
+      224,
+      default_batch_size=64,
+      default_learning_rate=0.005,
+    )
+    self.layer_counts = _LAYER_COUNTS[depth]
 
-    def body(self, net):
-        for count, width in zip(self.layer_counts, _STAGE_WIDTHS):
-            for _ in range(count):
-                net.conv(width, 3)
-            net.max_pool(2, 2)
-        net.flatten()  # 512 x 7 x 7
-        net.affine(4096)
-        net.dropout(0.5)
-        net.affine(4096)
-        net.dropout(0.5)
+  def body(self, net):
+    for count, width in zip(self.layer_counts, _STAGE_WIDTHS):
+      for _ in range(count):
+        net.conv(width, 3)
+      net.max_pool(2, 2)
+    net.flatten()  # 512 x 7 x 7
+    net.affine(4096)
+    net.dropout(0.5)
+    net.affine(4096)
+    net.dropout(0.5)
 
 
 def _register_all():
-    for depth in _LAYER_COUNTS:
-        register(f'vgg{depth}', 'imagenet', lambda depth=depth: VGG(depth))
+  for depth in _LAYER_COUNTS:
+    register('vgg%d' % depth, 'imagenet', lambda depth=depth: VGG(depth))
 
 
 _register_all()

@@ -6,8 +6,10 @@ module keeps the parts that sweep.py, compare.py and plot.py have in common:
 - ``InputError`` and ``run_main``: bad input ends a script with one line on
   stderr and exit status 2, never a traceback.
 - ``OneLineParser``: an argparse parser whose usage errors are one line too.
-- ``read_jsonl`` / ``append_jsonl_lines``: strict reading with file:line error
-  messages, and the atomic append every writer must use.
+- ``read_jsonl``: strict reading with file:line error messages (the reader
+  of tf_cnn_benchmarks/result_lines.py, its errors as ``InputError``). Lines
+  are appended with ``result_lines.append_json_lines``, the one atomic append
+  that the benchmark driver uses as well.
 - ``load_frame`` / ``summarize``: results records -> pandas tables of
   images/sec, speed-up and scaling efficiency per configuration.
 
@@ -16,26 +18,46 @@ Only the frame helpers need pandas; they import it lazily so that sweep.py
 """
 
 import argparse
-import json
 import math
 import os
 import sys
 
+# The repository root, for the tf_cnn_benchmarks package (whose result_lines
+# module imports no TensorFlow) when a script runs as `python scripts/x.py`.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  sys.path.append(REPO_ROOT)
+
+from tf_cnn_benchmarks import result_lines  # noqa: E402
+
 # Keys a successful (status "ok") record must have for compare/plot to use it.
-REQUIRED_OK_KEYS = ('model', 'variable_update', 'precision', 'num_devices',
-                    'batch_size_per_device', 'images_per_sec')
+REQUIRED_OK_KEYS = (
+  'model',
+  'variable_update',
+  'precision',
+  'num_devices',
+  'batch_size_per_device',
+  'images_per_sec',
+)
 
 # Configuration keys that identify a table row, in display order.
-BASE_ROW_KEYS = ('model', 'variable_update', 'all_reduce_spec', 'precision',
-                 'batch_size_per_device')
+BASE_ROW_KEYS = (
+  'model',
+  'variable_update',
+  'all_reduce_spec',
+  'precision',
+  'batch_size_per_device',
+)
 
 # Shown instead of a null all_reduce_spec (and other missing key values), so
 # that pandas does not drop the group and the table has no "None"/"nan".
 MISSING = '-'
 
 # --by choice -> (count column, the other count column).
-BY_COLUMNS = {'devices': ('num_devices', 'num_workers'),
-              'workers': ('num_workers', 'num_devices')}
+BY_COLUMNS = {
+  'devices': ('num_devices', 'num_workers'),
+  'workers': ('num_workers', 'num_devices'),
+}
 
 
 class InputError(Exception):
@@ -91,83 +113,21 @@ def check_files(paths, flag=None):
       raise InputError('%s: not readable' % where)
 
 
-def read_jsonl(path, skip_bad=False, validate=None,
-               hint='use --skip_bad to skip such lines'):
+def read_jsonl(
+  path, skip_bad=False, validate=None, hint='use --skip_bad to skip such lines'
+):
   """Read a JSON-lines file into a list of (line_number, record) pairs.
 
-  Blank lines are ignored. A line that is not a JSON object, or that
-  validate(record) rejects by returning an error string, is malformed: it
-  raises InputError naming path:line (followed by hint, if any), or with
-  skip_bad it is reported as a warning on stderr and skipped.
+  result_lines.read_json_lines with the scripts' hint and warnings: a
+  malformed line raises InputError naming path:line (followed by hint, if
+  any), or with skip_bad it is reported as a warning on stderr and skipped.
   """
   try:
-    with open(path, 'rb') as f:
-      data = f.read()
-  except FileNotFoundError:
-    raise InputError('%s: no such results file' % path)
-  except OSError as e:
-    raise InputError('%s: cannot read: %s' % (path, e.strerror or e))
-  records = []
-  for number, raw in enumerate(data.split(b'\n'), start=1):
-    if not raw.strip():
-      continue
-    record, problem = _parse_line(raw)
-    if problem is None and validate is not None:
-      problem = validate(record)
-    if problem is None:
-      records.append((number, record))
-    elif skip_bad:
-      warn('%s:%d: skipped: %s' % (path, number, problem))
-    else:
-      raise InputError('%s:%d: %s%s' % (path, number, problem,
-                                        ' (%s)' % hint if hint else ''))
-  return records
-
-
-def _parse_line(raw):
-  """Return (record, None) for a JSON-object line, else (None, problem)."""
-  try:
-    record = json.loads(raw.decode('utf-8'))
-  except UnicodeDecodeError:
-    return None, 'not UTF-8 text'
-  except json.JSONDecodeError as e:
-    # e's own text says "line 1"; the caller reports the file's line number.
-    return None, 'not valid JSON: %s at column %d' % (e.msg, e.colno)
-  except ValueError as e:
-    return None, 'not valid JSON: %s' % e
-  if not isinstance(record, dict):
-    return None, 'not a JSON object'
-  return record, None
-
-
-def append_jsonl_line(path, record):
-  """Append record as one JSON line to path, atomically (see below)."""
-  append_jsonl_lines(path, [record])
-
-
-def append_jsonl_lines(path, records):
-  """Append records as JSON lines to path, all in one atomic write.
-
-  The whole text goes out in a single os.write on an O_APPEND descriptor, so
-  concurrent appenders and a killed writer never leave a torn line, and a
-  point that wrote several lines is recorded entirely or not at all. If the
-  file does not end in a newline (someone else's torn write), a newline is
-  put first so our lines stay intact and readable.
-  """
-  text = ''.join(json.dumps(record) + '\n' for record in records)
-  # O_RDWR only so that pread can look at the last byte; writes still append.
-  fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-  try:
-    size = os.fstat(fd).st_size
-    if size and os.pread(fd, 1, size - 1) != b'\n':
-      text = '\n' + text
-    data = text.encode('utf-8')
-    written = os.write(fd, data)
-    if written != len(data):
-      raise OSError('short write to %s (%d of %d bytes)'
-                    % (path, written, len(data)))
-  finally:
-    os.close(fd)
+    return result_lines.read_json_lines(
+      path, skip_bad=skip_bad, validate=validate, hint=hint, warn=warn
+    )
+  except result_lines.ResultsFileError as e:
+    raise InputError(str(e)) from None
 
 
 def validate_ok_record(record):
@@ -223,19 +183,19 @@ def _row_from_record(path, number, record):
     per_device = ips / (num_devices * num_workers)
   mfu = record.get('mfu')
   return {
-      'file': path,
-      'line': number,
-      'model': str(record['model']),
-      'data_name': str(record.get('data_name') or MISSING),
-      'variable_update': str(record['variable_update']),
-      'all_reduce_spec': str(record.get('all_reduce_spec') or MISSING),
-      'precision': str(record['precision']),
-      'batch_size_per_device': record['batch_size_per_device'],
-      'num_devices': num_devices,
-      'num_workers': num_workers,
-      'images_per_sec': ips,
-      'images_per_sec_per_device': float(per_device),
-      'mfu': float(mfu) if _is_number(mfu) else math.nan,
+    'file': path,
+    'line': number,
+    'model': str(record['model']),
+    'data_name': str(record.get('data_name') or MISSING),
+    'variable_update': str(record['variable_update']),
+    'all_reduce_spec': str(record.get('all_reduce_spec') or MISSING),
+    'precision': str(record['precision']),
+    'batch_size_per_device': record['batch_size_per_device'],
+    'num_devices': num_devices,
+    'num_workers': num_workers,
+    'images_per_sec': ips,
+    'images_per_sec_per_device': float(per_device),
+    'mfu': float(mfu) if _is_number(mfu) else math.nan,
   }
 
 
@@ -247,13 +207,16 @@ def load_frame(paths, skip_bad=False):
   when no successful run is left.
   """
   import pandas as pd
+
   rows = []
   for path in paths:
     for number, record in read_jsonl(path, skip_bad, validate_ok_record):
       status = record.get('status', 'ok')
       if status != 'ok':
-        sys.stderr.write('note: %s:%d: status %r ignored: %s\n'
-                         % (path, number, status, _describe_error(record)))
+        sys.stderr.write(
+          'note: %s:%d: status %r ignored: %s\n'
+          % (path, number, status, _describe_error(record))
+        )
       elif _counts_for_table(record):
         rows.append(_row_from_record(path, number, record))
   if not rows:
@@ -296,12 +259,16 @@ def summarize(frame, by='devices', keys=None):
   count_col, _ = BY_COLUMNS[by]
   keys = list(keys) if keys is not None else row_keys(frame, by)
   grouped = frame.groupby(keys + [count_col], sort=True)
-  summary = grouped.agg(
+  summary = (
+    grouped.agg(
       images_per_sec=('images_per_sec', 'median'),
       images_per_sec_per_device=('images_per_sec_per_device', 'median'),
       mfu=('mfu', 'median'),
       runs=('images_per_sec', 'size'),
-  ).reset_index().rename(columns={count_col: 'count'})
+    )
+    .reset_index()
+    .rename(columns={count_col: 'count'})
+  )
   single = summary[summary['count'] == 1][keys + ['images_per_sec']]
   single = single.rename(columns={'images_per_sec': '_ips1'})
   summary = summary.merge(single, on=keys, how='left')

@@ -1,7 +1,8 @@
 """Times every all-reduce algorithm over device counts and tensor sizes.
 
     .venv/bin/python scripts/all_reduce_benchmark.py --quick
-    .venv/bin/python scripts/all_reduce_benchmark.py --algorithms xring,pscpu#2 \
+    .venv/bin/python scripts/all_reduce_benchmark.py \
+      --algorithms xring,pscpu#2 \
         --devices 2,8 --sizes 1M,64M --json_out results/allreduce.jsonl
 
 For each device count and size one graph holds: a variable per device (the
@@ -18,7 +19,6 @@ each algorithm performs, and the memcpy column is the bandwidth ceiling.
 """
 
 import argparse
-import json
 import os
 import pathlib
 import statistics
@@ -30,13 +30,16 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+# pylint: disable-next=g-import-not-at-top
+from tf_cnn_benchmarks import result_lines
 from variable_mgr import allreduce  # pylint: disable=g-import-not-at-top
 
 tf1 = tf.compat.v1
 
 _SUFFIXES = {'': 1, 'K': 1024, 'M': 1024**2, 'G': 1024**3}
-DEFAULT_SIZES = ','.join(f'{4**k}K' if k < 5 else f'{4**k // 1024}M'
-                         for k in range(10))  # 1K, 4K, ..., 256M
+DEFAULT_SIZES = ','.join(
+  f'{4**k}K' if k < 5 else f'{4**k // 1024}M' for k in range(10)
+)  # 1K, 4K, ..., 256M
 QUICK_SIZES = '1K,16K,256K'
 QUICK_DEVICES = '2,4'
 
@@ -60,23 +63,36 @@ def size_label(num_bytes):
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--algorithms', default=None,
-                      help='comma-separated specs (default: every algorithm '
-                      'the device type can run)')
-  parser.add_argument('--devices', default='2,4,8',
-                      help='comma-separated device counts')
-  parser.add_argument('--sizes', default=DEFAULT_SIZES,
-                      help='comma-separated tensor sizes in bytes, K/M/G ok')
-  parser.add_argument('--dtype', default='float32',
-                      choices=['float32', 'float16', 'bfloat16', 'int32'])
+  parser.add_argument(
+    '--algorithms',
+    default=None,
+    help='comma-separated specs (default: every algorithm '
+    'the device type can run)',
+  )
+  parser.add_argument(
+    '--devices', default='2,4,8', help='comma-separated device counts'
+  )
+  parser.add_argument(
+    '--sizes',
+    default=DEFAULT_SIZES,
+    help='comma-separated tensor sizes in bytes, K/M/G ok',
+  )
+  parser.add_argument(
+    '--dtype',
+    default='float32',
+    choices=['float32', 'float16', 'bfloat16', 'int32'],
+  )
   parser.add_argument('--device_type', default='cpu', choices=['cpu', 'gpu'])
   parser.add_argument('--iters', type=int, default=20)
   parser.add_argument('--warmup', type=int, default=3)
-  parser.add_argument('--quick', action='store_true',
-                      help=f'sizes {QUICK_SIZES}, devices {QUICK_DEVICES}, '
-                      '5 iters, 1 warmup')
-  parser.add_argument('--json_out', default=None,
-                      help='append one JSON line per row to this file')
+  parser.add_argument(
+    '--quick',
+    action='store_true',
+    help=f'sizes {QUICK_SIZES}, devices {QUICK_DEVICES}, 5 iters, 1 warmup',
+  )
+  parser.add_argument(
+    '--json_out', default=None, help='append one JSON line per row to this file'
+  )
   args = parser.parse_args(argv)
   if args.quick:
     args.sizes, args.devices = QUICK_SIZES, QUICK_DEVICES
@@ -126,11 +142,15 @@ def build_graph(devices, elements, dtype, specs):
     inputs = []
     for i, d in enumerate(devices):
       with tf.device(d):
-        inputs.append(tf1.Variable(tf.ones([elements], dtype),
-                                   use_resource=True, name=f'input{i}'))
+        inputs.append(
+          tf1.Variable(
+            tf.ones([elements], dtype), use_resource=True, name=f'input{i}'
+          )
+        )
     with tf.device(devices[-1]):
-      target = tf1.Variable(tf.zeros([elements], dtype), use_resource=True,
-                            name='memcpy_target')
+      target = tf1.Variable(
+        tf.zeros([elements], dtype), use_resource=True, name='memcpy_target'
+      )
       # DeepCopy forces a real memcpy: a plain assign of the read may just
       # alias the source buffer (both devices share host memory on CPU).
       copied = tf.raw_ops.DeepCopy(x=inputs[0].read_value())
@@ -138,8 +158,9 @@ def build_graph(devices, elements, dtype, specs):
     ops = {}
     for spec in specs:
       try:
-        outputs = allreduce.all_reduce([v.read_value() for v in inputs],
-                                       devices, spec)
+        outputs = allreduce.all_reduce(
+          [v.read_value() for v in inputs], devices, spec
+        )
         ops[spec] = tf.group(*outputs)
       except allreduce.AllReduceUnavailableError as e:
         ops[spec] = e
@@ -153,11 +174,13 @@ def measure(args, n, num_bytes):
   elements = max(1, num_bytes // dtype.size)
   real_bytes = elements * dtype.size
   devices = [f'/{args.device_type}:{i}' for i in range(n)]
-  graph, ops, memcpy, init = build_graph(devices, elements, dtype,
-                                         args.algorithms)
+  graph, ops, memcpy, init = build_graph(
+    devices, elements, dtype, args.algorithms
+  )
   rows = []
-  with tf1.Session(graph=graph,
-                   config=session_config(n, args.device_type)) as sess:
+  with tf1.Session(
+    graph=graph, config=session_config(n, args.device_type)
+  ) as sess:
     sess.run(init)
     memcpy_s = time_op(sess, memcpy, args.iters, args.warmup)
     for spec, op in ops.items():
@@ -166,26 +189,38 @@ def measure(args, n, num_bytes):
         continue
       seconds = time_op(sess, op, args.iters, args.warmup)
       algbw = real_bytes / seconds / 1e9
-      rows.append({
-          'algorithm': spec, 'devices': n, 'device_type': args.device_type,
-          'dtype': args.dtype, 'bytes': real_bytes, 'elements': elements,
-          'time_ms': seconds * 1e3, 'algbw_gbps': algbw,
+      rows.append(
+        {
+          'algorithm': spec,
+          'devices': n,
+          'device_type': args.device_type,
+          'dtype': args.dtype,
+          'bytes': real_bytes,
+          'elements': elements,
+          'time_ms': seconds * 1e3,
+          'algbw_gbps': algbw,
           'busbw_gbps': algbw * 2 * (n - 1) / n,
-          'memcpy_gbps': real_bytes / memcpy_s / 1e9, 'iters': args.iters,
-      })
+          'memcpy_gbps': real_bytes / memcpy_s / 1e9,
+          'iters': args.iters,
+        }
+      )
   return rows
 
 
-HEADER = (f"{'algorithm':<20} {'devices':>7} {'bytes':>10} {'size':>6} "
-          f"{'time ms':>10} {'algbw GB/s':>10} {'busbw GB/s':>10} "
-          f"{'memcpy GB/s':>11}")
+HEADER = (
+  f'{"algorithm":<20} {"devices":>7} {"bytes":>10} {"size":>6} '
+  f'{"time ms":>10} {"algbw GB/s":>10} {"busbw GB/s":>10} '
+  f'{"memcpy GB/s":>11}'
+)
 
 
 def format_row(row):
-  return (f"{row['algorithm']:<20} {row['devices']:>7} {row['bytes']:>10} "
-          f"{size_label(row['bytes']):>6} {row['time_ms']:>10.3f} "
-          f"{row['algbw_gbps']:>10.3f} {row['busbw_gbps']:>10.3f} "
-          f"{row['memcpy_gbps']:>11.3f}")
+  return (
+    f'{row["algorithm"]:<20} {row["devices"]:>7} {row["bytes"]:>10} '
+    f'{size_label(row["bytes"]):>6} {row["time_ms"]:>10.3f} '
+    f'{row["algbw_gbps"]:>10.3f} {row["busbw_gbps"]:>10.3f} '
+    f'{row["memcpy_gbps"]:>11.3f}'
+  )
 
 
 def main(argv=None):
@@ -197,8 +232,7 @@ def main(argv=None):
       for row in measure(args, n, num_bytes):
         print(format_row(row), flush=True)
         if args.json_out:
-          with open(args.json_out, 'a', encoding='utf-8') as f:
-            f.write(json.dumps(row) + '\n')
+          result_lines.append_json_line(args.json_out, row)
 
 
 if __name__ == '__main__':

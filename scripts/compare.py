@@ -41,13 +41,13 @@ InputError = rio.InputError
 
 # Metric rows in display order, with their terminal/markdown formats.
 METRIC_FORMATS = (
-    ('images_per_sec', '{:.1f}'),
-    ('speedup', '{:.2f}x'),
-    ('efficiency', '{:.1%}'),
-    ('images_per_sec_per_device', '{:.1f}'),
-    ('mfu', '{:.1%}'),
-    ('runs', '{:d}'),
-    ('baseline_ratio', '{:.3f}'),
+  ('images_per_sec', '{:.1f}'),
+  ('speedup', '{:.2f}x'),
+  ('efficiency', '{:.1%}'),
+  ('images_per_sec_per_device', '{:.1f}'),
+  ('mfu', '{:.1%}'),
+  ('runs', '{:d}'),
+  ('baseline_ratio', '{:.3f}'),
 )
 
 
@@ -63,16 +63,17 @@ def summarize_files(paths, by='devices', baseline_paths=(), skip_bad=False):
     keys = rio.row_keys(frame, by)
     return rio.summarize(frame, by, keys), keys
   import pandas as pd
+
   base_frame = rio.load_frame(baseline_paths, skip_bad)
   # Decide the keys on both sets so the two summaries line up.
   keys = rio.row_keys(pd.concat([frame, base_frame]), by)
   summary = rio.summarize(frame, by, keys)
-  base = rio.summarize(base_frame, by, keys)[keys + ['count',
-                                                     'images_per_sec']]
+  base = rio.summarize(base_frame, by, keys)[keys + ['count', 'images_per_sec']]
   base = base.rename(columns={'images_per_sec': 'baseline_ips'})
   summary = summary.merge(base, on=keys + ['count'], how='left')
-  summary['baseline_ratio'] = summary['images_per_sec'] / summary[
-      'baseline_ips']
+  summary['baseline_ratio'] = (
+    summary['images_per_sec'] / summary['baseline_ips']
+  )
   return summary, keys
 
 
@@ -116,21 +117,23 @@ def _display_cells(keys, counts, rows):
     if key_values == previous:
       shown = [''] * len(shown)
     previous = key_values
-    cells.append(shown + [metric] + [_format_value(metric, v)
-                                     for v in values])
+    cells.append(shown + [metric] + [_format_value(metric, v) for v in values])
   return header, cells
 
 
 def render_text(keys, counts, rows, caption):
   """Aligned plain-text table for the terminal."""
   header, cells = _display_cells(keys, counts, rows)
-  widths = [max(len(r[i]) for r in [header] + cells)
-            for i in range(len(header))]
+  widths = [
+    max(len(r[i]) for r in [header] + cells) for i in range(len(header))
+  ]
   first_number = len(keys) + 1  # text columns left-aligned, numbers right
 
   def line(row):
-    parts = [cell.ljust(w) if i < first_number else cell.rjust(w)
-             for i, (cell, w) in enumerate(zip(row, widths))]
+    parts = [
+      cell.ljust(w) if i < first_number else cell.rjust(w)
+      for i, (cell, w) in enumerate(zip(row, widths))
+    ]
     return '  '.join(parts).rstrip()
 
   out = [caption, line(header), '  '.join('-' * w for w in widths)]
@@ -154,8 +157,9 @@ def write_csv(keys, counts, rows, stream):
   writer = csv.writer(stream, lineterminator='\n')
   writer.writerow(list(keys) + ['metric'] + [str(c) for c in counts])
   for key_values, metric, values in rows:
-    writer.writerow(list(key_values) + [metric] +
-                    [_raw_value(metric, v) for v in values])
+    writer.writerow(
+      list(key_values) + [metric] + [_raw_value(metric, v) for v in values]
+    )
 
 
 def _raw_value(metric, value):
@@ -170,8 +174,10 @@ def _raw_value(metric, value):
 def caption_for(by):
   """Line explaining the table's columns and derived metrics."""
   column = rio.BY_COLUMNS[by][0]
-  return ('Columns: %s. images_per_sec is the median over duplicate runs; '
-          'speedup = ips(N)/ips(1); efficiency = ips(N)/(N*ips(1)).' % column)
+  return (
+    'Columns: %s. images_per_sec is the median over duplicate runs; '
+    'speedup = ips(N)/ips(1); efficiency = ips(N)/(N*ips(1)).' % column
+  )
 
 
 def ratios_below(summary, keys, threshold, by):
@@ -182,11 +188,19 @@ def ratios_below(summary, keys, threshold, by):
   for _, row in compared.iterrows():
     if row['baseline_ratio'] < threshold:
       name = '/'.join(str(row[k]) for k in keys)
-      failures.append('%s at %d %s: ratio %.3f < %g (%.1f vs baseline %.1f '
-                      'images/sec)' % (name, row['count'], unit,
-                                       row['baseline_ratio'], threshold,
-                                       row['images_per_sec'],
-                                       row['baseline_ips']))
+      failures.append(
+        '%s at %d %s: ratio %.3f < %g (%.1f vs baseline %.1f '
+        'images/sec)'
+        % (
+          name,
+          row['count'],
+          unit,
+          row['baseline_ratio'],
+          threshold,
+          row['images_per_sec'],
+          row['baseline_ips'],
+        )
+      )
   return failures, len(compared)
 
 
@@ -197,35 +211,55 @@ def _positive_float(text):
   except ValueError:
     value = -1.0
   if not value > 0:
-    raise argparse.ArgumentTypeError('expected a ratio > 0 such as 0.95, '
-                                     'got %r' % text)
+    raise argparse.ArgumentTypeError(
+      'expected a ratio > 0 such as 0.95, got %r' % text
+    )
   return value
 
 
 def parse_args(argv):
   """Command-line flags (see the module docstring)."""
   parser = rio.OneLineParser(
-      prog='compare.py',
-      description='Tabulate images/sec, speed-up and scaling efficiency.')
-  parser.add_argument('files', nargs='+', metavar='FILE',
-                      help='results files (JSON lines)')
-  parser.add_argument('--by', choices=sorted(rio.BY_COLUMNS),
-                      default='devices',
-                      help='column count: num_devices (default) or '
-                           'num_workers')
-  parser.add_argument('--baseline', action='append', default=[],
-                      metavar='FILE',
-                      help='results to compare against (repeatable)')
-  parser.add_argument('--fail_below', type=_positive_float, metavar='RATIO',
-                      help='exit 1 if any candidate/baseline ratio is lower')
+    prog='compare.py',
+    description='Tabulate images/sec, speed-up and scaling efficiency.',
+  )
+  parser.add_argument(
+    'files', nargs='+', metavar='FILE', help='results files (JSON lines)'
+  )
+  parser.add_argument(
+    '--by',
+    choices=sorted(rio.BY_COLUMNS),
+    default='devices',
+    help='column count: num_devices (default) or num_workers',
+  )
+  parser.add_argument(
+    '--baseline',
+    action='append',
+    default=[],
+    metavar='FILE',
+    help='results to compare against (repeatable)',
+  )
+  parser.add_argument(
+    '--fail_below',
+    type=_positive_float,
+    metavar='RATIO',
+    help='exit 1 if any candidate/baseline ratio is lower',
+  )
   form = parser.add_mutually_exclusive_group()
   form.add_argument('--csv', action='store_true', help='CSV output')
-  form.add_argument('--markdown', action='store_true',
-                    help='markdown table output')
-  parser.add_argument('--plot', metavar='OUT.png',
-                      help='also save a scaling plot (see scripts/plot.py)')
-  parser.add_argument('--skip_bad', action='store_true',
-                      help='warn about malformed lines instead of failing')
+  form.add_argument(
+    '--markdown', action='store_true', help='markdown table output'
+  )
+  parser.add_argument(
+    '--plot',
+    metavar='OUT.png',
+    help='also save a scaling plot (see scripts/plot.py)',
+  )
+  parser.add_argument(
+    '--skip_bad',
+    action='store_true',
+    help='warn about malformed lines instead of failing',
+  )
   args = parser.parse_args(argv)
   if args.fail_below is not None and not args.baseline:
     parser.error('--fail_below needs --baseline FILE')
@@ -237,8 +271,9 @@ def main(argv=None):
   args = parse_args(argv)
   rio.check_files(args.files)
   rio.check_files(args.baseline, '--baseline')
-  summary, keys = summarize_files(args.files, args.by, args.baseline,
-                                  args.skip_bad)
+  summary, keys = summarize_files(
+    args.files, args.by, args.baseline, args.skip_bad
+  )
   counts, rows = table_rows(summary, keys)
   if args.csv:
     write_csv(keys, counts, rows, sys.stdout)
@@ -249,14 +284,17 @@ def main(argv=None):
   sys.stdout.flush()
   if args.plot:
     import plot
+
     plot.plot_scaling(summary, keys, args.plot, by=args.by)
     sys.stderr.write('wrote %s\n' % args.plot)
   if args.fail_below is None:
     return 0
   failures, compared = ratios_below(summary, keys, args.fail_below, args.by)
   if not compared:
-    sys.stderr.write('compare.py: FAIL: no configuration matches the '
-                     'baseline, nothing was compared\n')
+    sys.stderr.write(
+      'compare.py: FAIL: no configuration matches the '
+      'baseline, nothing was compared\n'
+    )
     return 1
   for message in failures:
     sys.stderr.write('compare.py: FAIL: %s\n' % message)

@@ -26,7 +26,7 @@ import threading
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HOST = '127.0.0.1'   # servers have no authentication: never listen wider
+HOST = '127.0.0.1'  # servers have no authentication: never listen wider
 # After the clients end, the serving tasks get this long to notice and exit.
 SERVE_GRACE_S = 60.0
 
@@ -35,25 +35,39 @@ def parse_args(argv):
   """(launcher options, benchmark flags) from argv."""
   if '--' in argv:
     split = argv.index('--')
-    own, flags = argv[:split], argv[split + 1:]
+    own, flags = argv[:split], argv[split + 1 :]
   else:
     own, flags = argv, []
   parser = argparse.ArgumentParser(
-      description=__doc__.splitlines()[0],
-      usage='%(prog)s --num_workers=N [--num_ps=M] [--[no-]controller] '
-            '[--timeout=S] -- <benchmark flags>')
+    description=__doc__.splitlines()[0],
+    usage='%(prog)s --num_workers=N [--num_ps=M] [--[no-]controller] '
+    '[--timeout=S] -- <benchmark flags>',
+  )
   parser.add_argument('--num_workers', type=int, required=True)
-  parser.add_argument('--num_ps', type=int, default=None,
-                      help='ps tasks (default: 1 if the manager needs one)')
-  parser.add_argument('--controller', action=argparse.BooleanOptionalAction,
-                      default=None,
-                      help='start a controller task (default: if the '
-                      'manager needs one)')
-  parser.add_argument('--timeout', type=float, default=1800.0,
-                      help='kill every task after this many seconds')
+  parser.add_argument(
+    '--num_ps',
+    type=int,
+    default=None,
+    help='ps tasks (default: 1 if the manager needs one)',
+  )
+  parser.add_argument(
+    '--controller',
+    action=argparse.BooleanOptionalAction,
+    default=None,
+    help='start a controller task (default: if the manager needs one)',
+  )
+  parser.add_argument(
+    '--timeout',
+    type=float,
+    default=1800.0,
+    help='kill every task after this many seconds',
+  )
   parser.add_argument('--python', default=sys.executable)
-  parser.add_argument('--module', default='tf_cnn_benchmarks',
-                      help='module each task runs with python -m')
+  parser.add_argument(
+    '--module',
+    default='tf_cnn_benchmarks',
+    help='module each task runs with python -m',
+  )
   args = parser.parse_args(own)
   if args.num_workers < 1:
     parser.error('--num_workers=%d: must be >= 1' % args.num_workers)
@@ -63,8 +77,13 @@ def parse_args(argv):
     parser.error('--timeout=%s: must be > 0' % args.timeout)
   for flag in flags:
     name = flag.lstrip('-').split('=')[0]
-    if name in ('job_name', 'task_index', 'worker_hosts', 'ps_hosts',
-                'controller_host'):
+    if name in (
+      'job_name',
+      'task_index',
+      'worker_hosts',
+      'ps_hosts',
+      'controller_host',
+    ):
       parser.error('--%s: set by the launcher; do not pass it' % name)
   return args, flags
 
@@ -77,16 +96,17 @@ def _flag_value(flags, name, default=None):
 
 
 def manager_needs(flags):
-  """(needs_ps, needs_controller) of the --variable_update in `flags`."""
+  """(needs ps tasks, needs a controller) of `flags`' --variable_update."""
   sys.path.insert(0, REPO_ROOT)
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   import variable_mgr  # pylint: disable=g-import-not-at-top
+
   name = _flag_value(flags, 'variable_update', 'parameter_server')
   try:
-    cls = variable_mgr.get(name, cluster=True)
+    traits = variable_mgr.get(name, in_cluster=True).traits
   except ValueError:
-    return False, False   # the tasks report the bad flag themselves
-  return cls.needs_ps, cls.needs_controller
+    return False, False  # the tasks report the bad flag themselves
+  return traits.needs_ps, traits.one_graph
 
 
 def free_ports(count):
@@ -105,11 +125,15 @@ def free_ports(count):
 
 def task_commands(args, flags, num_ps, controller):
   """{task name: argv} for every task of the cluster."""
-  counts = [('ps', num_ps), ('worker', args.num_workers),
-            ('controller', 1 if controller else 0)]
+  counts = [
+    ('ps', num_ps),
+    ('worker', args.num_workers),
+    ('controller', 1 if controller else 0),
+  ]
   ports = iter(free_ports(sum(n for _, n in counts)))
-  hosts = {job: ['%s:%d' % (HOST, next(ports)) for _ in range(n)]
-           for job, n in counts}
+  hosts = {
+    job: ['%s:%d' % (HOST, next(ports)) for _ in range(n)] for job, n in counts
+  }
   cluster_flags = ['--worker_hosts=' + ','.join(hosts['worker'])]
   if hosts['ps']:
     cluster_flags.append('--ps_hosts=' + ','.join(hosts['ps']))
@@ -119,16 +143,20 @@ def task_commands(args, flags, num_ps, controller):
   for job, n in counts:
     for k in range(n):
       commands['%s:%d' % (job, k)] = (
-          [args.python, '-m', args.module] + flags + cluster_flags +
-          ['--job_name=' + job, '--task_index=%d' % k])
+        [args.python, '-m', args.module]
+        + flags
+        + cluster_flags
+        + ['--job_name=' + job, '--task_index=%d' % k]
+      )
   return commands
 
 
 def _pump(name, stream, lock):
   for line in iter(stream.readline, ''):
     with lock:
-      sys.stdout.write('[%s] %s' % (name, line if line.endswith('\n')
-                                    else line + '\n'))
+      sys.stdout.write(
+        '[%s] %s' % (name, line if line.endswith('\n') else line + '\n')
+      )
       sys.stdout.flush()
   stream.close()
 
@@ -141,14 +169,20 @@ class Cluster:
     self.procs = {}
     self.pumps = []
     env = dict(os.environ, PYTHONUNBUFFERED='1')
-    env.pop('TF_CONFIG', None)   # the flags describe the cluster
+    env.pop('TF_CONFIG', None)  # the flags describe the cluster
     for name, argv in commands.items():
-      proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env,
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+      proc = subprocess.Popen(
+        argv,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+      )
       self.procs[name] = proc
-      pump = threading.Thread(target=_pump, args=(name, proc.stdout,
-                                                  self.lock), daemon=True)
+      pump = threading.Thread(
+        target=_pump, args=(name, proc.stdout, self.lock), daemon=True
+      )
       pump.start()
       self.pumps.append(pump)
 
@@ -168,24 +202,34 @@ class Cluster:
       codes = {n: p.poll() for n, p in self.procs.items()}
       if all(c is not None for c in codes.values()):
         break
-      if clients_done_at is None and all(codes[c] is not None
-                                         for c in clients):
+      if clients_done_at is None and all(codes[c] is not None for c in clients):
         clients_done_at = time.monotonic()
-      late = (clients_done_at is not None and
-              time.monotonic() - clients_done_at > SERVE_GRACE_S)
+      late = (
+        clients_done_at is not None
+        and time.monotonic() - clients_done_at > SERVE_GRACE_S
+      )
       if time.monotonic() > deadline or late:
         running = sorted(n for n, c in codes.items() if c is None)
-        self._say('launcher: %s; killing %s' % (
-            'timeout after %gs' % timeout_s if not late else
-            'tasks still running %gs after the clients ended' % SERVE_GRACE_S,
-            ', '.join(running)))
+        self._say(
+          'launcher: %s; killing %s'
+          % (
+            'timeout after %gs' % timeout_s
+            if not late
+            else 'tasks still running %gs after the clients ended'
+            % SERVE_GRACE_S,
+            ', '.join(running),
+          )
+        )
         self.kill_all()
         self._join_pumps()
         return 124 if not late else 1
       time.sleep(0.2)
     self._join_pumps()
-    failed = sorted('%s (exit %d)' % (n, p.returncode)
-                    for n, p in self.procs.items() if p.returncode)
+    failed = sorted(
+      '%s (exit %d)' % (n, p.returncode)
+      for n, p in self.procs.items()
+      if p.returncode
+    )
     if failed:
       self._say('launcher: failed: %s' % ', '.join(failed))
       return 1
@@ -215,10 +259,14 @@ def main(argv=None):
     del frame
     cluster.kill_all()
     sys.exit(128 + signum)
+
   signal.signal(signal.SIGTERM, on_signal)
   signal.signal(signal.SIGINT, on_signal)
-  clients = (['controller:0'] if controller else
-             ['worker:%d' % w for w in range(args.num_workers)])
+  clients = (
+    ['controller:0']
+    if controller
+    else ['worker:%d' % w for w in range(args.num_workers)]
+  )
   return cluster.wait(clients, args.timeout)
 
 

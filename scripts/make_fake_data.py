@@ -47,8 +47,18 @@ tf1 = tf.compat.v1
 
 CIFAR_BATCHES = 5
 CIFAR_SIZE = 32
-CIFAR_LABEL_NAMES = (b'airplane', b'automobile', b'bird', b'cat', b'deer',
-                     b'dog', b'frog', b'horse', b'ship', b'truck')
+CIFAR_LABEL_NAMES = (
+  b'airplane',
+  b'automobile',
+  b'bird',
+  b'cat',
+  b'deer',
+  b'dog',
+  b'frog',
+  b'horse',
+  b'ship',
+  b'truck',
+)
 # Protocol 4 stores the pixel array as one raw bytes block, as the original
 # (Python 2 cPickle) files do; protocol 2 written by Python 3 would not.
 CIFAR_PICKLE_PROTOCOL = 4
@@ -93,7 +103,8 @@ class _ImageMaker:
       size = tf.shape(self._noise)[:2]
       smooth = tf.image.resize(self._grid[tf.newaxis], size)[0]
       self._smooth = tf.cast(
-          tf.clip_by_value(tf.round(smooth + self._noise), 0, 255), tf.uint8)
+        tf.clip_by_value(tf.round(smooth + self._noise), 0, 255), tf.uint8
+      )
       self._pixels = tf1.placeholder(tf.uint8, [None, None, 3])
       self._jpeg = tf.io.encode_jpeg(self._pixels, quality=JPEG_QUALITY)
     self._session = tf1.Session(graph=self._graph)
@@ -101,8 +112,9 @@ class _ImageMaker:
   def random_image(self, rng: np.random.Generator, size: int) -> np.ndarray:
     grid = rng.uniform(0, 255, (_GRID, _GRID, 3)).astype(np.float32)
     noise = rng.normal(0, 12, (size, size, 3)).astype(np.float32)
-    return self._session.run(self._smooth,
-                             {self._grid: grid, self._noise: noise})
+    return self._session.run(
+      self._smooth, {self._grid: grid, self._noise: noise}
+    )
 
   def jpeg(self, pixels: np.ndarray) -> bytes:
     return self._session.run(self._jpeg, {self._pixels: pixels})
@@ -130,8 +142,15 @@ def _bytes_feature(values):
   return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(values)))
 
 
-def imagenet_example(jpeg: bytes, *, label: int, height: int, width: int,
-                     boxes: np.ndarray, filename: str) -> tf.train.Example:
+def imagenet_example(
+  jpeg: bytes,
+  *,
+  label: int,
+  height: int,
+  width: int,
+  boxes: np.ndarray,
+  filename: str,
+) -> tf.train.Example:
   """A tf.train.Example with the TF-slim ImageNet field names.
 
   Args:
@@ -147,29 +166,36 @@ def imagenet_example(jpeg: bytes, *, label: int, height: int, width: int,
   """
   synset = b'n%08d' % label
   feature = {
-      'image/height': _int_feature([height]),
-      'image/width': _int_feature([width]),
-      'image/colorspace': _bytes_feature([b'RGB']),
-      'image/channels': _int_feature([3]),
-      'image/class/label': _int_feature([label]),
-      'image/class/synset': _bytes_feature([synset]),
-      'image/class/text': _bytes_feature([b'fake class %d' % label]),
-      'image/object/bbox/ymin': _float_feature(boxes[:, 0]),
-      'image/object/bbox/xmin': _float_feature(boxes[:, 1]),
-      'image/object/bbox/ymax': _float_feature(boxes[:, 2]),
-      'image/object/bbox/xmax': _float_feature(boxes[:, 3]),
-      'image/object/bbox/label': _int_feature([label] * len(boxes)),
-      'image/format': _bytes_feature([b'JPEG']),
-      'image/filename': _bytes_feature([filename.encode()]),
-      'image/encoded': _bytes_feature([jpeg]),
+    'image/height': _int_feature([height]),
+    'image/width': _int_feature([width]),
+    'image/colorspace': _bytes_feature([b'RGB']),
+    'image/channels': _int_feature([3]),
+    'image/class/label': _int_feature([label]),
+    'image/class/synset': _bytes_feature([synset]),
+    'image/class/text': _bytes_feature([b'fake class %d' % label]),
+    'image/object/bbox/ymin': _float_feature(boxes[:, 0]),
+    'image/object/bbox/xmin': _float_feature(boxes[:, 1]),
+    'image/object/bbox/ymax': _float_feature(boxes[:, 2]),
+    'image/object/bbox/xmax': _float_feature(boxes[:, 3]),
+    'image/object/bbox/label': _int_feature([label] * len(boxes)),
+    'image/format': _bytes_feature([b'JPEG']),
+    'image/filename': _bytes_feature([filename.encode()]),
+    'image/encoded': _bytes_feature([jpeg]),
   }
   return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
-def write_imagenet(output_dir: str, *, num_train: int = 64,
-                   num_validation: int = 32, num_shards: int = 4,
-                   image_size: int = 256, num_classes: int = 1000,
-                   separable: bool = False, seed: int = 0) -> dict:
+def write_imagenet(
+  output_dir: str,
+  *,
+  num_train: int = 64,
+  num_validation: int = 32,
+  num_shards: int = 4,
+  image_size: int = 256,
+  num_classes: int = 1000,
+  separable: bool = False,
+  seed: int = 0,
+) -> dict:
   """Writes fake ImageNet TFRecords (train and validation) into output_dir.
 
   Example i of a split goes to shard i * num_shards // n (contiguous runs, as
@@ -197,11 +223,11 @@ def write_imagenet(output_dir: str, *, num_train: int = 64,
   maker = _ImageMaker()
   paths = {}
   try:
-    for split, count in (('train', num_train),
-                         ('validation', num_validation)):
-      paths[split] = [os.path.join(output_dir,
-                                   shard_name(split, k, num_shards))
-                      for k in range(num_shards)]
+    for split, count in (('train', num_train), ('validation', num_validation)):
+      paths[split] = [
+        os.path.join(output_dir, shard_name(split, k, num_shards))
+        for k in range(num_shards)
+      ]
       writers = [tf.io.TFRecordWriter(p) for p in paths[split]]
       try:
         for i in range(count):
@@ -212,9 +238,13 @@ def write_imagenet(output_dir: str, *, num_train: int = 64,
           else:
             pixels = maker.random_image(rng, image_size)
           example = imagenet_example(
-              maker.jpeg(pixels), label=label, height=image_size,
-              width=image_size, boxes=_random_boxes(rng, i % 3),
-              filename='%s_%06d.JPEG' % (split, i))
+            maker.jpeg(pixels),
+            label=label,
+            height=image_size,
+            width=image_size,
+            boxes=_random_boxes(rng, i % 3),
+            filename='%s_%06d.JPEG' % (split, i),
+          )
           writers[i * num_shards // count].write(example.SerializeToString())
       finally:
         for writer in writers:
@@ -224,10 +254,16 @@ def write_imagenet(output_dir: str, *, num_train: int = 64,
   return paths
 
 
-def write_cifar10(output_dir: str, *, num_train: int = 500,
-                  num_validation: int = 100, num_classes: int = 10,
-                  separable: bool = False, seed: int = 0,
-                  pickle_protocol: int = CIFAR_PICKLE_PROTOCOL) -> dict:
+def write_cifar10(
+  output_dir: str,
+  *,
+  num_train: int = 500,
+  num_validation: int = 100,
+  num_classes: int = 10,
+  separable: bool = False,
+  seed: int = 0,
+  pickle_protocol: int = CIFAR_PICKLE_PROTOCOL,
+) -> dict:
   """Writes fake CIFAR-10 python batches into output_dir.
 
   The training examples are split over data_batch_1..5 in order (example i
@@ -255,31 +291,44 @@ def write_cifar10(output_dir: str, *, num_train: int = 500,
   for split, count in (('train', num_train), ('validation', num_validation)):
     labels = np.arange(count) % num_classes
     if separable:
-      levels = np.array([grey_level(c, num_classes) for c in labels],
-                        np.uint8).reshape(-1, 1)
+      levels = np.array(
+        [grey_level(c, num_classes) for c in labels], np.uint8
+      ).reshape(-1, 1)
       images = np.repeat(levels, CIFAR_SIZE * CIFAR_SIZE * 3, axis=1)
     else:
-      images = rng.integers(0, 256, (count, CIFAR_SIZE * CIFAR_SIZE * 3),
-                            dtype=np.uint8)
+      images = rng.integers(
+        0, 256, (count, CIFAR_SIZE * CIFAR_SIZE * 3), dtype=np.uint8
+      )
     result['images'][split] = images
     result['labels'][split] = labels
   splits = np.array_split(np.arange(num_train), CIFAR_BATCHES)
   result['train'] = []
   for k, indices in enumerate(splits, start=1):
     path = os.path.join(output_dir, 'data_batch_%d' % k)
-    _write_cifar_batch(path, b'training batch %d of %d' % (k, CIFAR_BATCHES),
-                       result['images']['train'][indices],
-                       result['labels']['train'][indices], indices,
-                       pickle_protocol)
+    _write_cifar_batch(
+      path,
+      b'training batch %d of %d' % (k, CIFAR_BATCHES),
+      result['images']['train'][indices],
+      result['labels']['train'][indices],
+      indices,
+      pickle_protocol,
+    )
     result['train'].append(path)
   path = os.path.join(output_dir, 'test_batch')
-  _write_cifar_batch(path, b'testing batch 1 of 1',
-                     result['images']['validation'],
-                     result['labels']['validation'],
-                     np.arange(num_validation), pickle_protocol)
+  _write_cifar_batch(
+    path,
+    b'testing batch 1 of 1',
+    result['images']['validation'],
+    result['labels']['validation'],
+    np.arange(num_validation),
+    pickle_protocol,
+  )
   result['validation'] = [path]
-  meta = {b'label_names': list(CIFAR_LABEL_NAMES),
-          b'num_cases_per_batch': len(splits[0]), b'num_vis': 3072}
+  meta = {
+    b'label_names': list(CIFAR_LABEL_NAMES),
+    b'num_cases_per_batch': len(splits[0]),
+    b'num_vis': 3072,
+  }
   with open(os.path.join(output_dir, 'batches.meta'), 'wb') as f:
     pickle.dump(meta, f, protocol=pickle_protocol)
   return result
@@ -289,10 +338,10 @@ def _write_cifar_batch(path, batch_label, images, labels, indices, protocol):
   # Bytes keys: what pickle.load(..., encoding='bytes') gives for the
   # original Python 2 files.
   batch = {
-      b'batch_label': batch_label,
-      b'labels': [int(c) for c in labels],
-      b'data': np.ascontiguousarray(images, dtype=np.uint8),
-      b'filenames': [b'fake_%06d.png' % i for i in indices],
+    b'batch_label': batch_label,
+    b'labels': [int(c) for c in labels],
+    b'data': np.ascontiguousarray(images, dtype=np.uint8),
+    b'filenames': [b'fake_%06d.png' % i for i in indices],
   }
   with open(path, 'wb') as f:
     pickle.dump(batch, f, protocol=protocol)
@@ -302,49 +351,75 @@ def _check_counts(num_train, num_validation, num_classes, max_classes):
   if num_train < 0 or num_validation < 0:
     raise ValueError('num_train and num_validation must be >= 0')
   if not 1 <= num_classes <= max_classes:
-    raise ValueError('num_classes=%d: must be in 1..%d'
-                     % (num_classes, max_classes))
+    raise ValueError(
+      'num_classes=%d: must be in 1..%d' % (num_classes, max_classes)
+    )
 
 
 def parse_args(argv):
   """The parsed command line (argparse.Namespace)."""
   parser = argparse.ArgumentParser(
-      description=__doc__.splitlines()[0],
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      epilog='\n'.join(__doc__.splitlines()[1:]))
-  parser.add_argument('--data_name', required=True,
-                      choices=('imagenet', 'cifar10'))
+    description=__doc__.splitlines()[0],
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+    epilog='\n'.join(__doc__.splitlines()[1:]),
+  )
+  parser.add_argument(
+    '--data_name', required=True, choices=('imagenet', 'cifar10')
+  )
   parser.add_argument('--output_dir', required=True)
-  parser.add_argument('--num_train', type=int, default=None,
-                      help='training examples (default 64 imagenet, '
-                      '500 cifar10)')
-  parser.add_argument('--num_validation', type=int, default=None,
-                      help='validation examples (default 32 imagenet, '
-                      '100 cifar10)')
-  parser.add_argument('--num_shards', type=int, default=4,
-                      help='imagenet: files per split')
-  parser.add_argument('--image_size', type=int, default=None,
-                      help='image side (default 256 imagenet; cifar10: 32 '
-                      'only)')
-  parser.add_argument('--num_classes', type=int, default=None,
-                      help='labels used (default 1000 imagenet, 10 cifar10)')
-  parser.add_argument('--separable', action='store_true',
-                      help='solid grey images determined by the label')
+  parser.add_argument(
+    '--num_train',
+    type=int,
+    default=None,
+    help='training examples (default 64 imagenet, 500 cifar10)',
+  )
+  parser.add_argument(
+    '--num_validation',
+    type=int,
+    default=None,
+    help='validation examples (default 32 imagenet, 100 cifar10)',
+  )
+  parser.add_argument(
+    '--num_shards', type=int, default=4, help='imagenet: files per split'
+  )
+  parser.add_argument(
+    '--image_size',
+    type=int,
+    default=None,
+    help='image side (default 256 imagenet; cifar10: 32 only)',
+  )
+  parser.add_argument(
+    '--num_classes',
+    type=int,
+    default=None,
+    help='labels used (default 1000 imagenet, 10 cifar10)',
+  )
+  parser.add_argument(
+    '--separable',
+    action='store_true',
+    help='solid grey images determined by the label',
+  )
   parser.add_argument('--seed', type=int, default=0)
   args = parser.parse_args(argv)
   imagenet = args.data_name == 'imagenet'
   for name, imagenet_default, cifar_default in (
-      ('num_train', 64, 500), ('num_validation', 32, 100),
-      ('image_size', 256, CIFAR_SIZE), ('num_classes', 1000, 10)):
+    ('num_train', 64, 500),
+    ('num_validation', 32, 100),
+    ('image_size', 256, CIFAR_SIZE),
+    ('num_classes', 1000, 10),
+  ):
     if getattr(args, name) is None:
       setattr(args, name, imagenet_default if imagenet else cifar_default)
   if not imagenet and args.image_size != CIFAR_SIZE:
-    parser.error('--image_size=%d: cifar10 images are %d x %d'
-                 % (args.image_size, CIFAR_SIZE, CIFAR_SIZE))
+    parser.error(
+      '--image_size=%d: cifar10 images are %d x %d'
+      % (args.image_size, CIFAR_SIZE, CIFAR_SIZE)
+    )
   max_classes = 1000 if imagenet else 10
   if not 1 <= args.num_classes <= max_classes:
-    parser.error('--num_classes=%d: must be in 1..%d'
-                 % (args.num_classes, max_classes))
+    parser.error(
+      '--num_classes=%d: must be in 1..%d' % (args.num_classes, max_classes)
+    )
   for name in ('num_train', 'num_validation'):
     if getattr(args, name) < 0:
       parser.error('--%s=%d: must be >= 0' % (name, getattr(args, name)))
@@ -358,19 +433,36 @@ def main(argv=None) -> int:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   if args.data_name == 'imagenet':
     paths = write_imagenet(
-        args.output_dir, num_train=args.num_train,
-        num_validation=args.num_validation, num_shards=args.num_shards,
-        image_size=args.image_size, num_classes=args.num_classes,
-        separable=args.separable, seed=args.seed)
+      args.output_dir,
+      num_train=args.num_train,
+      num_validation=args.num_validation,
+      num_shards=args.num_shards,
+      image_size=args.image_size,
+      num_classes=args.num_classes,
+      separable=args.separable,
+      seed=args.seed,
+    )
   else:
     paths = write_cifar10(
-        args.output_dir, num_train=args.num_train,
-        num_validation=args.num_validation, num_classes=args.num_classes,
-        separable=args.separable, seed=args.seed)
-  print('wrote %d train and %d validation examples (%s) in %d + %d files '
-        'under %s' % (args.num_train, args.num_validation, args.data_name,
-                      len(paths['train']), len(paths['validation']),
-                      args.output_dir))
+      args.output_dir,
+      num_train=args.num_train,
+      num_validation=args.num_validation,
+      num_classes=args.num_classes,
+      separable=args.separable,
+      seed=args.seed,
+    )
+  print(
+    'wrote %d train and %d validation examples (%s) in %d + %d files '
+    'under %s'
+    % (
+      args.num_train,
+      args.num_validation,
+      args.data_name,
+      len(paths['train']),
+      len(paths['validation']),
+      args.output_dir,
+    )
+  )
   return 0
 
 

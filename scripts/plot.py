@@ -26,8 +26,13 @@ InputError = rio.InputError
 # Keys that make up the strategy part of a line label.
 STRATEGY_KEYS = ('variable_update', 'all_reduce_spec', 'precision')
 # Short label prefixes for the other keys, when they vary.
-KEY_LABELS = {'model': '', 'data_name': '', 'batch_size_per_device': 'bs',
-              'num_workers': 'workers=', 'num_devices': 'devices='}
+KEY_LABELS = {
+  'model': '',
+  'data_name': '',
+  'batch_size_per_device': 'bs',
+  'num_workers': 'workers=',
+  'num_devices': 'devices=',
+}
 
 
 def _strategy_label(row):
@@ -40,8 +45,9 @@ def _strategy_label(row):
 
 def line_label(row, varying):
   """Label of one plotted line: varying non-strategy keys, then strategy."""
-  prefix = ' '.join('%s%s' % (KEY_LABELS.get(k, k + '='), row[k])
-                    for k in varying)
+  prefix = ' '.join(
+    '%s%s' % (KEY_LABELS.get(k, k + '='), row[k]) for k in varying
+  )
   return ('%s: ' % prefix if prefix else '') + _strategy_label(row)
 
 
@@ -53,25 +59,35 @@ def plot_scaling(summary, keys, out_path, by='devices', title=None):
   InputError if out_path cannot be written.
   """
   import matplotlib
+
   matplotlib.use('Agg')  # files only; never needs a display
   import matplotlib.pyplot as plt
-  from matplotlib.ticker import NullLocator, PercentFormatter
+  from matplotlib.ticker import NullLocator
+  from matplotlib.ticker import PercentFormatter
 
-  varying = [k for k in keys if k not in STRATEGY_KEYS
-             and summary[k].nunique() > 1]
+  varying = [
+    k for k in keys if k not in STRATEGY_KEYS and summary[k].nunique() > 1
+  ]
   counts = sorted(int(c) for c in summary['count'].unique())
   fig, (ax_ips, ax_eff) = plt.subplots(1, 2, figsize=(12, 4.8))
   for _, group in summary.groupby(keys, sort=True):
     group = group.sort_values('count')
     label = line_label(group.iloc[0], varying)
-    line, = ax_ips.plot(group['count'], group['images_per_sec'], marker='o',
-                        label=label)
+    (line,) = ax_ips.plot(
+      group['count'], group['images_per_sec'], marker='o', label=label
+    )
     eff = group.dropna(subset=['efficiency'])
     if len(eff):
-      ax_eff.plot(eff['count'], eff['efficiency'], marker='o',
-                  color=line.get_color(), label=label)
-  ax_eff.axhline(1.0, color='gray', linestyle='--', linewidth=1,
-                 label='linear scaling')
+      ax_eff.plot(
+        eff['count'],
+        eff['efficiency'],
+        marker='o',
+        color=line.get_color(),
+        label=label,
+      )
+  ax_eff.axhline(
+    1.0, color='gray', linestyle='--', linewidth=1, label='linear scaling'
+  )
   xlabel = rio.BY_COLUMNS[by][0]
   for ax, ylabel in ((ax_ips, 'images/sec'), (ax_eff, 'scaling efficiency')):
     ax.set_xscale('log', base=2)
@@ -105,25 +121,35 @@ def _save(fig, out_path):
       os.makedirs(folder, exist_ok=True)
     fig.savefig(out_path, format='png', dpi=100)
   except OSError as e:
-    raise InputError('--out: cannot write %s: %s'
-                     % (out_path, e.strerror or e))
+    raise InputError(
+      '--out: cannot write %s: %s' % (out_path, e.strerror or e)
+    ) from None
 
 
 def parse_args(argv):
   """Command-line flags (see the module docstring)."""
   parser = rio.OneLineParser(
-      prog='plot.py',
-      description='Plot images/sec and scaling efficiency vs device count.')
-  parser.add_argument('files', nargs='+', metavar='FILE',
-                      help='results files (JSON lines)')
-  parser.add_argument('--out', required=True, metavar='OUT.png',
-                      help='PNG file to write')
-  parser.add_argument('--by', choices=sorted(rio.BY_COLUMNS),
-                      default='devices',
-                      help='x axis: num_devices (default) or num_workers')
+    prog='plot.py',
+    description='Plot images/sec and scaling efficiency vs device count.',
+  )
+  parser.add_argument(
+    'files', nargs='+', metavar='FILE', help='results files (JSON lines)'
+  )
+  parser.add_argument(
+    '--out', required=True, metavar='OUT.png', help='PNG file to write'
+  )
+  parser.add_argument(
+    '--by',
+    choices=sorted(rio.BY_COLUMNS),
+    default='devices',
+    help='x axis: num_devices (default) or num_workers',
+  )
   parser.add_argument('--title', help='figure title')
-  parser.add_argument('--skip_bad', action='store_true',
-                      help='warn about malformed lines instead of failing')
+  parser.add_argument(
+    '--skip_bad',
+    action='store_true',
+    help='warn about malformed lines instead of failing',
+  )
   return parser.parse_args(argv)
 
 

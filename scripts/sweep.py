@@ -25,7 +25,8 @@ On failure or timeout a line with "status": "error", "error" (the last
 exception line of the log, e.g. "ValueError: ...", else its last line; or
 "timeout after Ns"), "returncode", "params" (the point's flags) and the same
 tag is appended instead, and the sweep goes on.
-Appends are atomic (one os.write on an O_APPEND descriptor).
+Appends are atomic (tf_cnn_benchmarks/result_lines.py: one os.write on an
+O_APPEND descriptor, under a flock of the file).
 
 Resuming: running the same sweep again skips every point that already has an
 "ok" line in DIR/NAME.jsonl, so a killed sweep loses at most the point that
@@ -84,12 +85,14 @@ import time
 
 import _results_io as rio
 
+# After _results_io, which puts the repository root on sys.path.
+from tf_cnn_benchmarks import result_lines
+
 InputError = rio.InputError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODULE = 'tf_cnn_benchmarks'
-DEFAULT_LAUNCHER = os.path.join(REPO_ROOT, 'scripts',
-                                'launch_local_cluster.py')
+DEFAULT_LAUNCHER = os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
 WORKERS_FLAG = 'num_workers'
 # Flags the sweep sets itself; a grid may not set them.
 RESERVED_FLAGS = ('result_file',)
@@ -103,7 +106,8 @@ GRID_LINE_RE = re.compile(r'^(axis|fixed)\s+([^\s=]+)\s*=\s*(.*)$')
 # Characters kept as they are in log file names; others become '_'.
 # An unindented 'pkg.module.SomeError: message' line of a traceback.
 EXCEPTION_LINE_RE = re.compile(
-    r'^([A-Za-z_]\w*\.)*[A-Za-z_]\w*(Error|Exception|Exit|Interrupt)\b:')
+  r'^([A-Za-z_]\w*\.)*[A-Za-z_]\w*(Error|Exception|Exit|Interrupt)\b:'
+)
 # Error messages in results lines are cut to this length.
 MAX_ERROR_CHARS = 500
 UNSAFE_FILE_CHARS_RE = re.compile(r'[^A-Za-z0-9._,=+-]')
@@ -131,21 +135,27 @@ class Grid(object):
     for part in parts:
       self._check_name(part, where)
     if len(parts) > 1 and WORKERS_FLAG in parts:
-      raise InputError('%s: %s cannot be part of a compound axis'
-                       % (where, WORKERS_FLAG))
+      raise InputError(
+        '%s: %s cannot be part of a compound axis' % (where, WORKERS_FLAG)
+      )
     values = [v.strip() for v in values.split(',')]
     if len(parts) > 1:
       for value in values:
         if len(value.split('+')) != len(parts):
-          raise InputError('%s: axis %s value %r needs %d parts joined by +'
-                           % (where, name, value, len(parts)))
+          raise InputError(
+            '%s: axis %s value %r needs %d parts joined by +'
+            % (where, name, value, len(parts))
+          )
     if any(not v for v in values):
-      raise InputError('%s: axis %s has an empty value (values are '
-                       'comma-separated, e.g. 1,2,4)' % (where, name))
+      raise InputError(
+        '%s: axis %s has an empty value (values are '
+        'comma-separated, e.g. 1,2,4)' % (where, name)
+      )
     duplicates = sorted(set(v for v in values if values.count(v) > 1))
     if duplicates:
-      raise InputError('%s: axis %s repeats value %s'
-                       % (where, name, duplicates[0]))
+      raise InputError(
+        '%s: axis %s repeats value %s' % (where, name, duplicates[0])
+      )
     if name == WORKERS_FLAG:
       for value in values:
         _check_workers(value, where)
@@ -163,21 +173,25 @@ class Grid(object):
 
   def _check_name(self, name, where):
     if not FLAG_NAME_RE.match(name):
-      raise InputError('%s: %r is not a flag name (letters, digits and _, '
-                       'no dashes)' % (where, name))
+      raise InputError(
+        '%s: %r is not a flag name (letters, digits and _, '
+        'no dashes)' % (where, name)
+      )
     if name in RESERVED_FLAGS:
       raise InputError('%s: %s is set by the sweep itself' % (where, name))
     if name in self.where:
-      raise InputError('%s: %s is already defined at %s'
-                       % (where, name, self.where[name]))
+      raise InputError(
+        '%s: %s is already defined at %s' % (where, name, self.where[name])
+      )
     self.where[name] = where
 
 
 def _check_workers(value, where):
   """num_workers values must be positive integers: they size the cluster."""
   if not value.isdigit() or int(value) < 1:
-    raise InputError('%s: num_workers must be a positive integer, got %r'
-                     % (where, value))
+    raise InputError(
+      '%s: num_workers must be a positive integer, got %r' % (where, value)
+    )
 
 
 def parse_grid_text(text, source, grid=None):
@@ -193,8 +207,10 @@ def parse_grid_text(text, source, grid=None):
     where = '%s:%d' % (source, number)
     match = GRID_LINE_RE.match(line)
     if not match:
-      raise InputError("%s: expected 'axis FLAG = V1,V2,...' or "
-                       "'fixed FLAG = VALUE', got %r" % (where, line))
+      raise InputError(
+        "%s: expected 'axis FLAG = V1,V2,...' or "
+        "'fixed FLAG = VALUE', got %r" % (where, line)
+      )
     kind, name, value = match.groups()
     if kind == 'axis':
       grid.add_axis(name, value, where)
@@ -209,7 +225,9 @@ def parse_grid_file(path, grid=None):
     with open(path) as f:
       text = f.read()
   except OSError as e:
-    raise InputError('--grid: cannot read %s: %s' % (path, e.strerror or e))
+    raise InputError(
+      '--grid: cannot read %s: %s' % (path, e.strerror or e)
+    ) from None
   return parse_grid_text(text, path, grid)
 
 
@@ -217,9 +235,10 @@ def _split_assignment(text, flag):
   """Split a '--axis'/'--fixed' argument 'NAME=VALUE' into (NAME, VALUE)."""
   name, sep, value = text.partition('=')
   if not sep:
-    raise InputError('%s %s: expected NAME=%s'
-                     % (flag, text, 'V1,V2,...' if flag == '--axis' else
-                        'VALUE'))
+    raise InputError(
+      '%s %s: expected NAME=%s'
+      % (flag, text, 'V1,V2,...' if flag == '--axis' else 'VALUE')
+    )
   return name.strip(), value
 
 
@@ -235,8 +254,9 @@ def build_grid(args):
     name, value = _split_assignment(text, '--fixed')
     grid.add_fixed(name, value, '--fixed %s' % name)
   if not grid.axes:
-    raise InputError('no axes: give --axis FLAG=V1,V2 or an '
-                     "'axis FLAG = V1,V2' line in --grid")
+    raise InputError(
+      "no axes: give --axis FLAG=V1,V2 or an 'axis FLAG = V1,V2' line in --grid"
+    )
   return grid
 
 
@@ -250,7 +270,7 @@ def log_stem(point_id):
   stem = UNSAFE_FILE_CHARS_RE.sub('_', point_id)
   if len(stem) > MAX_LOG_STEM:
     digest = hashlib.sha1(point_id.encode('utf-8')).hexdigest()[:10]
-    stem = '%s-%s' % (stem[:MAX_LOG_STEM - 11], digest)
+    stem = '%s-%s' % (stem[: MAX_LOG_STEM - 11], digest)
   return stem
 
 
@@ -272,15 +292,18 @@ class Point(object):
 
 def make_points(grid):
   """All points of the grid, first axis varying slowest."""
-  points = [Point(grid, values)
-            for values in itertools.product(*[v for _, v in grid.axes])]
+  points = [
+    Point(grid, values)
+    for values in itertools.product(*[v for _, v in grid.axes])
+  ]
   seen = {}
   for point in points:
     # Distinct ids can only collide here after unsafe characters became '_'.
     if point.stem in seen:
-      raise InputError('points %s and %s would share the log file %s.log; '
-                       'rename a value' % (seen[point.stem], point.point_id,
-                                           point.stem))
+      raise InputError(
+        'points %s and %s would share the log file %s.log; '
+        'rename a value' % (seen[point.stem], point.point_id, point.stem)
+      )
     seen[point.stem] = point.point_id
   return points
 
@@ -309,7 +332,8 @@ def load_previous(results_path):
   if not os.path.exists(results_path):
     return ok, failed
   for _, record in rio.read_jsonl(
-      results_path, hint='fix or delete that line, then resume'):
+    results_path, hint='fix or delete that line, then resume'
+  ):
     tag = record.get('sweep')
     if not isinstance(tag, dict) or 'point_id' not in tag:
       continue
@@ -372,9 +396,14 @@ def run_process(command, log_path, timeout, env):
   with open(log_path, 'w') as log:
     log.write('$ %s\n' % shlex.join(command))
     log.flush()
-    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+      command,
+      stdin=subprocess.DEVNULL,
+      stdout=log,
+      stderr=subprocess.STDOUT,
+      env=env,
+      start_new_session=True,
+    )
     try:
       returncode = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -398,11 +427,13 @@ def log_error_line(log_path):
   """
   try:
     with open(log_path, errors='replace') as f:
-      lines = [l.strip() for l in f.read().splitlines()[1:] if l.strip()]
+      lines = [
+        line.strip() for line in f.read().splitlines()[1:] if line.strip()
+      ]
   except OSError:
     return None
-  exceptions = [l for l in lines if EXCEPTION_LINE_RE.match(l)]
-  specific = [l for l in exceptions if not l.endswith(':')]
+  exceptions = [line for line in lines if EXCEPTION_LINE_RE.match(line)]
+  specific = [line for line in exceptions if not line.endswith(':')]
   for candidates in (specific, exceptions, lines):
     if candidates:
       return _shorten(candidates[-1], MAX_ERROR_CHARS)
@@ -431,8 +462,9 @@ def point_outcome(returncode, timeout, records, problem, log_path):
     return 'exited 0 but wrote no result line'
   for record in records:
     if record.get('status', 'ok') != 'ok':
-      message = str(record.get('error') or 'result status %r'
-                    % record.get('status'))
+      message = str(
+        record.get('error') or 'result status %r' % record.get('status')
+      )
       return (message.strip().splitlines() or [''])[0]
   return None
 
@@ -440,13 +472,13 @@ def point_outcome(returncode, timeout, records, problem, log_path):
 def error_record(point, message, returncode, tag):
   """The line recorded for a point that failed or timed out."""
   return {
-      'schema_version': 1,
-      'status': 'error',
-      'error': message,
-      'utc_time': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
-      'returncode': returncode,
-      'params': dict(point.flags),
-      'sweep': tag,
+    'schema_version': 1,
+    'status': 'error',
+    'error': message,
+    'utc_time': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+    'returncode': returncode,
+    'params': dict(point.flags),
+    'sweep': tag,
   }
 
 
@@ -454,8 +486,9 @@ def child_env():
   """Environment for points: repo root on PYTHONPATH so -m finds the package
   from any working directory (entries already there are kept after it)."""
   env = dict(os.environ)
-  parts = [REPO_ROOT] + [p for p in env.get('PYTHONPATH', '').split(
-      os.pathsep) if p]
+  parts = [REPO_ROOT] + [
+    p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p
+  ]
   env['PYTHONPATH'] = os.pathsep.join(parts)
   return env
 
@@ -468,8 +501,9 @@ class Sweep(object):
     self.points = points
     self.results_dir = os.path.abspath(args.results_dir)
     self.results_path = os.path.join(self.results_dir, args.name + '.jsonl')
-    self.shown_results_path = os.path.join(args.results_dir,
-                                           args.name + '.jsonl')
+    self.shown_results_path = os.path.join(
+      args.results_dir, args.name + '.jsonl'
+    )
     self.sweep_dir = os.path.join(self.results_dir, args.name)
     self.log_dir = os.path.join(self.sweep_dir, 'logs')
     self.tmp_dir = os.path.join(self.sweep_dir, 'tmp')
@@ -490,8 +524,9 @@ class Sweep(object):
 
   def command(self, point):
     """argv that runs a point, writing to its temporary result file."""
-    return build_command(point, self.args.module, self.launcher,
-                         self.result_file(point))
+    return build_command(
+      point, self.args.module, self.launcher, self.result_file(point)
+    )
 
   def dry_run(self):
     """Print every point and what a real run would do with it."""
@@ -512,8 +547,7 @@ class Sweep(object):
     for k, point in enumerate(self.points, start=1):
       action = self.action(point)
       if action != 'run':
-        print('[%d/%d] %s ... %s' % (k, n, point.point_id, action),
-              flush=True)
+        print('[%d/%d] %s ... %s' % (k, n, point.point_id, action), flush=True)
         continue
       message, seconds = self.run_point(point)
       durations.append(seconds)
@@ -524,35 +558,42 @@ class Sweep(object):
       if left:
         eta = sum(durations) / len(durations) * left
         timing += ', %s left' % format_eta(eta)
-      print('[%d/%d] %s ... %s %.1fs (%s)%s'
-            % (k, n, point.point_id, outcome, seconds, timing, detail),
-            flush=True)
+      print(
+        '[%d/%d] %s ... %s %.1fs (%s)%s'
+        % (k, n, point.point_id, outcome, seconds, timing, detail),
+        flush=True,
+      )
     _remove_if_empty(self.tmp_dir)
     return self._summary(len(durations))
 
   def _prepare(self):
     """Create the result folders and take the sweep's lock."""
     if self.launcher_needed() and not os.path.isfile(self.launcher):
-      raise InputError('--launcher: %s does not exist (needed by the '
-                       'num_workers flag)' % self.launcher)
+      raise InputError(
+        '--launcher: %s does not exist (needed by the '
+        'num_workers flag)' % self.launcher
+      )
     for path in (self.log_dir, self.tmp_dir):
       try:
         os.makedirs(path, exist_ok=True)
       except OSError as e:
-        raise InputError('--results_dir: cannot create %s: %s'
-                         % (path, e.strerror or e))
+        raise InputError(
+          '--results_dir: cannot create %s: %s' % (path, e.strerror or e)
+        ) from None
     # Two sweeps of the same name would run the same points twice.
     self._lock = open(os.path.join(self.sweep_dir, '.lock'), 'w')
     try:
       fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-      raise InputError('--name: another sweep named %s is running'
-                       % self.args.name)
+      raise InputError(
+        '--name: another sweep named %s is running' % self.args.name
+      ) from None
 
   def launcher_needed(self):
     """True when some point runs through the local cluster launcher."""
-    return any(name == WORKERS_FLAG
-               for point in self.points for name, _ in point.flags)
+    return any(
+      name == WORKERS_FLAG for point in self.points for name, _ in point.flags
+    )
 
   def run_point(self, point):
     """Run one point and append its line(s); returns (error or None, secs)."""
@@ -561,23 +602,29 @@ class Sweep(object):
     log_path = os.path.join(self.log_dir, point.stem + '.log')
     if os.path.exists(result_file):
       os.remove(result_file)  # left by an earlier killed run of this point
-    returncode, seconds = run_process(command, log_path, self.args.timeout,
-                                      child_env())
+    returncode, seconds = run_process(
+      command, log_path, self.args.timeout, child_env()
+    )
     records, problem = read_point_results(result_file)
-    message = point_outcome(returncode, self.args.timeout, records, problem,
-                            log_path)
-    tag = {'name': self.args.name, 'point': dict(point.point),
-           'point_id': point.point_id,
-           'log': os.path.relpath(log_path, self.results_dir)}
+    message = point_outcome(
+      returncode, self.args.timeout, records, problem, log_path
+    )
+    tag = {
+      'name': self.args.name,
+      'point': dict(point.point),
+      'point_id': point.point_id,
+      'log': os.path.relpath(log_path, self.results_dir),
+    }
     if message is None:
       for record in records:
         record['sweep'] = tag
-      rio.append_jsonl_lines(self.results_path, records)
+      result_lines.append_json_lines(self.results_path, records)
       self.ok.add(point.point_id)
       self.failed.discard(point.point_id)
     else:
-      rio.append_jsonl_line(self.results_path,
-                            error_record(point, message, returncode, tag))
+      result_lines.append_json_line(
+        self.results_path, error_record(point, message, returncode, tag)
+      )
       self.failed.add(point.point_id)
     if os.path.exists(result_file):
       os.remove(result_file)
@@ -587,9 +634,19 @@ class Sweep(object):
     """Print the closing line; exit status 1 if any point lacks an ok line."""
     ok = sum(1 for p in self.points if p.point_id in self.ok)
     failed = len(self.points) - ok
-    print('%s: %d points, %d ok, %d failed (%d run now, %d skipped) -> %s'
-          % (self.args.name, len(self.points), ok, failed, ran,
-             len(self.points) - ran, self.shown_results_path), flush=True)
+    print(
+      '%s: %d points, %d ok, %d failed (%d run now, %d skipped) -> %s'
+      % (
+        self.args.name,
+        len(self.points),
+        ok,
+        failed,
+        ran,
+        len(self.points) - ran,
+        self.shown_results_path,
+      ),
+      flush=True,
+    )
     return 1 if failed else 0
 
 
@@ -603,7 +660,7 @@ def _remove_if_empty(path):
 
 def _shorten(text, limit=120):
   """Cut long error messages for the one-line progress output."""
-  return text if len(text) <= limit else text[:limit - 3] + '...'
+  return text if len(text) <= limit else text[: limit - 3] + '...'
 
 
 def _positive_seconds(text):
@@ -614,7 +671,8 @@ def _positive_seconds(text):
     value = -1
   if not value > 0:
     raise argparse.ArgumentTypeError(
-        'expected a number of seconds > 0, got %r' % text)
+      'expected a number of seconds > 0, got %r' % text
+    )
   return value
 
 
@@ -622,7 +680,8 @@ def _sweep_name(text):
   """argparse type for --name: safe as a file name."""
   if not SWEEP_NAME_RE.match(text):
     raise argparse.ArgumentTypeError(
-        '%r: use letters, digits, ".", "_" and "-" (no "/")' % text)
+      '%r: use letters, digits, ".", "_" and "-" (no "/")' % text
+    )
   return text
 
 
@@ -636,35 +695,66 @@ def _module_name(text):
 def parse_args(argv):
   """Command-line flags of the sweep (see the module docstring)."""
   parser = rio.OneLineParser(
-      prog='sweep.py',
-      description='Run a benchmark over a grid of flag values.',
-      epilog='Grid file format and behaviour: see the docstring of '
-             'scripts/sweep.py.')
-  parser.add_argument('--name', required=True, type=_sweep_name,
-                      help='sweep name: results go to RESULTS_DIR/NAME.jsonl')
+    prog='sweep.py',
+    description='Run a benchmark over a grid of flag values.',
+    epilog='Grid file format and behaviour: see the docstring of '
+    'scripts/sweep.py.',
+  )
+  parser.add_argument(
+    '--name',
+    required=True,
+    type=_sweep_name,
+    help='sweep name: results go to RESULTS_DIR/NAME.jsonl',
+  )
   parser.add_argument('--grid', help='grid file (axis/fixed lines)')
-  parser.add_argument('--axis', action='append', default=[],
-                      metavar='FLAG=V1,V2,...',
-                      help='add an axis (repeatable)')
-  parser.add_argument('--fixed', action='append', default=[],
-                      metavar='FLAG=VALUE',
-                      help='pass a flag to every point (repeatable)')
-  parser.add_argument('--results_dir', default='results',
-                      help='folder for NAME.jsonl and NAME/logs (default: '
-                           'results)')
-  parser.add_argument('--timeout', type=_positive_seconds, default=None,
-                      metavar='SECONDS',
-                      help='kill a point after this long (default: no limit)')
-  parser.add_argument('--dry_run', action='store_true',
-                      help='print the points and their commands, run nothing')
-  parser.add_argument('--retry_failed', action='store_true',
-                      help='re-run points whose earlier run failed')
-  parser.add_argument('--module', default=DEFAULT_MODULE, type=_module_name,
-                      help='benchmark module run with python -m (default: '
-                           '%(default)s)')
-  parser.add_argument('--launcher', default=DEFAULT_LAUNCHER,
-                      help='local cluster launcher used for num_workers '
-                           '(default: scripts/launch_local_cluster.py)')
+  parser.add_argument(
+    '--axis',
+    action='append',
+    default=[],
+    metavar='FLAG=V1,V2,...',
+    help='add an axis (repeatable)',
+  )
+  parser.add_argument(
+    '--fixed',
+    action='append',
+    default=[],
+    metavar='FLAG=VALUE',
+    help='pass a flag to every point (repeatable)',
+  )
+  parser.add_argument(
+    '--results_dir',
+    default='results',
+    help='folder for NAME.jsonl and NAME/logs (default: results)',
+  )
+  parser.add_argument(
+    '--timeout',
+    type=_positive_seconds,
+    default=None,
+    metavar='SECONDS',
+    help='kill a point after this long (default: no limit)',
+  )
+  parser.add_argument(
+    '--dry_run',
+    action='store_true',
+    help='print the points and their commands, run nothing',
+  )
+  parser.add_argument(
+    '--retry_failed',
+    action='store_true',
+    help='re-run points whose earlier run failed',
+  )
+  parser.add_argument(
+    '--module',
+    default=DEFAULT_MODULE,
+    type=_module_name,
+    help='benchmark module run with python -m (default: %(default)s)',
+  )
+  parser.add_argument(
+    '--launcher',
+    default=DEFAULT_LAUNCHER,
+    help='local cluster launcher used for num_workers '
+    '(default: scripts/launch_local_cluster.py)',
+  )
   return parser.parse_args(argv)
 
 
@@ -679,8 +769,9 @@ def main(argv=None):
   try:
     return sweep.run()
   except (KeyboardInterrupt, _Terminated):
-    sys.stderr.write('sweep.py: interrupted; run the same command again to '
-                     'resume\n')
+    sys.stderr.write(
+      'sweep.py: interrupted; run the same command again to resume\n'
+    )
     return 130
 
 

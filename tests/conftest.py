@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top  # noqa: E402
 
 tf.compat.v1.disable_eager_execution()
 tf.get_logger().setLevel('ERROR')

@@ -6,6 +6,7 @@ compared against numpy inside that graph (only the error scalars come back),
 which keeps the large [256, 1024] case cheap to check on every device.
 """
 
+import dataclasses
 import pathlib
 import socket
 import sys
@@ -14,7 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.device_testing import cpu_devices, same_device, session_config
+from tests.device_testing import cpu_devices
+from tests.device_testing import same_device
+from tests.device_testing import session_config
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -31,13 +34,21 @@ DTYPES = (tf.float32, tf.float16, tf.bfloat16, tf.int32)
 # dtype (splitting does not depend on the dtype, and the ring/halving #N
 # variants are the bulk of the graph).
 SPECS = ar.algorithm_names(cpu_only=True) + (
-    'copy:20:pscpu#2:1000:xring#2:1K:rechd',)
-SHARDED_SPECS = ('copy#2', 'pscpu#3', 'psgpu#2', 'shuffle#2', 'shuffle#3',
-                 'xring#2', 'xring#3', 'rechd#2', 'collective#2',
-                 'hierarchical_copy#3')
+  'copy:20:pscpu#2:1000:xring#2:1K:rechd',
+)
+SHARDED_SPECS = (
+  'copy#2',
+  'pscpu#3',
+  'psgpu#2',
+  'shuffle#2',
+  'shuffle#3',
+  'xring#2',
+  'xring#3',
+  'rechd#2',
+  'collective#2',
+  'hierarchical_copy#3',
+)
 SHARDED_DTYPES = (tf.float32, tf.int32)
-
-
 
 
 def sum_tolerance(dtype, n):
@@ -98,19 +109,23 @@ class MatrixGraph:
         self.misplaced.append(f'{tag} dev{i}: got {out.dtype.name}{out.shape}')
     # One error per device, from a single stacked comparison (few ops).
     stacked = tf.cast(tf.stack(outputs), tf.float64)
-    diff = tf.reshape(tf.abs(stacked - self.expected[(shape, dtype)]),
-                      [self.n, -1])
-    self.checks.append((tag, tf.reduce_max(diff, axis=1),
-                        sum_tolerance(dtype, self.n)))
+    diff = tf.reshape(
+      tf.abs(stacked - self.expected[(shape, dtype)]), [self.n, -1]
+    )
+    self.checks.append(
+      (tag, tf.reduce_max(diff, axis=1), sum_tolerance(dtype, self.n))
+    )
 
   def failures(self):
     """Runs every check in one session call; returns failing labels."""
-    with tf1.Session(graph=self.graph,
-                     config=session_config(self.n)) as sess:
+    with tf1.Session(graph=self.graph, config=session_config(self.n)) as sess:
       errors = sess.run([e for _, e, _ in self.checks], self.feeds)
-    failed = [f'{tag} dev{i}: error {err} > {tol}'
-              for (tag, _, tol), per_device in zip(self.checks, errors)
-              for i, err in enumerate(per_device) if err > tol]
+    failed = [
+      f'{tag} dev{i}: error {err} > {tol}'
+      for (tag, _, tol), per_device in zip(self.checks, errors)
+      for i, err in enumerate(per_device)
+      if err > tol
+    ]
     return self.misplaced + failed
 
 
@@ -122,8 +137,9 @@ def test_every_algorithm_sums_on_every_device(n):
   with matrix.graph.as_default():
     for spec, dtype in cases:
       for shape in SHAPES:
-        matrix.add(spec, lambda ts, ds, s=spec: ar.all_reduce(ts, ds, s),
-                   shape, dtype)
+        matrix.add(
+          spec, lambda ts, ds, s=spec: ar.all_reduce(ts, ds, s), shape, dtype
+        )
   assert len(matrix.checks) == len(cases) * len(SHAPES)
   failures = matrix.failures()
   assert not failures, '\n'.join(failures[:40])
@@ -134,18 +150,30 @@ def test_registry_calls_directly():
   matrix = MatrixGraph(3)
   with matrix.graph.as_default():
     for name in ar.algorithm_names(cpu_only=True):
-      matrix.add(name, lambda ts, ds, f=ar.ALGORITHMS[name]: f(ts, ds, 2),
-                 (5, 2), tf.float32)
+      matrix.add(
+        name,
+        lambda ts, ds, f=ar.ALGORITHMS[name]: f(ts, ds, 2),
+        (5, 2),
+        tf.float32,
+      )
   assert not matrix.failures()
 
 
 def test_checker_catches_a_wrong_sum():
   matrix = MatrixGraph(2)
   with matrix.graph.as_default():
-    matrix.add('double', lambda ts, ds: [t * 2 for t in ar.all_reduce(
-        ts, ds, 'copy')], (3,), tf.float32)
-    matrix.add('elsewhere', lambda ts, ds: ar.all_reduce(ts, ds[::-1], 'copy'),
-               (3,), tf.int32)
+    matrix.add(
+      'double',
+      lambda ts, ds: [t * 2 for t in ar.all_reduce(ts, ds, 'copy')],
+      (3,),
+      tf.float32,
+    )
+    matrix.add(
+      'elsewhere',
+      lambda ts, ds: ar.all_reduce(ts, ds[::-1], 'copy'),
+      (3,),
+      tf.int32,
+    )
   failures = matrix.failures()
   assert any(f.startswith('double') for f in failures)
   assert any(f.startswith('elsewhere') and 'on ' in f for f in failures)
@@ -162,8 +190,9 @@ def test_outputs_identical_across_devices():
     for d, v in zip(cpu_devices(n), values):
       with tf.device(d):
         inputs.append(tf.constant(v))
-    outs = {s: ar.all_reduce(inputs, cpu_devices(n), s)
-            for s in SPECS + SHARDED_SPECS}
+    outs = {
+      s: ar.all_reduce(inputs, cpu_devices(n), s) for s in SPECS + SHARDED_SPECS
+    }
   with tf1.Session(graph=g, config=session_config(n)) as sess:
     results = sess.run(outs)
   for spec, per_device in results.items():
@@ -181,12 +210,17 @@ def _algorithm_scopes(outputs):
 
 def test_range_picks_algorithm_by_element_count():
   spec = ar.parse_all_reduce_spec('copy:20:pscpu:1000:xring:1K:rechd')
-  assert [spec.alg_for(k).intra for k in (1, 20, 21, 1000, 1001, 1024, 1025)
-         ] == ['copy', 'copy', 'pscpu', 'pscpu', 'xring', 'xring', 'rechd']
+  assert [
+    spec.alg_for(k).intra for k in (1, 20, 21, 1000, 1001, 1024, 1025)
+  ] == ['copy', 'copy', 'pscpu', 'pscpu', 'xring', 'xring', 'rechd']
   g = tf.Graph()
   with g.as_default():
-    for shape, alg in (((), 'copy'), ((7, 3), 'pscpu'), ((1001,), 'xring'),
-                       ((256, 1024), 'rechd')):
+    for shape, alg in (
+      ((), 'copy'),
+      ((7, 3), 'pscpu'),
+      ((1001,), 'xring'),
+      ((256, 1024), 'rechd'),
+    ):
       ts = [tf.zeros(shape) for _ in range(2)]
       outs = ar.all_reduce(ts, cpu_devices(2), spec)
       assert _algorithm_scopes(outs) == {f'allreduce_{alg}'}, shape
@@ -202,9 +236,14 @@ def test_hybrid_spec_with_one_worker_is_intra_only():
 
 
 def test_group_by_worker():
-  devices = ['/job:worker/task:1/device:GPU:0', '/job:worker/task:0/gpu:0',
-             '/job:worker/replica:0/task:1/device:GPU:1', '/cpu:0', '/gpu:1',
-             '/job:worker/task:0/gpu:1']
+  devices = [
+    '/job:worker/task:1/device:GPU:0',
+    '/job:worker/task:0/gpu:0',
+    '/job:worker/replica:0/task:1/device:GPU:1',
+    '/cpu:0',
+    '/gpu:1',
+    '/job:worker/task:0/gpu:1',
+  ]
   assert ar.group_by_worker(devices) == [[0, 2], [1, 5], [3, 4]]
 
 
@@ -219,27 +258,42 @@ def two_workers():
   """Two in-process gRPC workers with two CPUs each (never stopped: TF
   servers cannot be shut down, they go away with the test process)."""
   cluster = tf.train.ClusterSpec(
-      {'worker': [f'localhost:{_free_port()}' for _ in range(2)]})
+    {'worker': [f'localhost:{_free_port()}' for _ in range(2)]}
+  )
   servers = []
   for task in range(2):
     config = session_config(2)
     config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
-    servers.append(tf.distribute.Server(cluster, job_name='worker',
-                                        task_index=task, config=config,
-                                        start=True))
+    servers.append(
+      tf.distribute.Server(
+        cluster, job_name='worker', task_index=task, config=config, start=True
+      )
+    )
   return servers[0].target
 
 
-@pytest.mark.parametrize('spec', ['pscpu/xring', 'xring#2/pscpu',
-                                  'copy/rechd', 'psgpu/copy#2',
-                                  'hierarchical_copy/shuffle',
-                                  'collective/pscpu', 'xring/collective'])
+@pytest.mark.parametrize(
+  'spec',
+  [
+    'pscpu/xring',
+    'xring#2/pscpu',
+    'copy/rechd',
+    'psgpu/copy#2',
+    'hierarchical_copy/shuffle',
+    'collective/pscpu',
+    'xring/collective',
+  ],
+)
 def test_two_level_reduction_across_workers(two_workers, spec):
-  devices = [f'/job:worker/replica:0/task:{t}/device:CPU:{c}'
-             for t in range(2) for c in range(2)]
+  devices = [
+    f'/job:worker/replica:0/task:{t}/device:CPU:{c}'
+    for t in range(2)
+    for c in range(2)
+  ]
   rng = np.random.default_rng(3)
-  values = [rng.integers(-50, 50, size=(5, 3)).astype(np.int32)
-            for _ in devices]
+  values = [
+    rng.integers(-50, 50, size=(5, 3)).astype(np.int32) for _ in devices
+  ]
   g = tf.Graph()
   with g.as_default():
     inputs = []
@@ -249,12 +303,11 @@ def test_two_level_reduction_across_workers(two_workers, spec):
     outs = ar.all_reduce(inputs, devices, spec)
   intra, inter = spec.split('/')
   scopes = {op.name.split('/')[0] for op in g.get_operations()}
-  assert f"allreduce_{intra.split('#')[0]}" in scopes
-  assert f"allreduce_{inter.split('#')[0]}" in scopes
+  assert f'allreduce_{intra.split("#")[0]}' in scopes
+  assert f'allreduce_{inter.split("#")[0]}' in scopes
   for o, d in zip(outs, devices):
     assert same_device(o.device, d)
-  with tf1.Session(two_workers, graph=g,
-                   config=session_config(2)) as sess:
+  with tf1.Session(two_workers, graph=g, config=session_config(2)) as sess:
     results = sess.run(outs)
   for r in results:
     np.testing.assert_array_equal(r, np.sum(values, 0))
@@ -298,10 +351,12 @@ def test_caller_allocator_is_used():
 def test_group_keys_agree_across_graphs():
   """Same devices, same key in any graph (servers remember group keys)."""
   a, b = ck.CollectiveKeys(), ck.CollectiveKeys()
-  assert a.get_group_key(['/cpu:0', '/cpu:1']) == \
-      b.get_group_key(['/device:CPU:1', '/device:CPU:0'])
+  assert a.get_group_key(['/cpu:0', '/cpu:1']) == b.get_group_key(
+    ['/device:CPU:1', '/device:CPU:0']
+  )
   assert a.get_group_key(['/cpu:0', '/cpu:1']) != a.get_group_key(
-      ['/cpu:0', '/cpu:2'])
+    ['/cpu:0', '/cpu:2']
+  )
   assert 0 < a.get_group_key(['/cpu:0']) < 2**31
 
 
@@ -309,12 +364,15 @@ gpus_visible = bool(tf.config.list_physical_devices('GPU'))
 
 
 @pytest.mark.skipif(gpus_visible, reason='needs a machine without GPUs')
-@pytest.mark.parametrize('devices,spec', [
+@pytest.mark.parametrize(
+  'devices,spec',
+  [
     (['/cpu:0', '/cpu:1'], 'nccl'),
     (['/gpu:0', '/gpu:1'], 'nccl'),
     (['/gpu:0'], 'nccl#2'),
     (['/cpu:0', '/cpu:1'], 'pscpu:16:nccl'),
-])
+  ],
+)
 def test_nccl_unavailable_at_build_time(devices, spec):
   g = tf.Graph()
   with g.as_default():
@@ -336,8 +394,16 @@ def test_registry_refuses_duplicates():
   with pytest.raises(ValueError, match='already registered'):
     ar.register_algorithm('xring')(lambda tensors, devices, num_shards: [])
   assert set(ar.algorithm_names()) == {
-      'copy', 'pscpu', 'psgpu', 'xring', 'rechd', 'shuffle', 'collective',
-      'nccl', 'hierarchical_copy'}
+    'copy',
+    'pscpu',
+    'psgpu',
+    'xring',
+    'rechd',
+    'shuffle',
+    'collective',
+    'nccl',
+    'hierarchical_copy',
+  }
   assert 'nccl' not in ar.algorithm_names(cpu_only=True)
 
 
@@ -358,21 +424,33 @@ A = ar.AlgSpec
 R = ar.SpecRange
 
 VALID_SPECS = [
-    ('xring', (R(None, A('xring')),)),
-    ('pscpu', (R(None, A('pscpu', None, 1)),)),
-    ('pscpu#4', (R(None, A('pscpu', None, 4)),)),
-    ('nccl/xring', (R(None, A('nccl', 'xring')),)),
-    ('nccl/xring#2', (R(None, A('nccl', 'xring', 1, 2)),)),
-    ('psgpu#2/pscpu#3', (R(None, A('psgpu', 'pscpu', 2, 3)),)),
-    ('pscpu:32k:xring#2', (R(32768, A('pscpu')), R(None, A('xring', None, 2)))),
-    ('copy:100:rechd:2M:collective#2',
-     (R(100, A('copy')), R(2 * 1024**2, A('rechd')),
-      R(None, A('collective', None, 2)))),
-    ('shuffle:1g:hierarchical_copy:3T:psgpu',
-     (R(1024**3, A('shuffle')), R(3 * 1024**4, A('hierarchical_copy')),
-      R(None, A('psgpu')))),
-    ('pscpu:1K:nccl/xring#4', (R(1024, A('pscpu')),
-                               R(None, A('nccl', 'xring', 1, 4)))),
+  ('xring', (R(None, A('xring')),)),
+  ('pscpu', (R(None, A('pscpu', None, 1)),)),
+  ('pscpu#4', (R(None, A('pscpu', None, 4)),)),
+  ('nccl/xring', (R(None, A('nccl', 'xring')),)),
+  ('nccl/xring#2', (R(None, A('nccl', 'xring', 1, 2)),)),
+  ('psgpu#2/pscpu#3', (R(None, A('psgpu', 'pscpu', 2, 3)),)),
+  ('pscpu:32k:xring#2', (R(32768, A('pscpu')), R(None, A('xring', None, 2)))),
+  (
+    'copy:100:rechd:2M:collective#2',
+    (
+      R(100, A('copy')),
+      R(2 * 1024**2, A('rechd')),
+      R(None, A('collective', None, 2)),
+    ),
+  ),
+  (
+    'shuffle:1g:hierarchical_copy:3T:psgpu',
+    (
+      R(1024**3, A('shuffle')),
+      R(3 * 1024**4, A('hierarchical_copy')),
+      R(None, A('psgpu')),
+    ),
+  ),
+  (
+    'pscpu:1K:nccl/xring#4',
+    (R(1024, A('pscpu')), R(None, A('nccl', 'xring', 1, 4))),
+  ),
 ]
 
 
@@ -391,31 +469,31 @@ def test_spec_properties():
   assert str(spec) == 'pscpu:32K:nccl/xring#2'
   assert not ar.parse_all_reduce_spec('xring#3').is_hybrid
   assert ar.parse_all_reduce_spec('xring#3').algorithms == {'xring'}
-  with pytest.raises(Exception):  # frozen
+  with pytest.raises(dataclasses.FrozenInstanceError):
     spec.ranges = ()
 
 
 INVALID_SPECS = [
-    ('', 0, 'empty spec'),
-    ('foo', 0, "unknown algorithm 'foo'"),
-    ('XRING', 0, 'unknown algorithm'),
-    ('xring:12q:pscpu', 6, "bad limit '12q'"),
-    ('xring::pscpu', 6, "bad limit ''"),
-    ('xring:1.5k:pscpu', 6, 'bad limit'),
-    ('pscpu:0:xring', 6, 'must be >= 1'),
-    ('xring#', 6, "bad count ''"),
-    ('xring#0', 6, 'must be >= 1'),
-    ('xring#-1', 6, "bad count '-1'"),
-    ('xring#2#3', 6, "bad count '2#3'"),
-    ('pscpu:32k', 9, 'missing algorithm after the last limit'),
-    (':xring', 0, 'missing algorithm'),
-    ('pscpu:32k:', 10, 'missing algorithm'),
-    ('pscpu:64k:xring:32k:copy', 16, 'larger than the previous limit'),
-    ('nccl/xring/pscpu', 10, "more than one '/'"),
-    ('nccl/', 5, 'missing algorithm name'),
-    ('/xring', 0, 'missing algorithm name'),
-    ('pscpu:1k:nccl/ring', 14, "unknown algorithm 'ring'"),
-    ('#2', 0, 'missing algorithm name'),
+  ('', 0, 'empty spec'),
+  ('foo', 0, "unknown algorithm 'foo'"),
+  ('XRING', 0, 'unknown algorithm'),
+  ('xring:12q:pscpu', 6, "bad limit '12q'"),
+  ('xring::pscpu', 6, "bad limit ''"),
+  ('xring:1.5k:pscpu', 6, 'bad limit'),
+  ('pscpu:0:xring', 6, 'must be >= 1'),
+  ('xring#', 6, "bad count ''"),
+  ('xring#0', 6, 'must be >= 1'),
+  ('xring#-1', 6, "bad count '-1'"),
+  ('xring#2#3', 6, "bad count '2#3'"),
+  ('pscpu:32k', 9, 'missing algorithm after the last limit'),
+  (':xring', 0, 'missing algorithm'),
+  ('pscpu:32k:', 10, 'missing algorithm'),
+  ('pscpu:64k:xring:32k:copy', 16, 'larger than the previous limit'),
+  ('nccl/xring/pscpu', 10, "more than one '/'"),
+  ('nccl/', 5, 'missing algorithm name'),
+  ('/xring', 0, 'missing algorithm name'),
+  ('pscpu:1k:nccl/ring', 14, "unknown algorithm 'ring'"),
+  ('#2', 0, 'missing algorithm name'),
 ]
 
 
@@ -425,8 +503,9 @@ def test_parse_invalid_spec(text, position, what):
     ar.parse_all_reduce_spec(text)
   message = str(info.value)
   assert '\n' not in message
-  assert message.startswith(f'--all_reduce_spec={text!r}: '
-                            f'position {position}: ')
+  assert message.startswith(
+    f'--all_reduce_spec={text!r}: position {position}: '
+  )
   assert what in message
   assert 'grammar: ALG[#N][/ALG[#N]] or ALG:LIMIT:ALG' in message
   assert 'algorithms: copy, pscpu' in message
@@ -437,9 +516,10 @@ def test_error_message_example():
   with pytest.raises(ar.AllReduceSpecError) as info:
     ar.parse_all_reduce_spec('xring:12q:pscpu')
   assert str(info.value).startswith(
-      "--all_reduce_spec='xring:12q:pscpu': position 6: bad limit '12q' "
-      '(want digits with optional K/M/G/T); grammar: ALG[#N][/ALG[#N]] or '
-      'ALG:LIMIT:ALG[:LIMIT:ALG...]; algorithms: ')
+    "--all_reduce_spec='xring:12q:pscpu': position 6: bad limit '12q' "
+    '(want digits with optional K/M/G/T); grammar: ALG[#N][/ALG[#N]] or '
+    'ALG:LIMIT:ALG[:LIMIT:ALG...]; algorithms: '
+  )
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""`python -m tf_cnn_benchmarks` as users run it: output, results line, bad flags."""
+"""`python -m tf_cnn_benchmarks` as users run it: output, results, bad flags."""
 
 import json
 import os
@@ -11,23 +11,40 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_cli(*flags, timeout=300):
-  return subprocess.run([sys.executable, '-m', 'tf_cnn_benchmarks', *flags],
-                        cwd=ROOT, capture_output=True, text=True,
-                        timeout=timeout)
+  return subprocess.run(
+    [sys.executable, '-m', 'tf_cnn_benchmarks', *flags],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
 
 
 def test_replicated_run_prints_table_and_appends_a_json_line(tmp_path):
   result_file = tmp_path / 'r.jsonl'
   result_file.write_text('{"earlier": "line"}\n')
-  proc = run_cli('--device=cpu', '--model=trivial', '--data_name=cifar10',
-                 '--num_gpus=2', '--variable_update=replicated',
-                 '--batch_size=8', '--num_batches=4', '--num_warmup_batches=2',
-                 '--display_every=2', '--result_file=%s' % result_file)
+  proc = run_cli(
+    '--device=cpu',
+    '--model=trivial',
+    '--data_name=cifar10',
+    '--num_gpus=2',
+    '--variable_update=replicated',
+    '--batch_size=8',
+    '--num_batches=4',
+    '--num_warmup_batches=2',
+    '--display_every=2',
+    '--result_file=%s' % result_file,
+  )
   assert proc.returncode == 0, proc.stderr
   out = proc.stdout
-  for expected in ('Model:       trivial', 'Batch size:  16 global',
-                   'Running warm up', 'Done warm up', 'Step\tImg/sec\ttotal_loss',
-                   'total images/sec: '):
+  for expected in (
+    'Model:       trivial',
+    'Batch size:  16 global',
+    'Running warm up',
+    'Done warm up',
+    'Step\tImg/sec\ttotal_loss',
+    'total images/sec: ',
+  ):
     assert expected in out
   rows = [line for line in out.splitlines() if '\timages/sec: ' in line]
   assert [row.split('\t')[0] for row in rows] == ['1', '2', '4']
@@ -39,11 +56,12 @@ def test_replicated_run_prints_table_and_appends_a_json_line(tmp_path):
   assert record['batch_size_per_device'] == 8
   assert record['variable_update'] == 'replicated'
   assert record['params']['num_gpus'] == 2
-  assert len(record['losses']) == 6            # warm-up included
+  assert len(record['losses']) == 6  # warm-up included
   assert record['num_steps'] == 4 and record['num_warmup_steps'] == 2
   assert record['images_per_sec'] > 0
   assert record['images_per_sec_per_device'] == pytest.approx(
-      record['images_per_sec'] / 2)
+    record['images_per_sec'] / 2
+  )
   assert record['flops_per_image'] > 0
   total = float(out.split('total images/sec: ')[1].split()[0])
   assert total == pytest.approx(record['images_per_sec'], rel=1e-3)
@@ -52,7 +70,9 @@ def test_replicated_run_prints_table_and_appends_a_json_line(tmp_path):
   assert set(record['step_time_ms']) == {'mean', 'p50', 'p90'}
 
 
-@pytest.mark.parametrize('flags,names', [
+@pytest.mark.parametrize(
+  'flags,names',
+  [
     (['--model=resnet9000'], '--model'),
     (['--variable_update=magic'], '--variable_update'),
     (['--optimizer=lamb'], '--optimizer'),
@@ -64,9 +84,16 @@ def test_replicated_run_prints_table_and_appends_a_json_line(tmp_path):
     (['--no_such_flag=1'], 'no_such_flag'),
     (['--num_batches=10', '--num_epochs=1'], '--num_epochs'),
     (['--use_fp16', '--use_bf16'], '--use_fp16 and --use_bf16'),
-    (['--device=cpu', '--all_reduce_spec=nccl', '--variable_update=replicated'],
-     'nccl'),
-])
+    (
+      [
+        '--device=cpu',
+        '--all_reduce_spec=nccl',
+        '--variable_update=replicated',
+      ],
+      'nccl',
+    ),
+  ],
+)
 def test_bad_flags_exit_2_with_one_line(flags, names, tmp_path):
   result_file = tmp_path / 'r.jsonl'
   proc = run_cli(*flags, '--result_file=%s' % result_file, timeout=120)

@@ -11,9 +11,9 @@ import csv
 import io
 import json
 import math
+from pathlib import Path
 import subprocess
 import sys
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / 'tests' / 'fixtures'
@@ -29,8 +29,13 @@ MALFORMED = str(FIXTURES / 'malformed.jsonl')
 
 def run_script(script, *args):
   """Run scripts/<script> from the repo root; returns the CompletedProcess."""
-  return subprocess.run([sys.executable, 'scripts/' + script] + list(args),
-                        cwd=REPO, capture_output=True, text=True, timeout=120)
+  return subprocess.run(
+    [sys.executable, 'scripts/' + script] + list(args),
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
 
 
 def compare_cli(capsys, *args):
@@ -51,35 +56,59 @@ def cells(summary, variable_update, column):
 
 def test_speedup_and_efficiency_exact():
   summary, keys = compare.summarize_files([SCALING])
-  assert keys == ['model', 'variable_update', 'all_reduce_spec', 'precision',
-                  'batch_size_per_device']
+  assert keys == [
+    'model',
+    'variable_update',
+    'all_reduce_spec',
+    'precision',
+    'batch_size_per_device',
+  ]
   assert cells(summary, 'replicated', 'images_per_sec') == {
-      1: 100.0, 2: 180.0, 4: 320.0}
+    1: 100.0,
+    2: 180.0,
+    4: 320.0,
+  }
   assert cells(summary, 'replicated', 'runs') == {1: 1, 2: 3, 4: 1}
   assert cells(summary, 'replicated', 'speedup') == {1: 1.0, 2: 1.8, 4: 3.2}
-  assert cells(summary, 'replicated', 'efficiency') == {
-      1: 1.0, 2: 0.9, 4: 0.8}
+  assert cells(summary, 'replicated', 'efficiency') == {1: 1.0, 2: 0.9, 4: 0.8}
   assert cells(summary, 'replicated', 'images_per_sec_per_device') == {
-      1: 100.0, 2: 90.0, 4: 80.0}
+    1: 100.0,
+    2: 90.0,
+    4: 80.0,
+  }
   assert cells(summary, 'replicated', 'mfu') == {1: 0.1, 2: 0.09, 4: 0.08}
   assert cells(summary, 'parameter_server', 'speedup') == {
-      1: 1.0, 2: 1.5, 4: 2.0}
+    1: 1.0,
+    2: 1.5,
+    4: 2.0,
+  }
   assert cells(summary, 'parameter_server', 'efficiency') == {
-      1: 1.0, 2: 0.75, 4: 0.5}
+    1: 1.0,
+    2: 0.75,
+    4: 0.5,
+  }
 
 
 def test_csv_output_and_error_lines_noted(capsys):
   status, out, err = compare_cli(capsys, SCALING, '--csv')
   assert status == 0, err
-  rows = {(r['variable_update'], r['metric']): r
-          for r in csv.DictReader(io.StringIO(out))}
+  rows = {
+    (r['variable_update'], r['metric']): r
+    for r in csv.DictReader(io.StringIO(out))
+  }
   assert [rows[('replicated', 'efficiency')][c] for c in '124'] == [
-      '1.0', '0.9', '0.8']
+    '1.0',
+    '0.9',
+    '0.8',
+  ]
   assert [rows[('parameter_server', 'speedup')][c] for c in '124'] == [
-      '1.0', '1.5', '2.0']
+    '1.0',
+    '1.5',
+    '2.0',
+  ]
   assert rows[('parameter_server', 'images_per_sec')]['all_reduce_spec'] == '-'
   assert ('parameter_server', 'mfu') not in rows  # no MFU recorded there
-  assert 'scaling.jsonl:9: status \'error\' ignored' in err
+  assert "scaling.jsonl:9: status 'error' ignored" in err
   assert 'RuntimeError: injected failure' in err
 
 
@@ -87,32 +116,42 @@ def test_terminal_and_markdown_tables(capsys):
   lines = compare_cli(capsys, SCALING)[1].splitlines()
   assert lines[0].startswith('Columns: num_devices.')
   assert lines[1].split()[-4:] == ['metric', '1', '2', '4']
-  efficiency = [l for l in lines if 'efficiency' in l.split()[:1]]
+  efficiency = [line for line in lines if 'efficiency' in line.split()[:1]]
   assert efficiency[1].split() == ['efficiency', '100.0%', '90.0%', '80.0%']
   markdown = compare_cli(capsys, SCALING, '--markdown')[1]
-  assert '| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: |' in \
-      markdown
+  assert (
+    '| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: |' in markdown
+  )
   assert '|  |  |  |  |  | speedup | 1.00x | 1.80x | 3.20x |' in markdown
 
 
 def test_baseline_ratio_and_fail_below(capsys):
   summary, _ = compare.summarize_files([SCALING], baseline_paths=[BASELINE])
   assert cells(summary, 'replicated', 'baseline_ratio') == {
-      1: 1.0, 2: 0.9, 4: 1.0}
-  assert all(math.isnan(v) for v in
-             cells(summary, 'parameter_server', 'baseline_ratio').values())
+    1: 1.0,
+    2: 0.9,
+    4: 1.0,
+  }
+  assert all(
+    math.isnan(v)
+    for v in cells(summary, 'parameter_server', 'baseline_ratio').values()
+  )
 
-  failing = run_script('compare.py', SCALING, '--baseline', BASELINE,
-                       '--fail_below', '0.95')
+  failing = run_script(
+    'compare.py', SCALING, '--baseline', BASELINE, '--fail_below', '0.95'
+  )
   assert failing.returncode == 1
-  fails = [l for l in failing.stderr.splitlines() if 'FAIL' in l]
-  assert fails == ['compare.py: FAIL: trivial/replicated/-/float32/32 at 2 '
-                   'device(s): ratio 0.900 < 0.95 (180.0 vs baseline 200.0 '
-                   'images/sec)']
+  fails = [line for line in failing.stderr.splitlines() if 'FAIL' in line]
+  assert fails == [
+    'compare.py: FAIL: trivial/replicated/-/float32/32 at 2 '
+    'device(s): ratio 0.900 < 0.95 (180.0 vs baseline 200.0 '
+    'images/sec)'
+  ]
   assert 'baseline_ratio' in failing.stdout
 
-  status, _, err = compare_cli(capsys, SCALING, '--baseline', BASELINE,
-                               '--fail_below', '0.85')
+  status, _, err = compare_cli(
+    capsys, SCALING, '--baseline', BASELINE, '--fail_below', '0.85'
+  )
   assert status == 0, err
 
 
@@ -121,8 +160,9 @@ def test_fail_below_with_nothing_matching_fails(tmp_path, capsys):
   record = json.loads(Path(BASELINE).read_text().splitlines()[0])
   record['model'] = 'resnet20'
   other.write_text(json.dumps(record) + '\n')
-  status, _, err = compare_cli(capsys, SCALING, '--baseline', str(other),
-                               '--fail_below', '0.9')
+  status, _, err = compare_cli(
+    capsys, SCALING, '--baseline', str(other), '--fail_below', '0.9'
+  )
   assert status == 1
   assert 'no configuration matches the baseline' in err
 
@@ -131,14 +171,16 @@ def test_missing_file_is_exit_2():
   result = run_script('compare.py', SCALING, 'nope/missing.jsonl')
   assert result.returncode == 2
   assert result.stderr.splitlines() == [
-      'compare.py: error: nope/missing.jsonl: no such results file']
+    'compare.py: error: nope/missing.jsonl: no such results file'
+  ]
 
 
 def test_missing_baseline_is_exit_2(capsys):
   status, _, err = compare_cli(capsys, SCALING, '--baseline', 'nope.jsonl')
   assert status == 2
-  assert err == ('compare.py: error: --baseline nope.jsonl: no such results '
-                 'file\n')
+  assert err == (
+    'compare.py: error: --baseline nope.jsonl: no such results file\n'
+  )
 
 
 def test_malformed_line_reported_by_file_and_line(capsys):
@@ -168,9 +210,12 @@ def test_record_missing_a_key_is_malformed(tmp_path):
 
 
 def test_bad_option_values_are_exit_2(capsys):
-  for args in (['--by', 'gpus'], ['--fail_below', '0.9'],
-               ['--baseline', BASELINE, '--fail_below', 'x'],
-               ['--csv', '--markdown']):
+  for args in (
+    ['--by', 'gpus'],
+    ['--fail_below', '0.9'],
+    ['--baseline', BASELINE, '--fail_below', 'x'],
+    ['--csv', '--markdown'],
+  ):
     status, _, err = compare_cli(capsys, SCALING, *args)
     assert status == 2
     assert len(err.splitlines()) == 1, err
@@ -183,9 +228,18 @@ def test_by_workers(tmp_path):
   path = tmp_path / 'workers.jsonl'
   with open(path, 'w') as f:
     for workers, ips in ((1, 200.0), (2, 300.0), (4, 400.0)):
-      f.write(json.dumps(dict(template, num_devices=2, num_workers=workers,
-                              images_per_sec=ips,
-                              images_per_sec_per_device=None)) + '\n')
+      f.write(
+        json.dumps(
+          dict(
+            template,
+            num_devices=2,
+            num_workers=workers,
+            images_per_sec=ips,
+            images_per_sec_per_device=None,
+          )
+        )
+        + '\n'
+      )
   frame = _results_io.load_frame([str(path)])
   summary = _results_io.summarize(frame, by='workers')
   assert list(summary['num_devices']) == [2, 2, 2]
@@ -200,8 +254,9 @@ def test_plot_files_are_written(tmp_path, capsys):
   status, _, err = compare_cli(capsys, SCALING, '--plot', str(via_compare))
   assert status == 0, err
   via_plot = tmp_path / 'sub' / 'plot.png'
-  result = run_script('plot.py', SCALING, BASELINE, '--out', str(via_plot),
-                      '--title', 'fixture')
+  result = run_script(
+    'plot.py', SCALING, BASELINE, '--out', str(via_plot), '--title', 'fixture'
+  )
   assert result.returncode == 0, result.stderr
   for path in (via_compare, via_plot):
     data = path.read_bytes()

@@ -6,12 +6,12 @@ images come through unchanged, so their pixels say which example they are.
 """
 
 import os
+from pathlib import Path
 import pickle
 import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,8 +32,8 @@ tf1 = tf.compat.v1
 IMAGENET_TRAIN = 48
 IMAGENET_VALIDATION = 20
 IMAGENET_SHARDS = 4
-STORED_SIZE = 48     # fake JPEGs are this big ...
-MODEL_SIZE = 40      # ... and the streams resize them to this.
+STORED_SIZE = 48  # fake JPEGs are this big ...
+MODEL_SIZE = 40  # ... and the streams resize them to this.
 CIFAR_TRAIN = 100
 CIFAR_VALIDATION = 30
 
@@ -42,9 +42,14 @@ CIFAR_VALIDATION = 30
 def imagenet_dir(tmp_path_factory):
   path = tmp_path_factory.mktemp('imagenet')
   make_fake_data.write_imagenet(
-      str(path), num_train=IMAGENET_TRAIN, num_validation=IMAGENET_VALIDATION,
-      num_shards=IMAGENET_SHARDS, image_size=STORED_SIZE, num_classes=1000,
-      seed=1)
+    str(path),
+    num_train=IMAGENET_TRAIN,
+    num_validation=IMAGENET_VALIDATION,
+    num_shards=IMAGENET_SHARDS,
+    image_size=STORED_SIZE,
+    num_classes=1000,
+    seed=1,
+  )
   return str(path)
 
 
@@ -52,30 +57,42 @@ def imagenet_dir(tmp_path_factory):
 def cifar(tmp_path_factory):
   path = tmp_path_factory.mktemp('cifar')
   written = make_fake_data.write_cifar10(
-      str(path), num_train=CIFAR_TRAIN, num_validation=CIFAR_VALIDATION,
-      seed=2)
+    str(path), num_train=CIFAR_TRAIN, num_validation=CIFAR_VALIDATION, seed=2
+  )
   return str(path), written
 
 
 def options(data_dir, data_name='imagenet', **kw):
-  return data_sources.InputOptions(data_dir=data_dir, data_name=data_name,
-                                   **kw)
+  return data_sources.InputOptions(data_dir=data_dir, data_name=data_name, **kw)
 
 
-def build(opts, *, subset='train', train=True, batch_size=4,
-          image_size=None, first_stream=0, num_streams=1,
-          num_local_towers=None):
+def build(
+  opts,
+  *,
+  subset='train',
+  train=True,
+  batch_size=4,
+  image_size=None,
+  first_stream=0,
+  num_streams=1,
+  num_local_towers=None,
+):
   """(graph, TowerInputs) of a fresh graph."""
   if image_size is None:
     image_size = 32 if opts.data_name == 'cifar10' else MODEL_SIZE
   graph = tf.Graph()
   with graph.as_default():
     inputs = data_sources.tower_batches(
-        opts, subset=subset, train=train, batch_size=batch_size,
-        image_size=image_size, first_stream=first_stream,
-        num_streams=num_streams,
-        num_local_towers=num_local_towers or num_streams - first_stream,
-        host_device='/device:CPU:0')
+      opts,
+      subset=subset,
+      train=train,
+      batch_size=batch_size,
+      image_size=image_size,
+      first_stream=first_stream,
+      num_streams=num_streams,
+      num_local_towers=num_local_towers or num_streams - first_stream,
+      host_device='/device:CPU:0',
+    )
   return graph, inputs
 
 
@@ -103,20 +120,24 @@ def labels_per_tower(steps, tower):
 @pytest.mark.parametrize('data_name', ['imagenet', 'cifar10'])
 @pytest.mark.parametrize('data_format', ['NHWC', 'NCHW'])
 @pytest.mark.parametrize('train', [True, False])
-def test_batches_have_the_model_shape_and_range(imagenet_dir, cifar,
-                                                data_name, data_format,
-                                                train):
+def test_batches_have_the_model_shape_and_range(
+  imagenet_dir, cifar, data_name, data_format, train
+):
   data_dir = imagenet_dir if data_name == 'imagenet' else cifar[0]
   opts = options(data_dir, data_name, data_format=data_format)
   size = 32 if data_name == 'cifar10' else MODEL_SIZE
-  graph, inputs = build(opts, subset='train' if train else 'validation',
-                        train=train, batch_size=3, num_streams=2)
-  expected = [3, size, size, 3] if data_format == 'NHWC' else [3, 3, size,
-                                                                size]
+  graph, inputs = build(
+    opts,
+    subset='train' if train else 'validation',
+    train=train,
+    batch_size=3,
+    num_streams=2,
+  )
+  expected = [3, size, size, 3] if data_format == 'NHWC' else [3, 3, size, size]
   num_classes = 1001 if data_name == 'imagenet' else 10
   assert len(inputs.batches) == 2
   for images, labels in inputs.batches:
-    assert images.shape.as_list() == expected   # static
+    assert images.shape.as_list() == expected  # static
     assert images.dtype == tf.float32 and labels.dtype == tf.int32
     assert labels.shape.as_list() == [3]
   steps = run_batches(graph, inputs, 2)
@@ -125,7 +146,7 @@ def test_batches_have_the_model_shape_and_range(imagenet_dir, cifar,
     for images, labels in step:
       assert list(images.shape) == expected
       assert images.min() >= -1.0 and images.max() <= 1.0
-      assert images.max() - images.min() > 0.1   # not a constant
+      assert images.max() - images.min() > 0.1  # not a constant
       assert ((0 <= labels) & (labels < num_classes)).all()
 
 
@@ -133,12 +154,20 @@ def test_batches_have_the_model_shape_and_range(imagenet_dir, cifar,
 def test_every_resize_method(imagenet_dir, train):
   graph = tf.Graph()
   with graph.as_default():
-    batches = [data_sources.tower_batches(
+    batches = [
+      data_sources.tower_batches(
         options(imagenet_dir, resize_method=method),
-        subset='train' if train else 'validation', train=train, batch_size=4,
-        image_size=MODEL_SIZE, first_stream=0, num_streams=1,
-        num_local_towers=1, host_device='/device:CPU:0')
-               for method in preprocessing.RESIZE_METHODS]
+        subset='train' if train else 'validation',
+        train=train,
+        batch_size=4,
+        image_size=MODEL_SIZE,
+        first_stream=0,
+        num_streams=1,
+        num_local_towers=1,
+        host_device='/device:CPU:0',
+      )
+      for method in preprocessing.RESIZE_METHODS
+    ]
     with tf1.Session() as sess:
       sess.run([b.initializer for b in batches])
       results = sess.run([b.batches[0][0] for b in batches])
@@ -146,7 +175,7 @@ def test_every_resize_method(imagenet_dir, train):
     assert images.shape == (4, MODEL_SIZE, MODEL_SIZE, 3)
     assert -1.0 <= images.min() and images.max() <= 1.0
   # Same examples and seeds: the methods differ only in how they resize.
-  assert not np.array_equal(results[1], results[3])   # nearest vs bicubic
+  assert not np.array_equal(results[1], results[3])  # nearest vs bicubic
 
 
 def test_eval_image_is_the_central_crop():
@@ -158,21 +187,29 @@ def test_eval_image_is_the_central_crop():
   with graph.as_default():
     encoded = tf.io.encode_jpeg(tf.constant(pixels), quality=100)
     image = preprocessing.imagenet_eval_image(
-        encoded, image_size=28, resize_method='bilinear',
-        index=tf.constant(0, tf.int64))
+      encoded,
+      image_size=28,
+      resize_method='bilinear',
+      index=tf.constant(0, tf.int64),
+    )
     with tf1.Session() as sess:
       result = sess.run(image)
   assert result.shape == (28, 28, 3)
-  assert result.max() < -0.9   # black, scaled to -1
+  assert result.max() < -0.9  # black, scaled to -1
 
 
 def test_cifar_eval_images_are_the_stored_pixels(cifar):
   data_dir, written = cifar
-  graph, inputs = build(options(data_dir, 'cifar10'), subset='validation',
-                        train=False, batch_size=CIFAR_VALIDATION)
-  (images, labels), = run_batches(graph, inputs, 1)[0]
-  stored = written['images']['validation'].reshape(-1, 3, 32, 32).transpose(
-      0, 2, 3, 1)
+  graph, inputs = build(
+    options(data_dir, 'cifar10'),
+    subset='validation',
+    train=False,
+    batch_size=CIFAR_VALIDATION,
+  )
+  ((images, labels),) = run_batches(graph, inputs, 1)[0]
+  stored = (
+    written['images']['validation'].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+  )
   np.testing.assert_allclose((images + 1) / 2 * 255, stored, atol=1e-3)
   np.testing.assert_array_equal(labels, written['labels']['validation'])
 
@@ -181,6 +218,7 @@ def test_training_is_reproducible_and_seeded(imagenet_dir):
   def first_batch(seed):
     graph, inputs = build(options(imagenet_dir, seed=seed), batch_size=4)
     return run_batches(graph, inputs, 1)[0][0]
+
   a, b, c = first_batch(5), first_batch(5), first_batch(6)
   np.testing.assert_array_equal(a[0], b[0])
   np.testing.assert_array_equal(a[1], b[1])
@@ -192,8 +230,9 @@ def test_training_is_reproducible_and_seeded(imagenet_dir):
 
 @pytest.mark.parametrize('num_streams', [2, 3, 6])  # 6 > 4 files: records
 def test_imagenet_training_streams_are_disjoint(imagenet_dir, num_streams):
-  graph, inputs = build(options(imagenet_dir), batch_size=4,
-                        num_streams=num_streams)
+  graph, inputs = build(
+    options(imagenet_dir), batch_size=4, num_streams=num_streams
+  )
   # 4 files of 12: streams of 24 | 24, 12, 12 | 8 examples; stay within the
   # first epoch of the smallest.
   steps = run_batches(graph, inputs, {2: 6, 3: 3, 6: 2}[num_streams])
@@ -208,9 +247,13 @@ def test_imagenet_worker_streams_are_disjoint(imagenet_dir):
   # Two workers of 2 towers each: streams 0, 1 and 2, 3 of 4.
   seen = []
   for first in (0, 2):
-    graph, inputs = build(options(imagenet_dir), batch_size=4,
-                          first_stream=first, num_streams=4,
-                          num_local_towers=2)
+    graph, inputs = build(
+      options(imagenet_dir),
+      batch_size=4,
+      first_stream=first,
+      num_streams=4,
+      num_local_towers=2,
+    )
     steps = run_batches(graph, inputs, 3)
     seen += [set(labels_per_tower(steps, t)) for t in range(2)]
   for t in range(4):
@@ -220,10 +263,16 @@ def test_imagenet_worker_streams_are_disjoint(imagenet_dir):
 
 
 @pytest.mark.parametrize('num_streams', [1, 2, 3, 5])  # 5 > 4 files: records
-def test_imagenet_eval_is_one_pass_covering_each_stream_part(imagenet_dir,
-                                                            num_streams):
-  graph, inputs = build(options(imagenet_dir), subset='validation',
-                        train=False, batch_size=2, num_streams=num_streams)
+def test_imagenet_eval_is_one_pass_covering_each_stream_part(
+  imagenet_dir, num_streams
+):
+  graph, inputs = build(
+    options(imagenet_dir),
+    subset='validation',
+    train=False,
+    batch_size=2,
+    num_streams=num_streams,
+  )
   steps = run_batches(graph, inputs, 100)
   # 20 examples in 4 files of 5: streams get files {0,2},{1,3} (10 each,
   # 5 batches) with 2 streams; 2,1,1 files with 3 streams (the pass ends
@@ -240,8 +289,9 @@ def test_imagenet_eval_is_one_pass_covering_each_stream_part(imagenet_dir,
 def test_eval_pass_ends_and_restarts(imagenet_dir):
   # 20 examples, batch 3: 6 batches (2 examples dropped), then OutOfRange;
   # the initializer starts the pass again.
-  graph, inputs = build(options(imagenet_dir), subset='validation',
-                        train=False, batch_size=3)
+  graph, inputs = build(
+    options(imagenet_dir), subset='validation', train=False, batch_size=3
+  )
   with tf1.Session(graph=graph) as sess:
     for _ in range(2):
       sess.run(inputs.initializer)
@@ -259,14 +309,20 @@ def _example_index(written, split):
   def index_of(image):
     pixels = np.round((image + 1) / 2 * 255).astype(np.uint8)
     return table[pixels.transpose(2, 0, 1).reshape(-1).tobytes()]
+
   return index_of
 
 
 @pytest.mark.parametrize('num_streams', [2, 7])  # 7 > 5 files: records
 def test_cifar_streams_are_disjoint_and_cover_the_split(cifar, num_streams):
   data_dir, written = cifar
-  graph, inputs = build(options(data_dir, 'cifar10'), subset='train',
-                        train=False, batch_size=1, num_streams=num_streams)
+  graph, inputs = build(
+    options(data_dir, 'cifar10'),
+    subset='train',
+    train=False,
+    batch_size=1,
+    num_streams=num_streams,
+  )
   index_of = _example_index(written, 'train')
   seen = [[] for _ in range(num_streams)]
   with tf1.Session(graph=graph) as sess:
@@ -278,7 +334,7 @@ def test_cifar_streams_are_disjoint_and_cover_the_split(cifar, num_streams):
       except tf.errors.OutOfRangeError:
         pass
   flat = [i for s in seen for i in s]
-  assert sorted(flat) == list(range(CIFAR_TRAIN))   # disjoint and complete
+  assert sorted(flat) == list(range(CIFAR_TRAIN))  # disjoint and complete
   assert all(seen)
 
 
@@ -288,11 +344,13 @@ def test_cifar_training_streams_are_disjoint(cifar):
   # each batch file of 20 holds 2 of every label, so compare counts instead:
   # both streams see one epoch of their own files' examples.
   data_dir, written = cifar
-  graph, inputs = build(options(data_dir, 'cifar10'), batch_size=20,
-                        num_streams=2)
+  graph, inputs = build(
+    options(data_dir, 'cifar10'), batch_size=20, num_streams=2
+  )
   steps = run_batches(graph, inputs, 2)
-  counts = [np.bincount(labels_per_tower(steps, t), minlength=10)
-            for t in range(2)]
+  counts = [
+    np.bincount(labels_per_tower(steps, t), minlength=10) for t in range(2)
+  ]
   # One epoch of stream 0 is 60 examples (3 files), so the first 40 have no
   # label more than 6 times; stream 1's 40 are exactly its 2 files: 4 each.
   assert counts[0].max() <= 6
@@ -343,8 +401,10 @@ def test_imagenet_dir_without_validation(imagenet_dir, tmp_path):
   for name in os.listdir(imagenet_dir):
     if name.startswith('train-'):
       os.symlink(os.path.join(imagenet_dir, name), tmp_path / name)
-  assert len(data_sources.check_data_dir(options(str(tmp_path)),
-                                         'train')) == IMAGENET_SHARDS
+  assert (
+    len(data_sources.check_data_dir(options(str(tmp_path)), 'train'))
+    == IMAGENET_SHARDS
+  )
   with pytest.raises(data_sources.DataError) as e:
     data_sources.check_data_dir(options(str(tmp_path)), 'validation')
   _assert_one_line_naming(e, tmp_path, 'validation-*-of-*')
@@ -354,8 +414,9 @@ def test_cifar_dir_missing_a_batch(cifar, tmp_path):
   for name in os.listdir(cifar[0]):
     if name != 'data_batch_3':
       os.symlink(os.path.join(cifar[0], name), tmp_path / name)
-  assert data_sources.check_data_dir(options(str(tmp_path), 'cifar10'),
-                                     'validation')
+  assert data_sources.check_data_dir(
+    options(str(tmp_path), 'cifar10'), 'validation'
+  )
   with pytest.raises(data_sources.DataError) as e:
     data_sources.check_data_dir(options(str(tmp_path), 'cifar10'), 'train')
   _assert_one_line_naming(e, tmp_path, 'missing data_batch_3')
@@ -394,8 +455,12 @@ def test_cifar_pickle_naming_other_code_is_refused(tmp_path):
 @pytest.mark.parametrize('protocol', [2, 3, 4, 5])
 def test_cifar_pickle_protocols(tmp_path, protocol):
   written = make_fake_data.write_cifar10(
-      str(tmp_path), num_train=5, num_validation=8, seed=3,
-      pickle_protocol=protocol)
+    str(tmp_path),
+    num_train=5,
+    num_validation=8,
+    seed=3,
+    pickle_protocol=protocol,
+  )
   opts = options(str(tmp_path), 'cifar10')
   if protocol == 2:
     # Python 3 writes bytes under protocol 2 as latin-1 text: no raw block.
@@ -404,7 +469,7 @@ def test_cifar_pickle_protocols(tmp_path, protocol):
     _assert_one_line_naming(e, 'test_batch', 'protocol 4')
     return
   graph, inputs = build(opts, subset='validation', train=False, batch_size=8)
-  (images, labels), = run_batches(graph, inputs, 1)[0]
+  ((images, labels),) = run_batches(graph, inputs, 1)[0]
   index_of = _example_index(written, 'validation')
   assert [index_of(image) for image in images] == list(range(8))
   np.testing.assert_array_equal(labels, np.arange(8) % 10)
@@ -412,14 +477,24 @@ def test_cifar_pickle_protocols(tmp_path, protocol):
 
 def test_cifar_stream_smaller_than_a_batch(cifar):
   with pytest.raises(data_sources.DataError) as e:
-    build(options(cifar[0], 'cifar10'), subset='validation', train=False,
-          batch_size=CIFAR_VALIDATION + 1)
+    build(
+      options(cifar[0], 'cifar10'),
+      subset='validation',
+      train=False,
+      batch_size=CIFAR_VALIDATION + 1,
+    )
   _assert_one_line_naming(e, cifar[0], 'fewer than one batch')
 
 
-@pytest.mark.parametrize('flag,value', [
-    ('prefetch_buffer_size', -1), ('interleave_cycle_length', 0),
-    ('num_private_threads', 0), ('resize_method', 'lanczos')])
+@pytest.mark.parametrize(
+  'flag,value',
+  [
+    ('prefetch_buffer_size', -1),
+    ('interleave_cycle_length', 0),
+    ('num_private_threads', 0),
+    ('resize_method', 'lanczos'),
+  ],
+)
 def test_bad_input_options(flag, value):
   with pytest.raises(data_sources.DataError) as e:
     options('/x', **{flag: value})
@@ -428,23 +503,44 @@ def test_bad_input_options(flag, value):
 
 def test_options_from_params():
   p = params_lib.make_params(
-      device='cpu', data_dir='/data', data_name='cifar10', model='trivial',
-      distortions=False, resize_method='area', datasets_num_private_threads=3,
-      datasets_prefetch_buffer_size=4, datasets_use_caching=True,
-      datasets_parallel_interleave_cycle_length=5,
-      datasets_repeat_cached_sample=True, tf_random_seed=9)
+    device='cpu',
+    data_dir='/data',
+    data_name='cifar10',
+    model='trivial',
+    distortions=False,
+    resize_method='area',
+    datasets_num_private_threads=3,
+    datasets_prefetch_buffer_size=4,
+    datasets_use_caching=True,
+    datasets_parallel_interleave_cycle_length=5,
+    datasets_repeat_cached_sample=True,
+    tf_random_seed=9,
+  )
   assert data_sources.InputOptions.from_params(p) == options(
-      '/data', 'cifar10', distortions=False, resize_method='area',
-      num_private_threads=3, prefetch_buffer_size=4, use_caching=True,
-      interleave_cycle_length=5, repeat_cached_sample=True, seed=9,
-      data_format='NHWC')
+    '/data',
+    'cifar10',
+    distortions=False,
+    resize_method='area',
+    num_private_threads=3,
+    prefetch_buffer_size=4,
+    use_caching=True,
+    interleave_cycle_length=5,
+    repeat_cached_sample=True,
+    seed=9,
+    data_format='NHWC',
+  )
 
 
 def test_caching_private_threads_and_cached_sample(imagenet_dir):
-  opts = options(imagenet_dir, use_caching=True, num_private_threads=2,
-                 prefetch_buffer_size=3, interleave_cycle_length=2)
+  opts = options(
+    imagenet_dir,
+    use_caching=True,
+    num_private_threads=2,
+    prefetch_buffer_size=3,
+    interleave_cycle_length=2,
+  )
   graph, inputs = build(opts, batch_size=4, num_streams=2)
-  steps = run_batches(graph, inputs, 8)   # past one epoch (6 batches)
+  steps = run_batches(graph, inputs, 8)  # past one epoch (6 batches)
   assert len(steps) == 8
   opts = options(imagenet_dir, repeat_cached_sample=True)
   graph, inputs = build(opts, batch_size=4)
@@ -461,9 +557,9 @@ def _records(path):
   raw = Path(path).read_bytes()
   offsets, payloads, pos = [], [], 0
   while pos < len(raw):
-    length, = struct.unpack('<Q', raw[pos:pos + 8])
+    (length,) = struct.unpack('<Q', raw[pos : pos + 8])
     offsets.append(pos)
-    payloads.append(raw[pos + 12:pos + 12 + length])
+    payloads.append(raw[pos + 12 : pos + 12 + length])
     pos += 12 + length + 4
   return offsets, payloads
 
@@ -494,13 +590,14 @@ def _flip_data_byte(path, index):
 def _truncate(path, index):
   offsets, _ = _records(path)
   raw = Path(path).read_bytes()
-  Path(path).write_bytes(raw[:offsets[index] + 40])
+  Path(path).write_bytes(raw[: offsets[index] + 40])
 
 
 def _set_encoded(make_bytes):
   def change(feature):
     encoded = feature['image/encoded'].bytes_list.value[0]
     feature['image/encoded'].bytes_list.value[0] = make_bytes(encoded)
+
   return change
 
 
@@ -513,34 +610,44 @@ def _set_label(feature):
 
 
 CORRUPTIONS = {
-    'bad_crc': (_flip_data_byte, 'corrupted record at byte'),
-    'truncated_file': (_truncate, 'truncated record at byte'),
-    'truncated_jpeg': (lambda p, i: _rewrite_example(
-        p, i, _set_encoded(lambda b: b[:len(b) // 2])), 'record 3: '),
-    'not_a_jpeg': (lambda p, i: _rewrite_example(
-        p, i, _set_encoded(lambda b: b'GIF89a' + b[6:])),
-                   'record 3: image/encoded is missing or not a JPEG'),
-    'no_image': (lambda p, i: _rewrite_example(
-        p, i, _drop_image), 'record 3: image/encoded'),
-    'bad_label': (lambda p, i: _rewrite_example(p, i, _set_label),
-                  'record 3: image/class/label'),
+  'bad_crc': (_flip_data_byte, 'corrupted record at byte'),
+  'truncated_file': (_truncate, 'truncated record at byte'),
+  'truncated_jpeg': (
+    lambda p, i: _rewrite_example(
+      p, i, _set_encoded(lambda b: b[: len(b) // 2])
+    ),
+    'record 3: ',
+  ),
+  'not_a_jpeg': (
+    lambda p, i: _rewrite_example(
+      p, i, _set_encoded(lambda b: b'GIF89a' + b[6:])
+    ),
+    'record 3: image/encoded is missing or not a JPEG',
+  ),
+  'no_image': (
+    lambda p, i: _rewrite_example(p, i, _drop_image),
+    'record 3: image/encoded',
+  ),
+  'bad_label': (
+    lambda p, i: _rewrite_example(p, i, _set_label),
+    'record 3: image/class/label',
+  ),
 }
 
 
 @pytest.mark.parametrize('train', [True, False])
 @pytest.mark.parametrize('corruption', sorted(CORRUPTIONS))
-def test_bad_record_mid_run_is_named(imagenet_dir, tmp_path, corruption,
-                                     train):
+def test_bad_record_mid_run_is_named(imagenet_dir, tmp_path, corruption, train):
   corrupt, expected = CORRUPTIONS[corruption]
   bad_file = _copy_imagenet(imagenet_dir, tmp_path)
-  corrupt(bad_file, 3)   # 12 records per file: fails after a few batches
+  corrupt(bad_file, 3)  # 12 records per file: fails after a few batches
   opts = options(str(tmp_path))
   graph, inputs = build(opts, train=train, batch_size=2, num_streams=1)
   start = time.monotonic()
   with tf1.Session(graph=graph) as sess:
     sess.run(inputs.initializer)
     with pytest.raises(tf.errors.OpError) as e:
-      for _ in range(IMAGENET_TRAIN):   # more than one epoch
+      for _ in range(IMAGENET_TRAIN):  # more than one epoch
         sess.run(inputs.batches)
   assert not isinstance(e.value, tf.errors.OutOfRangeError)
   line = input_failures.describe_input_failure(opts, 'train', e.value)
@@ -556,8 +663,12 @@ def test_other_errors_are_not_input_errors(imagenet_dir):
     with tf1.Session() as sess:
       with pytest.raises(tf.errors.InvalidArgumentError) as e:
         sess.run(check)
-  assert input_failures.describe_input_failure(options(imagenet_dir),
-                                               'train', e.value) is None
+  assert (
+    input_failures.describe_input_failure(
+      options(imagenet_dir), 'train', e.value
+    )
+    is None
+  )
 
 
 def test_cifar_file_changed_under_the_pipeline(cifar, tmp_path):
@@ -581,7 +692,7 @@ def test_tfrecord_framing_check_accepts_good_files(imagenet_dir):
     path = os.path.join(imagenet_dir, name)
     assert input_failures.tfrecord_problem(path) is None
     offsets, _ = _records(path)
-    for offset in offsets[:3]:   # data checksums, the slow part
+    for offset in offsets[:3]:  # data checksums, the slow part
       assert input_failures.tfrecord_problem(path, offset + 12) is None
 
 
@@ -589,21 +700,31 @@ def test_tfrecord_framing_check_accepts_good_files(imagenet_dir):
 
 
 def test_fake_imagenet_is_deterministic(tmp_path):
-  kw = dict(num_train=3, num_validation=1, num_shards=2, image_size=16,
-            seed=4)
+  kw = dict(num_train=3, num_validation=1, num_shards=2, image_size=16, seed=4)
   make_fake_data.write_imagenet(str(tmp_path / 'a'), **kw)
   make_fake_data.write_imagenet(str(tmp_path / 'b'), **kw)
   names = sorted(os.listdir(tmp_path / 'a'))
-  assert names == ['train-00000-of-00002', 'train-00001-of-00002',
-                   'validation-00000-of-00002', 'validation-00001-of-00002']
+  assert names == [
+    'train-00000-of-00002',
+    'train-00001-of-00002',
+    'validation-00000-of-00002',
+    'validation-00001-of-00002',
+  ]
   for name in names:
     assert (tmp_path / 'a' / name).read_bytes() == (
-        tmp_path / 'b' / name).read_bytes()
+      tmp_path / 'b' / name
+    ).read_bytes()
   _, payloads = _records(tmp_path / 'a' / 'train-00001-of-00002')
   feature = tf.train.Example.FromString(payloads[0]).features.feature
-  for key in ('image/height', 'image/width', 'image/format',
-              'image/filename', 'image/class/text', 'image/class/synset',
-              'image/object/bbox/xmin'):
+  for key in (
+    'image/height',
+    'image/width',
+    'image/format',
+    'image/filename',
+    'image/class/text',
+    'image/class/synset',
+    'image/object/bbox/xmin',
+  ):
     assert key in feature
   assert feature['image/class/label'].int64_list.value[0] == 3  # example 2
 
@@ -611,20 +732,33 @@ def test_fake_imagenet_is_deterministic(tmp_path):
 @pytest.mark.parametrize('data_name', ['imagenet', 'cifar10'])
 def test_separable_images_are_determined_by_the_label(tmp_path, data_name):
   if data_name == 'imagenet':
-    make_fake_data.write_imagenet(str(tmp_path), num_train=0,
-                                  num_validation=8, num_shards=1,
-                                  image_size=24, num_classes=4,
-                                  separable=True)
+    make_fake_data.write_imagenet(
+      str(tmp_path),
+      num_train=0,
+      num_validation=8,
+      num_shards=1,
+      image_size=24,
+      num_classes=4,
+      separable=True,
+    )
   else:
-    make_fake_data.write_cifar10(str(tmp_path), num_train=5,
-                                 num_validation=8, num_classes=4,
-                                 separable=True)
-  graph, inputs = build(options(str(tmp_path), data_name),
-                        subset='validation', train=False, batch_size=8,
-                        image_size=24 if data_name == 'imagenet' else 32)
-  (images, labels), = run_batches(graph, inputs, 1)[0]
+    make_fake_data.write_cifar10(
+      str(tmp_path),
+      num_train=5,
+      num_validation=8,
+      num_classes=4,
+      separable=True,
+    )
+  graph, inputs = build(
+    options(str(tmp_path), data_name),
+    subset='validation',
+    train=False,
+    batch_size=8,
+    image_size=24 if data_name == 'imagenet' else 32,
+  )
+  ((images, labels),) = run_batches(graph, inputs, 1)[0]
   means = images.reshape(8, -1).mean(axis=1)
-  assert images.reshape(8, -1).std(axis=1).max() < 0.02   # solid
+  assert images.reshape(8, -1).std(axis=1).max() < 0.02  # solid
   first = 1 if data_name == 'imagenet' else 0
   for mean, label in zip(means, labels):
     level = make_fake_data.grey_level(label - first, 4) / 255 * 2 - 1
@@ -633,42 +767,59 @@ def test_separable_images_are_determined_by_the_label(tmp_path, data_name):
 
 def test_cli(tmp_path):
   out = tmp_path / 'c'
-  cmd = [sys.executable, str(REPO / 'scripts' / 'make_fake_data.py'),
-         '--data_name=cifar10', '--output_dir=%s' % out, '--num_train=10',
-         '--num_validation=5', '--separable', '--seed=3']
+  cmd = [
+    sys.executable,
+    str(REPO / 'scripts' / 'make_fake_data.py'),
+    '--data_name=cifar10',
+    '--output_dir=%s' % out,
+    '--num_train=10',
+    '--num_validation=5',
+    '--separable',
+    '--seed=3',
+  ]
   done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
   assert done.returncode == 0, done.stderr
   assert sorted(os.listdir(out)) == sorted(
-      ['batches.meta', 'test_batch'] + ['data_batch_%d' % k
-                                        for k in range(1, 6)])
+    ['batches.meta', 'test_batch'] + ['data_batch_%d' % k for k in range(1, 6)]
+  )
   with open(out / 'test_batch', 'rb') as f:
     batch = pickle.load(f, encoding='bytes')
   assert batch[b'data'].shape == (5, 3072) and batch[b'labels'] == list(
-      range(5))
+    range(5)
+  )
 
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
   for bad in ('--num_classes=11', '--image_size=64', '--num_train=-1'):
     with pytest.raises(SystemExit) as e:
-      make_fake_data.main(['--data_name=cifar10', '--output_dir=%s' % tmp_path,
-                           bad])
+      make_fake_data.main(
+        ['--data_name=cifar10', '--output_dir=%s' % tmp_path, bad]
+      )
     assert e.value.code == 2
     assert bad.split('=')[0] in capsys.readouterr().err
 
 
-def test_failure_is_described_for_its_own_subset_only(imagenet_dir,
-                                                      tmp_path):
+def test_failure_is_described_for_its_own_subset_only(imagenet_dir, tmp_path):
   _copy_imagenet(imagenet_dir, tmp_path)
   bad_file = str(tmp_path / ('validation-00001-of-%05d' % IMAGENET_SHARDS))
-  _rewrite_example(bad_file, 2, _set_encoded(lambda b: b[:len(b) // 2]))
+  _rewrite_example(bad_file, 2, _set_encoded(lambda b: b[: len(b) // 2]))
   opts = options(str(tmp_path))
   graph = tf.Graph()
   with graph.as_default(), tf1.name_scope('outer'):
-    streams = [data_sources.tower_batches(
-        opts, subset=subset, train=False, batch_size=2,
-        image_size=MODEL_SIZE, first_stream=0, num_streams=1,
-        num_local_towers=1, host_device='/device:CPU:0')
-               for subset in ('train', 'validation')]
+    streams = [
+      data_sources.tower_batches(
+        opts,
+        subset=subset,
+        train=False,
+        batch_size=2,
+        image_size=MODEL_SIZE,
+        first_stream=0,
+        num_streams=1,
+        num_local_towers=1,
+        host_device='/device:CPU:0',
+      )
+      for subset in ('train', 'validation')
+    ]
   with tf1.Session(graph=graph) as sess:
     sess.run([s.initializer for s in streams])
     sess.run(streams[0].batches)

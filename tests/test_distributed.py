@@ -23,9 +23,16 @@ EVERY_WORKER_REPORTS = 'TEST_DISTRIBUTED_EVERY_WORKER_REPORTS'
 # Two workers x one tower x B must train like one local tower x 2B.
 B = 4
 STEPS = dict(num_batches=3, num_warmup_batches=1)
-LINEAR = ['--model=test_linear', '--data_name=cifar10', '--device=cpu',
-          '--batch_size=%d' % B, '--num_batches=3', '--num_warmup_batches=1',
-          '--display_every=1', '--optimizer=sgd']
+LINEAR = [
+  '--model=test_linear',
+  '--data_name=cifar10',
+  '--device=cpu',
+  '--batch_size=%d' % B,
+  '--num_batches=3',
+  '--num_warmup_batches=1',
+  '--display_every=1',
+  '--optimizer=sgd',
+]
 
 
 def _env():
@@ -34,24 +41,42 @@ def _env():
   return env
 
 
-def launch(tmp_path, num_workers, flags, *, launcher_flags=(), timeout=240,
-           every_worker_reports=False):
+def launch(
+  tmp_path,
+  num_workers,
+  flags,
+  *,
+  launcher_flags=(),
+  timeout=240,
+  every_worker_reports=False,
+):
   """Runs the launcher with this module as the task; (rc, output, records).
 
   every_worker_reports: every worker appends its own results line (normally
   only worker 0 does), so the test sees each worker's exact losses.
   """
   result_file = tmp_path / 'r.jsonl'
-  argv = [sys.executable, LAUNCHER, '--num_workers=%d' % num_workers,
-          '--timeout=%d' % (timeout - 20), '--module=' + TASK_MODULE,
-          *launcher_flags, '--', '--result_file=%s' % result_file] + list(flags)
+  argv = [
+    sys.executable,
+    LAUNCHER,
+    '--num_workers=%d' % num_workers,
+    '--timeout=%d' % (timeout - 20),
+    '--module=' + TASK_MODULE,
+    *launcher_flags,
+    '--',
+    '--result_file=%s' % result_file,
+  ] + list(flags)
   env = _env()
   if every_worker_reports:
     env[EVERY_WORKER_REPORTS] = '1'
-  proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=timeout)
-  records = ([json.loads(l) for l in result_file.read_text().splitlines()]
-             if result_file.exists() else [])
+  proc = subprocess.run(
+    argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+  )
+  records = (
+    [json.loads(line) for line in result_file.read_text().splitlines()]
+    if result_file.exists()
+    else []
+  )
   return proc.returncode, proc.stdout + proc.stderr, records
 
 
@@ -60,47 +85,80 @@ def local_losses(**kw):
   from tests import testing_models
   from tf_cnn_benchmarks import benchmark_cnn
   from tf_cnn_benchmarks import params as params_lib
+
   testing_models.ensure_registered()
-  p = params_lib.make_params(**{
-      'model': 'test_linear', 'data_name': 'cifar10', 'device': 'cpu',
-      'optimizer': 'sgd', 'display_every': 100, **STEPS, **kw})
+  p = params_lib.make_params(
+    **{
+      'model': 'test_linear',
+      'data_name': 'cifar10',
+      'device': 'cpu',
+      'optimizer': 'sgd',
+      'display_every': 100,
+      **STEPS,
+      **kw,
+    }
+  )
   return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
 
 
 def worker_losses(records, num_workers):
   """Each worker's per-step losses, from its own results line."""
-  by_task = {r['task']['task_index']: r['losses'] for r in records
-             if r['task']['job_name'] == 'worker'}
+  by_task = {
+    r['task']['task_index']: r['losses']
+    for r in records
+    if r['task']['job_name'] == 'worker'
+  }
   assert sorted(by_task) == list(range(num_workers)), by_task
   return [np.array(by_task[w]) for w in range(num_workers)]
 
 
 MODES = [
-    # (variable_update, launcher flags, extra benchmark flags)
-    # Two ps tasks; test_linear's weights (480 bytes) split over both.
-    ('parameter_server', ['--num_ps=2', '--no-controller'],
-     ['--ps_partition_threshold_bytes=100']),
-    ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
-    ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-    ('distributed_all_reduce', ['--num_ps=0', '--controller'],
-     ['--all_reduce_spec=xring/pscpu']),
-    # hybrid, weights (480 B) on the ps and biases all-reduced; and with
-    # nothing over the threshold (every variable all-reduced, the ps holding
-    # no variable: this once aborted the first step).
-    ('hybrid', ['--num_ps=1', '--no-controller'], ['--hybrid_threshold_bytes=100']),
-    ('hybrid', ['--num_ps=1', '--no-controller'],
-     ['--hybrid_threshold_bytes=1000000']),
+  # (variable_update, launcher flags, extra benchmark flags)
+  # Two ps tasks; test_linear's weights (480 bytes) split over both.
+  (
+    'parameter_server',
+    ['--num_ps=2', '--no-controller'],
+    ['--ps_partition_threshold_bytes=100'],
+  ),
+  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
+  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
+  (
+    'distributed_all_reduce',
+    ['--num_ps=0', '--controller'],
+    ['--all_reduce_spec=xring/pscpu'],
+  ),
+  # hybrid, weights (480 B) on the ps and biases all-reduced; and with
+  # nothing over the threshold (every variable all-reduced, the ps holding
+  # no variable: this once aborted the first step).
+  (
+    'hybrid',
+    ['--num_ps=1', '--no-controller'],
+    ['--hybrid_threshold_bytes=100'],
+  ),
+  (
+    'hybrid',
+    ['--num_ps=1', '--no-controller'],
+    ['--hybrid_threshold_bytes=1000000'],
+  ),
 ]
 
 
-@pytest.mark.parametrize('mode,launcher_flags,extra', MODES,
-                         ids=[' '.join([m[0]] + m[2]) for m in MODES])
-def test_two_workers_train_like_one_tower_double_batch(tmp_path, mode,
-                                                       launcher_flags, extra):
+@pytest.mark.parametrize(
+  'mode,launcher_flags,extra',
+  MODES,
+  ids=[' '.join([m[0]] + m[2]) for m in MODES],
+)
+def test_two_workers_train_like_one_tower_double_batch(
+  tmp_path, mode, launcher_flags, extra
+):
   one_graph = mode == 'distributed_all_reduce'
   rc, out, records = launch(
-      tmp_path, 2, LINEAR + ['--variable_update=' + mode] + extra,
-      launcher_flags=launcher_flags, every_worker_reports=not one_graph)
+    tmp_path,
+    2,
+    LINEAR + ['--variable_update=' + mode] + extra,
+    launcher_flags=launcher_flags,
+    every_worker_reports=not one_graph,
+  )
   assert rc == 0, out[-3000:]
   assert len(records) == (1 if one_graph else 2), out[-2000:]
   record = records[0]
@@ -108,27 +166,33 @@ def test_two_workers_train_like_one_tower_double_batch(tmp_path, mode,
   assert record['global_batch_size'] == 2 * B
   assert record['task']['job_name'] in ('worker', 'controller')
   assert record['images_per_sec_per_worker'] == pytest.approx(
-      record['images_per_sec'] / 2)
+    record['images_per_sec'] / 2
+  )
   expected = local_losses(batch_size=2 * B)
-  if one_graph:   # the controller's loss is the cluster's
+  if one_graph:  # the controller's loss is the cluster's
     assert record['task'] == {'job_name': 'controller', 'task_index': 0}
     np.testing.assert_allclose(record['losses'], expected, rtol=1e-4)
   else:
     per_worker = worker_losses(records, 2)
-    np.testing.assert_allclose((per_worker[0] + per_worker[1]) / 2,
-                               expected, rtol=1e-4)
+    np.testing.assert_allclose(
+      (per_worker[0] + per_worker[1]) / 2, expected, rtol=1e-4
+    )
   assert 'Cluster:' in out
-  assert ('this task: controller:0' if one_graph else 'this task: worker:1') in out
+  assert (
+    'this task: controller:0' if one_graph else 'this task: worker:1'
+  ) in out
 
 
 def test_hybrid_trains_and_exits(tmp_path):
   # 100 bytes: test_linear's weights (480 B) go to the ps, biases all-reduce.
   rc, out, records = launch(
-      tmp_path, 2, LINEAR + ['--variable_update=hybrid',
-                             '--hybrid_threshold_bytes=100'],
-      launcher_flags=['--num_ps=1', '--no-controller'])
+    tmp_path,
+    2,
+    LINEAR + ['--variable_update=hybrid', '--hybrid_threshold_bytes=100'],
+    launcher_flags=['--num_ps=1', '--no-controller'],
+  )
   assert rc == 0, out[-3000:]
-  assert len(records) == 1, out[-2000:]    # one line per run: worker 0's
+  assert len(records) == 1, out[-2000:]  # one line per run: worker 0's
   assert records[0]['task'] == {'job_name': 'worker', 'task_index': 0}
   assert 'ps:0: all clients done' in out
   # Worker 0's losses only: its half of the global batch, same variables.
@@ -138,9 +202,11 @@ def test_hybrid_trains_and_exits(tmp_path):
 @pytest.mark.slow
 def test_async_parameter_server_runs(tmp_path):
   rc, out, records = launch(
-      tmp_path, 2, LINEAR + ['--variable_update=parameter_server',
-                             '--nocross_replica_sync'],
-      launcher_flags=['--num_ps=1'])
+    tmp_path,
+    2,
+    LINEAR + ['--variable_update=parameter_server', '--nocross_replica_sync'],
+    launcher_flags=['--num_ps=1'],
+  )
   assert rc == 0, out[-3000:]
   assert 'async' in out and len(records) == 1
 
@@ -148,61 +214,99 @@ def test_async_parameter_server_runs(tmp_path):
 @pytest.mark.slow
 def test_lenet_collective_two_towers_per_worker(tmp_path):
   rc, out, _ = launch(
-      tmp_path, 2, ['--model=lenet', '--device=cpu', '--num_gpus=2',
-                    '--batch_size=4', '--num_batches=2',
-                    '--num_warmup_batches=1', '--variable_update='
-                    'collective_all_reduce'], launcher_flags=['--num_ps=0'])
+    tmp_path,
+    2,
+    [
+      '--model=lenet',
+      '--device=cpu',
+      '--num_gpus=2',
+      '--batch_size=4',
+      '--num_batches=2',
+      '--num_warmup_batches=1',
+      '--variable_update=collective_all_reduce',
+    ],
+    launcher_flags=['--num_ps=0'],
+  )
   assert rc == 0, out[-3000:]
 
 
 def _free_ports(n):
   sys.path.insert(0, os.path.join(ROOT, 'scripts'))
   import launch_local_cluster  # pylint: disable=g-import-not-at-top
+
   return launch_local_cluster.free_ports(n)
 
 
 def test_tf_config_alone_starts_a_worker(tmp_path):
   # One worker, two towers, collective: the cluster comes from TF_CONFIG only.
-  port, = _free_ports(1)
+  (port,) = _free_ports(1)
   env = _env()
-  env['TF_CONFIG'] = json.dumps({
+  env['TF_CONFIG'] = json.dumps(
+    {
       'cluster': {'worker': ['127.0.0.1:%d' % port]},
-      'task': {'type': 'worker', 'index': 0}})
+      'task': {'type': 'worker', 'index': 0},
+    }
+  )
   result_file = tmp_path / 'r.jsonl'
   proc = subprocess.run(
-      [sys.executable, '-m', TASK_MODULE] + LINEAR +
-      ['--variable_update=collective_all_reduce', '--num_gpus=2',
-       '--result_file=%s' % result_file],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    [sys.executable, '-m', TASK_MODULE]
+    + LINEAR
+    + [
+      '--variable_update=collective_all_reduce',
+      '--num_gpus=2',
+      '--result_file=%s' % result_file,
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
   record = json.loads(result_file.read_text())
   assert record['task'] == {'job_name': 'worker', 'task_index': 0}
   assert 'this task: worker:0' in proc.stdout
-  np.testing.assert_allclose(record['losses'], local_losses(batch_size=B,
-                                                            num_gpus=2),
-                             rtol=1e-4)
+  np.testing.assert_allclose(
+    record['losses'], local_losses(batch_size=B, num_gpus=2), rtol=1e-4
+  )
 
 
-@pytest.mark.parametrize('mode', [
+@pytest.mark.parametrize(
+  'mode',
+  [
     'parameter_server',
-    pytest.param('collective_all_reduce', marks=pytest.mark.slow)])
+    pytest.param('collective_all_reduce', marks=pytest.mark.slow),
+  ],
+)
 def test_killed_worker_makes_the_others_exit_with_a_message(mode):
   ps_port, w0, w1 = _free_ports(3)
   uses_ps = mode == 'parameter_server'
   hosts = ['--worker_hosts=127.0.0.1:%d,127.0.0.1:%d' % (w0, w1)]
   hosts += ['--ps_hosts=127.0.0.1:%d' % ps_port] if uses_ps else []
-  flags = ['--model=test_linear', '--data_name=cifar10', '--device=cpu',
-           '--batch_size=2', '--num_batches=100000', '--num_warmup_batches=0',
-           '--display_every=1', '--variable_update=' + mode] + hosts
+  flags = [
+    '--model=test_linear',
+    '--data_name=cifar10',
+    '--device=cpu',
+    '--batch_size=2',
+    '--num_batches=100000',
+    '--num_warmup_batches=0',
+    '--display_every=1',
+    '--variable_update=' + mode,
+  ] + hosts
   tasks = [('worker', 0), ('worker', 1)] + ([('ps', 0)] if uses_ps else [])
   procs = {}
   for job, k in tasks:
     # Only the victim's table is read; the others' would fill their pipes.
     procs[(job, k)] = subprocess.Popen(
-        [sys.executable, '-m', TASK_MODULE] + flags +
-        ['--job_name=' + job, '--task_index=%d' % k],
-        cwd=ROOT, env=_env(), stderr=subprocess.PIPE, text=True,
-        stdout=subprocess.PIPE if k == 1 else subprocess.DEVNULL)
+      [sys.executable, '-m', TASK_MODULE]
+      + flags
+      + ['--job_name=' + job, '--task_index=%d' % k],
+      cwd=ROOT,
+      env=_env(),
+      stderr=subprocess.PIPE,
+      text=True,
+      stdout=subprocess.PIPE if k == 1 else subprocess.DEVNULL,
+    )
   try:
     # Wait until worker 1 is stepping, then kill it.
     victim = procs[('worker', 1)]
@@ -229,23 +333,48 @@ def test_killed_worker_makes_the_others_exit_with_a_message(mode):
         proc.wait()
 
 
-@pytest.mark.parametrize('flags,needle', [
+@pytest.mark.parametrize(
+  'flags,needle',
+  [
     (['--job_name=worker'], '--worker_hosts'),
-    (['--job_name=worker', '--worker_hosts=127.0.0.1:5000',
-      '--task_index=3'], '--task_index=3'),
+    (
+      ['--job_name=worker', '--worker_hosts=127.0.0.1:5000', '--task_index=3'],
+      '--task_index=3',
+    ),
     (['--variable_update=collective_all_reduce'], 'needs a cluster'),
-    (['--job_name=worker', '--worker_hosts=127.0.0.1:5000',
-      '--variable_update=replicated'], 'does not run in a cluster'),
-    (['--job_name=worker', '--worker_hosts=127.0.0.1:5000',
-      '--variable_update=distributed_replicated'], '--ps_hosts: required'),
-    (['--job_name=worker', '--worker_hosts=127.0.0.1:5000',
-      '--variable_update=distributed_all_reduce'], '--controller_host'),
-])
+    (
+      [
+        '--job_name=worker',
+        '--worker_hosts=127.0.0.1:5000',
+        '--variable_update=replicated',
+      ],
+      'does not run in a cluster',
+    ),
+    (
+      [
+        '--job_name=worker',
+        '--worker_hosts=127.0.0.1:5000',
+        '--variable_update=distributed_replicated',
+      ],
+      '--ps_hosts: required',
+    ),
+    (
+      [
+        '--job_name=worker',
+        '--worker_hosts=127.0.0.1:5000',
+        '--variable_update=distributed_all_reduce',
+      ],
+      '--controller_host',
+    ),
+  ],
+)
 def test_bad_cluster_flags_are_one_line(flags, needle):
   from tf_cnn_benchmarks import params as params_lib
+
   with pytest.raises(params_lib.ParamsError, match=needle.replace('-', r'\-')):
-    params_lib.make_params(device='cpu', **{
-        f.split('=')[0].lstrip('-'): _value(f) for f in flags})
+    params_lib.make_params(
+      device='cpu', **{f.split('=')[0].lstrip('-'): _value(f) for f in flags}
+    )
 
 
 def _value(flag):
@@ -254,28 +383,53 @@ def _value(flag):
 
 
 def test_tf_config_is_read_and_flags_win():
-  from tf_cnn_benchmarks import cluster as cluster_lib
-  env = {'TF_CONFIG': json.dumps({
-      'cluster': {'worker': ['127.0.0.1:1001', '127.0.0.1:1002'],
-                  'ps': ['127.0.0.1:1003']},
-      'task': {'type': 'worker', 'index': 1}})}
+  from tf_cnn_benchmarks.cluster import spec as cluster_lib
+
+  env = {
+    'TF_CONFIG': json.dumps(
+      {
+        'cluster': {
+          'worker': ['127.0.0.1:1001', '127.0.0.1:1002'],
+          'ps': ['127.0.0.1:1003'],
+        },
+        'task': {'type': 'worker', 'index': 1},
+      }
+    )
+  }
   c = cluster_lib.resolve(None, None, None, None, None, 'grpc', env=env)
   assert (c.job_name, c.task_index, c.num_workers, c.num_ps) == (
-      'worker', 1, 2, 1)
+    'worker',
+    1,
+    2,
+    1,
+  )
   c = cluster_lib.resolve(None, 0, None, None, None, 'grpc', env=env)
-  assert c.task_index == 0     # --task_index=0 given: the flag wins
-  assert cluster_lib.resolve(None, None, None, None, None, 'grpc',
-                             env={}) is None
+  assert c.task_index == 0  # --task_index=0 given: the flag wins
+  assert (
+    cluster_lib.resolve(None, None, None, None, None, 'grpc', env={}) is None
+  )
   with pytest.raises(cluster_lib.ClusterError, match='TF_CONFIG'):
-    cluster_lib.resolve(None, None, None, None, None, 'grpc',
-                        env={'TF_CONFIG': '{"cluster": 1}'})
+    cluster_lib.resolve(
+      None, None, None, None, None, 'grpc', env={'TF_CONFIG': '{"cluster": 1}'}
+    )
 
 
 def test_bad_cluster_flag_exits_2_with_one_line():
   proc = subprocess.run(
-      [sys.executable, '-m', 'tf_cnn_benchmarks', '--job_name=worker',
-       '--worker_hosts=127.0.0.1:notaport', '--device=cpu'],
-      cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    [
+      sys.executable,
+      '-m',
+      'tf_cnn_benchmarks',
+      '--job_name=worker',
+      '--worker_hosts=127.0.0.1:notaport',
+      '--device=cpu',
+    ],
+    cwd=ROOT,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode == 2
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1 and '--worker_hosts' in lines[0], proc.stderr
@@ -283,70 +437,100 @@ def test_bad_cluster_flag_exits_2_with_one_line():
 
 if __name__ == '__main__':
   sys.path.insert(0, ROOT)
-  from tf_cnn_benchmarks import __main__ as cli  # pylint: disable=g-import-not-at-top
   from tests import testing_models  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks import __main__ as cli  # pylint: disable=g-import-not-at-top
+
   testing_models.ensure_registered()
-  if os.environ.get(EVERY_WORKER_REPORTS):
-    from tf_cnn_benchmarks import benchmark_cnn  # pylint: disable=g-import-not-at-top
-    benchmark_cnn.BenchmarkCNN.reports_results = True
-  sys.exit(cli.main(sys.argv))
+  sys.exit(
+    cli.main(
+      sys.argv,
+      reports_results=(True if os.environ.get(EVERY_WORKER_REPORTS) else None),
+    )
+  )
 
 
 FP16_MODES = [
-    ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-    ('distributed_all_reduce', ['--num_ps=0', '--controller'], []),
-    ('parameter_server', ['--num_ps=2', '--no-controller'],
-     ['--ps_partition_threshold_bytes=100']),
-    ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
-    # weights on the ps, biases all-reduced: one decision spans both.
-    ('hybrid', ['--num_ps=1', '--no-controller'],
-     ['--hybrid_threshold_bytes=100']),
+  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
+  ('distributed_all_reduce', ['--num_ps=0', '--controller'], []),
+  (
+    'parameter_server',
+    ['--num_ps=2', '--no-controller'],
+    ['--ps_partition_threshold_bytes=100'],
+  ),
+  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
+  # weights on the ps, biases all-reduced: one decision spans both.
+  (
+    'hybrid',
+    ['--num_ps=1', '--no-controller'],
+    ['--hybrid_threshold_bytes=100'],
+  ),
 ]
 
 
-@pytest.mark.parametrize('mode,launcher_flags,extra', FP16_MODES,
-                         ids=[m[0] for m in FP16_MODES])
-def test_fp16_auto_loss_scale_across_workers(tmp_path, mode, launcher_flags,
-                                             extra):
+@pytest.mark.parametrize(
+  'mode,launcher_flags,extra', FP16_MODES, ids=[m[0] for m in FP16_MODES]
+)
+def test_fp16_auto_loss_scale_across_workers(
+  tmp_path, mode, launcher_flags, extra
+):
   """A huge initial scale: steps are skipped (scale halves) until finite.
 
   Every worker skips the same steps (its losses stay put while the scale
   halves) and then trains; the results agree between workers.
   """
   one_graph = mode == 'distributed_all_reduce'
-  flags = [f for f in LINEAR if not f.startswith('--num_batches')] + [
-      '--variable_update=' + mode, '--num_batches=60', '--use_fp16',
-      '--fp16_enable_auto_loss_scale', '--fp16_loss_scale=1e12',
-      '--init_learning_rate=0.1'] + extra
-  rc, out, records = launch(tmp_path, 2, flags, launcher_flags=launcher_flags,
-                            every_worker_reports=not one_graph)
+  flags = (
+    [f for f in LINEAR if not f.startswith('--num_batches')]
+    + [
+      '--variable_update=' + mode,
+      '--num_batches=60',
+      '--use_fp16',
+      '--fp16_enable_auto_loss_scale',
+      '--fp16_loss_scale=1e12',
+      '--init_learning_rate=0.1',
+    ]
+    + extra
+  )
+  rc, out, records = launch(
+    tmp_path,
+    2,
+    flags,
+    launcher_flags=launcher_flags,
+    every_worker_reports=not one_graph,
+  )
   assert rc == 0, out[-3000:]
   assert len(records) == (1 if one_graph else 2), out[-2000:]
   for record in records:
     skipped = record['skipped_steps']
     assert 0 < skipped < 50
     assert record['skipped_steps'] == records[0]['skipped_steps']
-    assert record['loss_scale'] == pytest.approx(1e12 / 2 ** skipped)
+    assert record['loss_scale'] == pytest.approx(1e12 / 2**skipped)
     losses = np.array(record['losses'])
     assert np.all(np.isfinite(losses))
-    assert np.all(losses[:skipped] == losses[0])     # skipped: nothing moved
+    assert np.all(losses[:skipped] == losses[0])  # skipped: nothing moved
     assert losses[-1] < losses[0]
 
 
 def test_bf16_parameter_server_across_workers(tmp_path):
   rc, out, records = launch(
-      tmp_path, 2, LINEAR + ['--variable_update=parameter_server',
-                             '--use_bf16'],
-      launcher_flags=['--num_ps=1', '--no-controller'])
+    tmp_path,
+    2,
+    LINEAR + ['--variable_update=parameter_server', '--use_bf16'],
+    launcher_flags=['--num_ps=1', '--no-controller'],
+  )
   assert rc == 0, out[-3000:]
   assert records[0]['precision'] == 'bfloat16'
   assert np.all(np.isfinite(records[0]['losses']))
 
 
-@pytest.mark.parametrize('first_distributed', [True, False],
-                         ids=['distributed_then_local', 'local_then_distributed'])
+@pytest.mark.parametrize(
+  'first_distributed',
+  [True, False],
+  ids=['distributed_then_local', 'local_then_distributed'],
+)
 def test_distributed_replicated_and_replicated_checkpoints_interchange(
-    tmp_path, first_distributed):
+  tmp_path, first_distributed
+):
   """3 steps in one mode, 3 resumed in the other == 6 local steps.
 
   Two workers x one tower hold the examples of a local run's two towers, so
@@ -354,17 +538,23 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
   (momentum: the optimizer slots must come back too).
   """
   train_dir = str(tmp_path / 'train')
-  common = [f for f in LINEAR if not f.startswith(('--num_batches',
-                                                   '--optimizer'))]
-  common += ['--optimizer=momentum', '--num_warmup_batches=0',
-             '--train_dir=' + train_dir]
+  common = [
+    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
+  ]
+  common += [
+    '--optimizer=momentum',
+    '--num_warmup_batches=0',
+    '--train_dir=' + train_dir,
+  ]
 
   def distributed():
     rc, out, records = launch(
-        tmp_path, 2, common + ['--variable_update=distributed_replicated',
-                               '--num_batches=3'],
-        launcher_flags=['--num_ps=1', '--no-controller'],
-        every_worker_reports=True)
+      tmp_path,
+      2,
+      common + ['--variable_update=distributed_replicated', '--num_batches=3'],
+      launcher_flags=['--num_ps=1', '--no-controller'],
+      every_worker_reports=True,
+    )
     assert rc == 0, out[-3000:]
     return sum(worker_losses(records, 2)) / 2
 
@@ -372,18 +562,29 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
     from tests import testing_models
     from tf_cnn_benchmarks import benchmark_cnn
     from tf_cnn_benchmarks import params as params_lib
+
     testing_models.ensure_registered()
     p = params_lib.make_params(
-        model='test_linear', data_name='cifar10', device='cpu', num_gpus=2,
-        batch_size=B, optimizer='momentum', num_batches=3,
-        num_warmup_batches=0, display_every=100, variable_update='replicated',
-        train_dir=train_dir)
+      model='test_linear',
+      data_name='cifar10',
+      device='cpu',
+      num_gpus=2,
+      batch_size=B,
+      optimizer='momentum',
+      num_batches=3,
+      num_warmup_batches=0,
+      display_every=100,
+      variable_update='replicated',
+      train_dir=train_dir,
+    )
     return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
 
-  whole = local_losses(batch_size=2 * B, optimizer='momentum', num_batches=6,
-                       num_warmup_batches=0)
-  first, then = (distributed, local) if first_distributed else (local,
-                                                                distributed)
+  whole = local_losses(
+    batch_size=2 * B, optimizer='momentum', num_batches=6, num_warmup_batches=0
+  )
+  first, then = (
+    (distributed, local) if first_distributed else (local, distributed)
+  )
   np.testing.assert_allclose(first(), whole[:3], rtol=1e-4)
   np.testing.assert_allclose(then(), whole[3:], rtol=1e-4)
 
@@ -391,55 +592,86 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
 def test_two_workers_train_on_real_format_data(tmp_path):
   """Each worker's tower reads its own stream of the fake CIFAR-10 set."""
   from scripts import make_fake_data
+
   data_dir = tmp_path / 'cifar'
   make_fake_data.write_cifar10(str(data_dir), num_train=100, num_validation=20)
   rc, out, records = launch(
-      tmp_path, 2, ['--model=trivial', '--data_name=cifar10', '--device=cpu',
-                    '--batch_size=4', '--num_batches=3',
-                    '--num_warmup_batches=1', '--data_dir=%s' % data_dir,
-                    '--variable_update=parameter_server'],
-      launcher_flags=['--num_ps=1', '--no-controller'])
+    tmp_path,
+    2,
+    [
+      '--model=trivial',
+      '--data_name=cifar10',
+      '--device=cpu',
+      '--batch_size=4',
+      '--num_batches=3',
+      '--num_warmup_batches=1',
+      '--data_dir=%s' % data_dir,
+      '--variable_update=parameter_server',
+    ],
+    launcher_flags=['--num_ps=1', '--no-controller'],
+  )
   assert rc == 0, out[-3000:]
   assert records[0]['data_dir'] == str(data_dir)
   assert np.all(np.isfinite(records[0]['losses']))
 
 
 RESUME_MODES = [
-    ('parameter_server', ['--num_ps=1', '--no-controller'], []),
-    ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-    ('hybrid', ['--num_ps=1', '--no-controller'],
-     ['--hybrid_threshold_bytes=100']),
-    ('distributed_all_reduce', ['--num_ps=0', '--controller'],
-     ['--all_reduce_spec=xring']),
+  ('parameter_server', ['--num_ps=1', '--no-controller'], []),
+  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
+  (
+    'hybrid',
+    ['--num_ps=1', '--no-controller'],
+    ['--hybrid_threshold_bytes=100'],
+  ),
+  (
+    'distributed_all_reduce',
+    ['--num_ps=0', '--controller'],
+    ['--all_reduce_spec=xring'],
+  ),
 ]
 
 
-@pytest.mark.parametrize('mode,launcher_flags,extra', RESUME_MODES,
-                         ids=[m[0] for m in RESUME_MODES])
-def test_cluster_run_resumes_from_its_checkpoint(tmp_path, mode,
-                                                 launcher_flags, extra):
+@pytest.mark.parametrize(
+  'mode,launcher_flags,extra', RESUME_MODES, ids=[m[0] for m in RESUME_MODES]
+)
+def test_cluster_run_resumes_from_its_checkpoint(
+  tmp_path, mode, launcher_flags, extra
+):
   """3 steps, then 3 resumed steps in a new cluster == 6 local steps."""
-  one_graph = mode == 'distributed_all_reduce'   # the controller reports
+  one_graph = mode == 'distributed_all_reduce'  # the controller reports
   train_dir = str(tmp_path / 'train')
-  common = [f for f in LINEAR if not f.startswith(('--num_batches',
-                                                   '--optimizer'))]
-  common += ['--optimizer=momentum', '--num_warmup_batches=0',
-             '--num_batches=3', '--train_dir=' + train_dir,
-             '--variable_update=' + mode] + extra
+  common = [
+    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
+  ]
+  common += [
+    '--optimizer=momentum',
+    '--num_warmup_batches=0',
+    '--num_batches=3',
+    '--train_dir=' + train_dir,
+    '--variable_update=' + mode,
+  ] + extra
 
   def part(name):
     run_dir = tmp_path / name
     run_dir.mkdir()
-    rc, out, records = launch(run_dir, 2, common,
-                              launcher_flags=launcher_flags,
-                              every_worker_reports=not one_graph)
+    rc, out, records = launch(
+      run_dir,
+      2,
+      common,
+      launcher_flags=launcher_flags,
+      every_worker_reports=not one_graph,
+    )
     assert rc == 0, out[-3000:]
-    losses = (np.array(records[0]['losses']) if one_graph else
-              sum(worker_losses(records, 2)) / 2)
+    losses = (
+      np.array(records[0]['losses'])
+      if one_graph
+      else sum(worker_losses(records, 2)) / 2
+    )
     return losses, records
 
-  whole = local_losses(batch_size=2 * B, optimizer='momentum', num_batches=6,
-                       num_warmup_batches=0)
+  whole = local_losses(
+    batch_size=2 * B, optimizer='momentum', num_batches=6, num_warmup_batches=0
+  )
   first, _ = part('first')
   then, records = part('then')
   np.testing.assert_allclose(first, whole[:3], rtol=1e-4)

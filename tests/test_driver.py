@@ -1,4 +1,4 @@
-"""The driver with the local managers: equivalences, replicas, placement, data."""
+"""The driver with the local managers: equivalences, replicas, placement."""
 
 import io
 import re
@@ -16,14 +16,21 @@ tf1 = tf.compat.v1
 
 
 def make(**kw):
-  base = dict(device='cpu', num_warmup_batches=0, num_batches=4,
-              display_every=100, init_learning_rate=0.05)
+  base = dict(
+    device='cpu',
+    num_warmup_batches=0,
+    num_batches=4,
+    display_every=100,
+    init_learning_rate=0.05,
+  )
   base.update(kw)
   return params_lib.make_params(**base)
 
 
 def losses_of(**kw):
-  return np.array(benchmark_cnn.run_benchmark(make(**kw), out=io.StringIO()).losses)
+  return np.array(
+    benchmark_cnn.run_benchmark(make(**kw), out=io.StringIO()).losses
+  )
 
 
 class Session:
@@ -32,8 +39,10 @@ class Session:
   def __init__(self, p, post_init=True):
     self.bench = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO())
     self.built = self.bench.build()
-    self.sess = tf1.Session(graph=self.built.graph, config=devices.session_config(
-        p.device, p.num_gpus))
+    self.sess = tf1.Session(
+      graph=self.built.graph,
+      config=devices.session_config(p.device, p.num_gpus),
+    )
     self.sess.run(self.built.init_ops)
     if post_init and self.built.post_init_ops:
       self.sess.run(self.built.post_init_ops)
@@ -44,36 +53,54 @@ class Session:
 
   def values(self, prefix):
     with self.built.graph.as_default():
-      variables = [v for v in tf1.global_variables() if v.op.name.startswith(prefix)]
-    return {v.op.name[len(prefix):]: val
-            for v, val in zip(variables, self.sess.run(variables))}
+      variables = [
+        v for v in tf1.global_variables() if v.op.name.startswith(prefix)
+      ]
+    return {
+      v.op.name[len(prefix) :]: val
+      for v, val in zip(variables, self.sess.run(variables))
+    }
 
   def close(self):
     self.sess.close()
 
 
 @pytest.mark.parametrize('variable_update', ['parameter_server', 'replicated'])
-@pytest.mark.parametrize('model,data_name,lr', [('lenet', 'imagenet', 0.005),
-                                                ('trivial', 'cifar10', 0.002)])
-def test_one_tower_double_batch_equals_two_towers(model, data_name, lr,
-                                                  variable_update):
+@pytest.mark.parametrize(
+  'model,data_name,lr',
+  [('lenet', 'imagenet', 0.005), ('trivial', 'cifar10', 0.002)],
+)
+def test_one_tower_double_batch_equals_two_towers(
+  model, data_name, lr, variable_update
+):
   # Learning rates small enough that training is not chaotic: float32
   # rounding differences between the two reductions must stay small.
-  common = dict(model=model, data_name=data_name, variable_update=variable_update,
-                optimizer='sgd', num_batches=5, init_learning_rate=lr)
+  common = dict(
+    model=model,
+    data_name=data_name,
+    variable_update=variable_update,
+    optimizer='sgd',
+    num_batches=5,
+    init_learning_rate=lr,
+  )
   one = losses_of(num_gpus=1, batch_size=16, **common)
   two = losses_of(num_gpus=2, batch_size=8, **common)
-  assert abs(one[-1] - one[0]) > 1e-3   # it trains
+  assert abs(one[-1] - one[0]) > 1e-3  # it trains
   np.testing.assert_allclose(two, one, rtol=1e-5)
 
 
 def test_replicas_equal_v0_after_post_init_and_after_training():
-  p = make(model='lenet', variable_update='replicated', num_gpus=3, batch_size=4)
+  p = make(
+    model='lenet', variable_update='replicated', num_gpus=3, batch_size=4
+  )
   run = Session(p, post_init=False)
   # Scramble the other replicas, so the post-init copy has work to do.
   with run.built.graph.as_default():
-    scramble = [v.assign(tf.ones_like(v) * 7.0) for v in tf1.global_variables()
-                if v.op.name.startswith(('v1/', 'v2/'))]
+    scramble = [
+      v.assign(tf.ones_like(v) * 7.0)
+      for v in tf1.global_variables()
+      if v.op.name.startswith(('v1/', 'v2/'))
+    ]
   run.sess.run(scramble)
   run.sess.run(run.built.post_init_ops)
   v0 = run.values('v0/')
@@ -83,11 +110,12 @@ def test_replicas_equal_v0_after_post_init_and_after_training():
       np.testing.assert_array_equal(value, v0[name], err_msg=name)
   run.step(3)
   v0_after = run.values('v0/')
-  assert any(not np.array_equal(v0_after[k], v0[k]) for k in v0)   # it trained
+  assert any(not np.array_equal(v0_after[k], v0[k]) for k in v0)  # it trained
   for i in (1, 2):
     for name, value in run.values('v%d/' % i).items():
-      np.testing.assert_allclose(value, v0_after[name], rtol=1e-6, atol=1e-7,
-                                 err_msg=name)
+      np.testing.assert_allclose(
+        value, v0_after[name], rtol=1e-6, atol=1e-7, err_msg=name
+      )
   run.close()
 
 
@@ -97,7 +125,11 @@ def test_independent_towers_train_on_their_own_data():
   one = Session(make(num_gpus=1, **common))
   two.step(3)
   one.step(3)
-  v0_two, v1_two, v0_one = two.values('v0/'), two.values('v1/'), one.values('v0/')
+  v0_two, v1_two, v0_one = (
+    two.values('v0/'),
+    two.values('v1/'),
+    one.values('v0/'),
+  )
   for name, value in v0_one.items():
     np.testing.assert_allclose(v0_two[name], value, rtol=1e-6, err_msg=name)
   assert any(not np.allclose(v1_two[k], v0_two[k]) for k in v0_two)
@@ -111,24 +143,37 @@ def _device_index(device_string):
 
 
 def test_parameter_server_places_variables_on_the_parameter_device():
-  p = make(model='lenet', variable_update='parameter_server', num_gpus=3,
-           local_parameter_device='cpu')
+  p = make(
+    model='lenet',
+    variable_update='parameter_server',
+    num_gpus=3,
+    local_parameter_device='cpu',
+  )
   graph = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO()).build().graph
   with graph.as_default():
-    model_vars = [v for v in tf1.global_variables() if v.op.name.startswith('v/')]
+    model_vars = [
+      v for v in tf1.global_variables() if v.op.name.startswith('v/')
+    ]
   assert model_vars
   for v in model_vars:
     assert _device_index(v.device) == ('CPU', 0), v.op.name
-  tower2_convs = [op for op in graph.get_operations()
-                  if op.name.startswith('tower_2/') and op.type == 'Conv2D']
+  tower2_convs = [
+    op
+    for op in graph.get_operations()
+    if op.name.startswith('tower_2/') and op.type == 'Conv2D'
+  ]
   assert tower2_convs
   for op in tower2_convs:
     assert _device_index(op.device) == ('CPU', 2), op.name
 
 
 def test_parameter_server_spreads_variables_over_tower_devices_by_size():
-  p = make(model='lenet', variable_update='parameter_server', num_gpus=2,
-           local_parameter_device='gpu')
+  p = make(
+    model='lenet',
+    variable_update='parameter_server',
+    num_gpus=2,
+    local_parameter_device='gpu',
+  )
   graph = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO()).build().graph
   with graph.as_default():
     placed = {}
@@ -149,15 +194,24 @@ def test_replicated_places_replica_i_on_device_i():
         assert _device_index(v.device) == ('CPU', int(name[1])), name
 
 
-@pytest.mark.parametrize('model,data_name', [('resnet20', 'cifar10'),
-                                             ('lenet', 'imagenet')])
+@pytest.mark.parametrize(
+  'model,data_name', [('resnet20', 'cifar10'), ('lenet', 'imagenet')]
+)
 def test_initial_values_depend_only_on_the_name(model, data_name):
-  """Same seed: same initial model variables whatever the mode or tower count."""
+  """Same seed: same initial model variables whatever mode or tower count."""
   reference = None
-  for variable_update, num_gpus in [('parameter_server', 1), ('replicated', 3),
-                                    ('independent', 2)]:
-    p = make(model=model, data_name=data_name, variable_update=variable_update,
-             num_gpus=num_gpus, batch_size=2)
+  for variable_update, num_gpus in [
+    ('parameter_server', 1),
+    ('replicated', 3),
+    ('independent', 2),
+  ]:
+    p = make(
+      model=model,
+      data_name=data_name,
+      variable_update=variable_update,
+      num_gpus=num_gpus,
+      batch_size=2,
+    )
     run = Session(p)
     with run.built.graph.as_default():
       saved = run.bench.manager.savable_variables()
@@ -179,12 +233,14 @@ def test_initial_values_depend_only_on_the_name(model, data_name):
 def test_synthetic_examples_do_not_depend_on_the_tower_count():
   with tf.Graph().as_default():
     whole = inputs.synthetic_examples(7, 0, 6, [4, 4, 3], 10)
-    halves = [inputs.synthetic_examples(7, 3 * i, 3, [4, 4, 3], 10) for i in range(2)]
+    halves = [
+      inputs.synthetic_examples(7, 3 * i, 3, [4, 4, 3], 10) for i in range(2)
+    ]
     with tf1.Session() as sess:
       (w_img, w_lab), parts = sess.run([whole, halves])
   np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), w_img)
   np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), w_lab)
-  assert len(np.unique(w_img.reshape(6, -1), axis=0)) == 6   # all distinct
+  assert len(np.unique(w_img.reshape(6, -1), axis=0)) == 6  # all distinct
 
 
 def test_forward_only_runs_and_leaves_variables_alone():

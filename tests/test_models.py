@@ -1,8 +1,8 @@
 """Tests for the models package: registry, builder, every model, counts, FLOPs.
 
 Fast on CPU: batch 2, one training step per model, in NHWC and NCHW. The
-models that take ~10 s or more a step on two cores (``_SLOW``), and the NCHW
-runs of all but a few cheap models, are marked slow: ``pytest -m slow`` runs
+models that take ~10 s or more a step on two cores (`_SLOW`), and the NCHW
+runs of all but a few cheap models, are marked slow: `pytest -m slow` runs
 them.
 """
 
@@ -34,212 +34,309 @@ MODELS_DIR = pathlib.Path(models.__file__).parent
 # Models whose one-step test takes ~10 s or more on two shared cores (graph
 # build, CPU initialisation of 100M+ parameters, the step itself; NASNet's
 # thousands of small ops make even the mobile one ~17 s).
-_SLOW = {(name, 'imagenet') for name in (
-    'vgg16', 'vgg19', 'overfeat', 'inception4', 'nasnet', 'nasnetlarge')} | {
-    ('densenet100_k24', 'cifar10')}
+_SLOW = {
+  (name, 'imagenet')
+  for name in (
+    'vgg16',
+    'vgg19',
+    'overfeat',
+    'inception4',
+    'nasnet',
+    'nasnetlarge',
+  )
+} | {('densenet100_k24', 'cifar10')}
 
 # The models also stepped in NCHW by the default run: one per kind of layer
 # (LRN, depthwise, concat, residual). NASNet's separable convs and factorised
 # reduction get their NCHW checks in the slow suite (step and
 # test_nchw_matches_nhwc).
-_FAST_NCHW = {('lenet', 'imagenet'), ('trivial', 'cifar10'), ('alexnet', 'cifar10'),
-              ('resnet20', 'cifar10'), ('resnet20_v2', 'cifar10'),
-              ('mobilenet', 'imagenet'), ('mobilenet_v2', 'imagenet'),
-              ('densenet40_k12', 'cifar10'), ('googlenet', 'imagenet')}
+_FAST_NCHW = {
+  ('lenet', 'imagenet'),
+  ('trivial', 'cifar10'),
+  ('alexnet', 'cifar10'),
+  ('resnet20', 'cifar10'),
+  ('resnet20_v2', 'cifar10'),
+  ('mobilenet', 'imagenet'),
+  ('mobilenet_v2', 'imagenet'),
+  ('densenet40_k12', 'cifar10'),
+  ('googlenet', 'imagenet'),
+}
 
 
 def _is_heavy(name, dataset):
-    """The ``_SLOW`` models and the ImageNet ResNet-101/152 (any version)."""
-    if (name, dataset) in _SLOW:
-        return True
-    return dataset == 'imagenet' and re.match(r'resnet(101|152)', name) is not None
+  """The `_SLOW` models and the ImageNet ResNet-101/152 (any version)."""
+  if (name, dataset) in _SLOW:
+    return True
+  return (
+    dataset == 'imagenet' and re.match(r'resnet(101|152)', name) is not None
+  )
 
 
 def _model_params(data_format='NHWC'):
-    """One pytest.param per registered model (not the 'test_*' ones other test
-    modules register), slow-marked where heavy; in NCHW all but
-    ``_FAST_NCHW`` are slow."""
-    params = []
-    for name, dataset in models.list_models():
-        if name.startswith('test_'):
-            continue
-        slow = _is_heavy(name, dataset) or (
-            data_format == 'NCHW' and (name, dataset) not in _FAST_NCHW)
-        marks = [pytest.mark.slow] if slow else []
-        params.append(pytest.param(name, dataset, marks=marks,
-                                   id=f'{dataset}-{name}'))
-    return params
+  """One pytest.param per registered model (not the 'test_*' ones other test
+  modules register), slow-marked where heavy; in NCHW all but
+  `_FAST_NCHW` are slow."""
+  params = []
+  for name, dataset in models.list_models():
+    if name.startswith('test_'):
+      continue
+    slow = _is_heavy(name, dataset) or (
+      data_format == 'NCHW' and (name, dataset) not in _FAST_NCHW
+    )
+    marks = [pytest.mark.slow] if slow else []
+    params.append(
+      pytest.param(name, dataset, marks=marks, id='%s-%s' % (dataset, name))
+    )
+  return params
 
 
 def _images(batch, size, data_format, seed=(7, 11)):
-    shape = ([batch, size, size, 3] if data_format == 'NHWC'
-             else [batch, 3, size, size])
-    return tf.random.stateless_uniform(shape, seed=seed, minval=-1.0, maxval=1.0)
+  shape = (
+    [batch, size, size, 3] if data_format == 'NHWC' else [batch, 3, size, size]
+  )
+  return tf.random.stateless_uniform(shape, seed=seed, minval=-1.0, maxval=1.0)
 
 
-def _train_once(model, *, data_format='NHWC', compute_dtype=tf.float32,
-                image_size=None, batch=2):
-    """Builds model + SGD step in a fresh graph, runs one step.
+def _train_once(
+  model,
+  *,
+  data_format='NHWC',
+  compute_dtype=tf.float32,
+  image_size=None,
+  batch=2,
+):
+  """Builds model + SGD step in a fresh graph, runs one step.
 
-    Returns a dict with loss before/after the step, the logits, and the
-    graph objects the callers inspect.
-    """
-    num_classes = NUM_CLASSES[model.dataset]
-    graph = tf.Graph()
-    with graph.as_default():
-        images = _images(batch, image_size or model.image_size, data_format)
-        labels = tf.constant([i % num_classes for i in range(batch)])
-        out = model.build(images, num_classes, is_training=True,
-                          data_format=data_format, compute_dtype=compute_dtype)
-        loss = towers.cross_entropy(out.logits, labels)
-        if out.aux_logits is not None:
-            # As the harness does; also gives the head's variables gradients.
-            loss += towers.AUX_LOSS_WEIGHT * towers.cross_entropy(
-                out.aux_logits, labels)
-        opt = tf1.train.GradientDescentOptimizer(0.01)
-        grads_and_vars = opt.compute_gradients(loss)
-        with tf.control_dependencies(out.update_ops):
-            train_op = opt.apply_gradients(grads_and_vars)
-        init = tf1.global_variables_initializer()
-    with tf1.Session(graph=graph) as sess:
-        sess.run(init)
-        loss0, logits, _ = sess.run([loss, out.logits, train_op])
-        loss1 = sess.run(loss)
-    return dict(graph=graph, out=out, loss0=loss0, loss1=loss1, logits=logits,
-                grads_and_vars=grads_and_vars)
+  Returns a dict with loss before/after the step, the logits, and the
+  graph objects the callers inspect.
+  """
+  num_classes = NUM_CLASSES[model.dataset]
+  graph = tf.Graph()
+  with graph.as_default():
+    images = _images(batch, image_size or model.image_size, data_format)
+    labels = tf.constant([i % num_classes for i in range(batch)])
+    out = model.build(
+      images,
+      num_classes,
+      is_training=True,
+      data_format=data_format,
+      compute_dtype=compute_dtype,
+    )
+    loss = towers.cross_entropy(out.logits, labels)
+    if out.aux_logits is not None:
+      # As the harness does; also gives the head's variables gradients.
+      loss += towers.AUX_LOSS_WEIGHT * towers.cross_entropy(
+        out.aux_logits, labels
+      )
+    opt = tf1.train.GradientDescentOptimizer(0.01)
+    grads_and_vars = opt.compute_gradients(loss)
+    with tf.control_dependencies(out.update_ops):
+      train_op = opt.apply_gradients(grads_and_vars)
+    init = tf1.global_variables_initializer()
+  with tf1.Session(graph=graph) as sess:
+    sess.run(init)
+    loss0, logits, _ = sess.run([loss, out.logits, train_op])
+    loss1 = sess.run(loss)
+  return dict(
+    graph=graph,
+    out=out,
+    loss0=loss0,
+    loss1=loss1,
+    logits=logits,
+    grads_and_vars=grads_and_vars,
+  )
 
 
 # --------------------------------------------------------------------------
 # Registry
 
+
 def _zoo_names(dataset):
-    # Other test modules register throwaway 'test_*' models in the same process.
-    return [n for n in models.names(dataset) if not n.startswith('test_')]
+  # Other test modules register throwaway 'test_*' models in the same process.
+  return [n for n in models.names(dataset) if not n.startswith('test_')]
 
 
 def test_registry_lists_the_classic_models():
-    assert _zoo_names('imagenet') == sorted(
-        ['trivial', 'lenet', 'alexnet', 'overfeat', 'googlenet', 'vgg11',
-         'vgg16', 'vgg19', 'inception3', 'inception4', 'mobilenet',
-         'mobilenet_v2', 'nasnet', 'nasnetlarge'] +
-        [f'resnet{d}{v}' for d in (50, 101, 152) for v in ('', '_v1.5', '_v2')])
-    assert _zoo_names('cifar10') == sorted(
-        ['trivial', 'alexnet', 'densenet40_k12', 'densenet100_k12',
-         'densenet100_k24'] +
-        [f'resnet{d}{v}' for d in (20, 32, 44, 56, 110) for v in ('', '_v2')])
-    assert models.names() == sorted(set(models.names('imagenet')) |
-                                    set(models.names('cifar10')))
-    pairs = models.list_models()
-    assert pairs == sorted(pairs)
-    assert set(pairs) == {(n, d) for d in ('imagenet', 'cifar10')
-                          for n in models.names(d)}
+  assert _zoo_names('imagenet') == sorted(
+    [
+      'trivial',
+      'lenet',
+      'alexnet',
+      'overfeat',
+      'googlenet',
+      'vgg11',
+      'vgg16',
+      'vgg19',
+      'inception3',
+      'inception4',
+      'mobilenet',
+      'mobilenet_v2',
+      'nasnet',
+      'nasnetlarge',
+    ]
+    + [
+      'resnet%d%s' % (d, v)
+      for d in (50, 101, 152)
+      for v in ('', '_v1.5', '_v2')
+    ]
+  )
+  assert _zoo_names('cifar10') == sorted(
+    [
+      'trivial',
+      'alexnet',
+      'densenet40_k12',
+      'densenet100_k12',
+      'densenet100_k24',
+    ]
+    + [
+      'resnet%d%s' % (d, v) for d in (20, 32, 44, 56, 110) for v in ('', '_v2')
+    ]
+  )
+  assert models.names() == sorted(
+    set(models.names('imagenet')) | set(models.names('cifar10'))
+  )
+  pairs = models.list_models()
+  assert pairs == sorted(pairs)
+  assert set(pairs) == {
+    (n, d) for d in ('imagenet', 'cifar10') for n in models.names(d)
+  }
 
 
 def test_registry_refuses_duplicates():
-    with pytest.raises(ValueError, match='already registered'):
-        models.register('resnet20', 'cifar10', lambda: None)
-    with pytest.raises(ValueError, match='dataset'):
-        models.register('new_model', 'mnist', lambda: None)
+  with pytest.raises(ValueError, match='already registered'):
+    models.register('resnet20', 'cifar10', lambda: None)
+  with pytest.raises(ValueError, match='dataset'):
+    models.register('new_model', 'mnist', lambda: None)
 
 
 def test_registry_register_new_model(monkeypatch):
-    # Work on a copy so the real registry is untouched after the test.
-    monkeypatch.setattr(registry, '_REGISTRY', dict(registry._REGISTRY))
-    models.register('tiny', 'cifar10', lambda: 'a model')
-    assert models.create_model('tiny', 'cifar10') == 'a model'
-    assert ('tiny', 'cifar10') in models.list_models()
-    assert 'tiny' not in models.names('imagenet')
+  # Work on a copy so the real registry is untouched after the test.
+  monkeypatch.setattr(registry, '_REGISTRY', dict(registry._REGISTRY))
+  models.register('tiny', 'cifar10', lambda: 'a model')
+  assert models.create_model('tiny', 'cifar10') == 'a model'
+  assert ('tiny', 'cifar10') in models.list_models()
+  assert 'tiny' not in models.names('imagenet')
 
 
 def test_unknown_model_lists_alternatives():
-    with pytest.raises(models.UnknownModelError) as err:
-        models.create_model('resnet21', 'cifar10')
-    assert isinstance(err.value, ValueError)
-    message = str(err.value)
-    assert 'resnet21' in message
-    for name in models.names('cifar10'):
-        assert name in message
-    assert 'resnet50' not in message  # an imagenet-only name
-    with pytest.raises(models.UnknownModelError, match='dataset'):
-        models.create_model('resnet50', 'mnist')
+  with pytest.raises(models.UnknownModelError) as err:
+    models.create_model('resnet21', 'cifar10')
+  assert isinstance(err.value, ValueError)
+  message = str(err.value)
+  assert 'resnet21' in message
+  for name in models.names('cifar10'):
+    assert name in message
+  assert 'resnet50' not in message  # an imagenet-only name
+  with pytest.raises(models.UnknownModelError, match='dataset'):
+    models.create_model('resnet50', 'mnist')
 
 
 def test_model_attributes():
-    m = models.create_model('resnet50', 'imagenet')
-    assert isinstance(m, models.Model)
-    assert (m.name, m.dataset, m.image_size, m.default_batch_size,
-            m.default_learning_rate) == ('resnet50', 'imagenet', 224, 64, 0.128)
-    assert models.create_model('resnet152_v2', 'imagenet').default_batch_size == 32
-    m = models.create_model('resnet56', 'cifar10')
-    assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (32, 128, 0.1)
-    assert models.create_model('alexnet', 'imagenet').image_size == 227
-    assert models.create_model('lenet', 'imagenet').image_size == 28
-    # Classic image sizes, batch sizes and learning rates of the other models.
-    for name, size, batch, lr in [
-            ('overfeat', 231, 32, 0.005), ('googlenet', 224, 32, 0.005),
-            ('vgg16', 224, 64, 0.005), ('inception3', 299, 32, 0.005),
-            ('inception4', 299, 32, 0.005), ('mobilenet', 224, 32, 0.005),
-            ('mobilenet_v2', 224, 32, 0.005), ('nasnet', 224, 32, 0.005),
-            ('nasnetlarge', 331, 16, 0.005)]:
-        m = models.create_model(name, 'imagenet')
-        assert (m.image_size, m.default_batch_size,
-                m.default_learning_rate) == (size, batch, lr), name
-    m = models.create_model('densenet100_k24', 'cifar10')
-    assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (32, 64, 0.1)
-    # A fresh instance per call.
-    assert models.create_model('lenet', 'imagenet') is not models.create_model('lenet', 'imagenet')
+  m = models.create_model('resnet50', 'imagenet')
+  assert isinstance(m, models.Model)
+  assert (
+    m.name,
+    m.dataset,
+    m.image_size,
+    m.default_batch_size,
+    m.default_learning_rate,
+  ) == ('resnet50', 'imagenet', 224, 64, 0.128)
+  assert (
+    models.create_model('resnet152_v2', 'imagenet').default_batch_size == 32
+  )
+  m = models.create_model('resnet56', 'cifar10')
+  assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (
+    32,
+    128,
+    0.1,
+  )
+  assert models.create_model('alexnet', 'imagenet').image_size == 227
+  assert models.create_model('lenet', 'imagenet').image_size == 28
+  # Classic image sizes, batch sizes and learning rates of the other models.
+  for name, size, batch, lr in [
+    ('overfeat', 231, 32, 0.005),
+    ('googlenet', 224, 32, 0.005),
+    ('vgg16', 224, 64, 0.005),
+    ('inception3', 299, 32, 0.005),
+    ('inception4', 299, 32, 0.005),
+    ('mobilenet', 224, 32, 0.005),
+    ('mobilenet_v2', 224, 32, 0.005),
+    ('nasnet', 224, 32, 0.005),
+    ('nasnetlarge', 331, 16, 0.005),
+  ]:
+    m = models.create_model(name, 'imagenet')
+    assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (
+      size,
+      batch,
+      lr,
+    ), name
+  m = models.create_model('densenet100_k24', 'cifar10')
+  assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (
+    32,
+    64,
+    0.1,
+  )
+  # A fresh instance per call.
+  assert models.create_model('lenet', 'imagenet') is not models.create_model(
+    'lenet', 'imagenet'
+  )
 
 
 def test_models_package_is_self_contained():
-    """models/ must not depend on the harness, Keras, tf.layers or TF privates."""
-    forbidden = re.compile(
-        r'tf_cnn_benchmarks|variable_mgr|keras|compat\.v1\.layers|tf1\.layers|'
-        r'tensorflow\.python|rnn_cell')
-    for path in MODELS_DIR.glob('*.py'):
-        for line in path.read_text().splitlines():
-            code = line.split('#')[0]
-            if 'import' in code or 'tf.' in code or 'tf1.' in code:
-                assert not forbidden.search(code), f'{path.name}: {line}'
+  """models/ must not depend on the harness, Keras, tf.layers or TF privates."""
+  forbidden = re.compile(
+    r'tf_cnn_benchmarks|variable_mgr|keras|compat\.v1\.layers|tf1\.layers|'
+    r'tensorflow\.python|rnn_cell'
+  )
+  for path in MODELS_DIR.glob('*.py'):
+    for line in path.read_text().splitlines():
+      code = line.split('#')[0]
+      if 'import' in code or 'tf.' in code or 'tf1.' in code:
+        assert not forbidden.search(code), '%s: %s' % (path.name, line)
 
 
 # --------------------------------------------------------------------------
 # One training step of every model
 
+
 @pytest.mark.parametrize('name,dataset', _model_params())
 def test_one_training_step_nhwc(name, dataset):
-    model = models.create_model(name, dataset)
-    result = _train_once(model)
-    num_classes = NUM_CLASSES[dataset]
-    assert result['logits'].shape == (2, num_classes)
-    assert result['logits'].dtype == np.float32
-    assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
-    assert np.all(np.isfinite(result['logits']))
-    # Every trainable variable gets a gradient (the auxiliary head's through
-    # the auxiliary loss).
-    assert all(g is not None for g, _ in result['grads_and_vars'])
-    aux = result['out'].aux_logits
-    if name in ('inception3', 'nasnet', 'nasnetlarge'):
-        assert aux is not None and aux.shape.as_list() == [2, num_classes]
-    else:
-        assert aux is None
-    # Batch-norm updates come back in the output, not in the collection.
-    with result['graph'].as_default():
-        assert tf1.get_collection(tf1.GraphKeys.UPDATE_OPS) == []
-        num_bn = len([v for v in tf1.global_variables()
-                      if v.name.endswith('moving_mean:0')])
-    assert len(result['out'].update_ops) == 2 * num_bn
+  model = models.create_model(name, dataset)
+  result = _train_once(model)
+  num_classes = NUM_CLASSES[dataset]
+  assert result['logits'].shape == (2, num_classes)
+  assert result['logits'].dtype == np.float32
+  assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
+  assert np.all(np.isfinite(result['logits']))
+  # Every trainable variable gets a gradient (the auxiliary head's through
+  # the auxiliary loss).
+  assert all(g is not None for g, _ in result['grads_and_vars'])
+  aux = result['out'].aux_logits
+  if name in ('inception3', 'nasnet', 'nasnetlarge'):
+    assert aux is not None and aux.shape.as_list() == [2, num_classes]
+  else:
+    assert aux is None
+  # Batch-norm updates come back in the output, not in the collection.
+  with result['graph'].as_default():
+    assert tf1.get_collection(tf1.GraphKeys.UPDATE_OPS) == []
+    num_bn = len(
+      [v for v in tf1.global_variables() if v.name.endswith('moving_mean:0')]
+    )
+  assert len(result['out'].update_ops) == 2 * num_bn
 
 
 @pytest.mark.parametrize('name,dataset', _model_params('NCHW'))
 def test_one_training_step_nchw(name, dataset):
-    model = models.create_model(name, dataset)
-    result = _train_once(model, data_format='NCHW')
-    assert result['logits'].shape == (2, NUM_CLASSES[dataset])
-    assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
-    assert np.all(np.isfinite(result['logits']))
+  model = models.create_model(name, dataset)
+  result = _train_once(model, data_format='NCHW')
+  assert result['logits'].shape == (2, NUM_CLASSES[dataset])
+  assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
+  assert np.all(np.isfinite(result['logits']))
 
 
-@pytest.mark.parametrize('name,dataset,image_size,is_training', [
+@pytest.mark.parametrize(
+  'name,dataset,image_size,is_training',
+  [
     ('resnet20', 'cifar10', 32, True),
     ('resnet20_v2', 'cifar10', 32, False),
     # Fully convolutional, so a small input keeps these cheap.
@@ -251,85 +348,105 @@ def test_one_training_step_nchw(name, dataset):
     # Separable convolutions and the pixel-shifted factorised reduction
     # (~20 s: NASNet's graph is large whatever the image size).
     pytest.param('nasnet', 'imagenet', 96, False, marks=pytest.mark.slow),
-])
+  ],
+)
 def test_nchw_matches_nhwc(name, dataset, image_size, is_training):
-    """Same seed and names => same weights, so both layouts give the same logits
-    (models without a flatten, whose feature order depends on the layout)."""
-    model = models.create_model(name, dataset)
-    num_classes = NUM_CLASSES[dataset]
-    logits = {}
-    for data_format in ('NHWC', 'NCHW'):
-        graph = tf.Graph()
-        with graph.as_default():
-            images = _images(2, image_size, 'NHWC')
-            if data_format == 'NCHW':
-                images = tf.transpose(images, [0, 3, 1, 2])
-            out = model.build(images, num_classes, is_training=is_training,
-                              data_format=data_format)
-            init = tf1.global_variables_initializer()
-        with tf1.Session(graph=graph) as sess:
-            sess.run(init)
-            logits[data_format] = sess.run(out.logits)
-    # Different conv kernels per layout round differently; batch-statistics BN
-    # over tiny late-stage maps amplifies that, hence the loose tolerance (a
-    # layout bug gives O(1) differences).
-    np.testing.assert_allclose(logits['NHWC'], logits['NCHW'], rtol=1e-3, atol=2e-3)
+  """Same seed and names => same weights, so both layouts give the same logits
+  (models without a flatten, whose feature order depends on the layout)."""
+  model = models.create_model(name, dataset)
+  num_classes = NUM_CLASSES[dataset]
+  logits = {}
+  for data_format in ('NHWC', 'NCHW'):
+    graph = tf.Graph()
+    with graph.as_default():
+      images = _images(2, image_size, 'NHWC')
+      if data_format == 'NCHW':
+        images = tf.transpose(images, [0, 3, 1, 2])
+      out = model.build(
+        images, num_classes, is_training=is_training, data_format=data_format
+      )
+      init = tf1.global_variables_initializer()
+    with tf1.Session(graph=graph) as sess:
+      sess.run(init)
+      logits[data_format] = sess.run(out.logits)
+  # Different conv kernels per layout round differently; batch-statistics BN
+  # over tiny late-stage maps amplifies that, hence the loose tolerance (a
+  # layout bug gives O(1) differences).
+  np.testing.assert_allclose(
+    logits['NHWC'], logits['NCHW'], rtol=1e-3, atol=2e-3
+  )
 
 
 @pytest.mark.parametrize('compute_dtype', [tf.float16, tf.bfloat16])
-@pytest.mark.parametrize('name,dataset', [
+@pytest.mark.parametrize(
+  'name,dataset',
+  [
     ('resnet20', 'cifar10'),
     ('resnet20_v2', 'cifar10'),
     ('alexnet', 'cifar10'),  # LRN has no 16-bit GPU kernel: runs in float32
     ('lenet', 'imagenet'),
-])
+  ],
+)
 def test_16bit_compute(name, dataset, compute_dtype):
-    model = models.create_model(name, dataset)
-    result = _train_once(model, compute_dtype=compute_dtype)
-    assert result['out'].logits.dtype == compute_dtype
-    assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
-    with result['graph'].as_default():
-        variables = tf1.global_variables()
-    # Variables, hence their gradients, stay float32.
-    assert variables and all(v.dtype.base_dtype == tf.float32 for v in variables)
-    assert all(g.dtype.base_dtype == tf.float32
-               for g, _ in result['grads_and_vars'])
+  model = models.create_model(name, dataset)
+  result = _train_once(model, compute_dtype=compute_dtype)
+  assert result['out'].logits.dtype == compute_dtype
+  assert np.isfinite(result['loss0']) and np.isfinite(result['loss1'])
+  with result['graph'].as_default():
+    variables = tf1.global_variables()
+  # Variables, hence their gradients, stay float32.
+  assert variables and all(v.dtype.base_dtype == tf.float32 for v in variables)
+  assert all(
+    g.dtype.base_dtype == tf.float32 for g, _ in result['grads_and_vars']
+  )
 
 
 def test_inference_build_has_no_update_ops_or_dropout():
-    graph = tf.Graph()
-    with graph.as_default():
-        images = _images(2, 227, 'NHWC')
-        out = models.create_model('alexnet', 'imagenet').build(
-            images, 1001, is_training=False)
-        assert out.update_ops == ()
-        op_types = {op.type for op in graph.get_operations()}
-    # Dropout would add a stateful random op; inference must be deterministic.
-    assert not [t for t in op_types if 'Random' in t and not t.startswith('Stateless')]
-    graph = tf.Graph()
-    with graph.as_default():
-        models.create_model('alexnet', 'imagenet').build(
-            _images(2, 227, 'NHWC'), 1001, is_training=True)
-        assert 'RandomUniform' in {op.type for op in graph.get_operations()}
+  graph = tf.Graph()
+  with graph.as_default():
+    images = _images(2, 227, 'NHWC')
+    out = models.create_model('alexnet', 'imagenet').build(
+      images, 1001, is_training=False
+    )
+    assert out.update_ops == ()
+    op_types = {op.type for op in graph.get_operations()}
+  # Dropout would add a stateful random op; inference must be deterministic.
+  assert not [
+    t for t in op_types if 'Random' in t and not t.startswith('Stateless')
+  ]
+  graph = tf.Graph()
+  with graph.as_default():
+    models.create_model('alexnet', 'imagenet').build(
+      _images(2, 227, 'NHWC'), 1001, is_training=True
+    )
+    assert 'RandomUniform' in {op.type for op in graph.get_operations()}
 
-    graph = tf.Graph()
-    with graph.as_default():
-        out = models.create_model('resnet20', 'cifar10').build(
-            _images(2, 32, 'NHWC'), 10, is_training=False)
-        assert out.update_ops == ()
-        assert isinstance(out, models.ModelOutput) and out.aux_logits is None
+  graph = tf.Graph()
+  with graph.as_default():
+    out = models.create_model('resnet20', 'cifar10').build(
+      _images(2, 32, 'NHWC'), 10, is_training=False
+    )
+    assert out.update_ops == ()
+    assert isinstance(out, models.ModelOutput) and out.aux_logits is None
 
 
 # --------------------------------------------------------------------------
 # Parameter counts and FLOPs
 
-@pytest.mark.parametrize('name,dataset,num_classes,expected', [
+
+@pytest.mark.parametrize(
+  'name,dataset,num_classes,expected',
+  [
     # torchvision resnet50 / resnet101 / resnet152 "num_params" (same v1
     # architecture; v1.5 moves a stride, no parameters).
     ('resnet50', 'imagenet', 1000, 25_557_032),
     ('resnet50_v1.5', 'imagenet', 1000, 25_557_032),
-    pytest.param('resnet101', 'imagenet', 1000, 44_549_160, marks=pytest.mark.slow),
-    pytest.param('resnet152', 'imagenet', 1000, 60_192_808, marks=pytest.mark.slow),
+    pytest.param(
+      'resnet101', 'imagenet', 1000, 44_549_160, marks=pytest.mark.slow
+    ),
+    pytest.param(
+      'resnet152', 'imagenet', 1000, 60_192_808, marks=pytest.mark.slow
+    ),
     # He et al. 2015, Table 6: ResNet-20 "0.27M", ResNet-110 "1.7M". Exactly,
     # for the option-A (parameter-free shortcut) network built here:
     #   stem conv 3*3*3*16 + BN 2*16                         =     464
@@ -350,7 +467,12 @@ def test_inference_build_has_no_update_ops_or_dropout():
     ('alexnet', 'imagenet', 1000, 61_838_248),
     # torchvision's alexnet (61,100,840) has 256 filters in conv4: 3*3*384*256
     # fewer weights in conv4 and 3*3*128*256 fewer in conv5, 128 fewer biases.
-    ('alexnet', 'imagenet', 1000, 61_100_840 + 9 * 128 * 384 + 9 * 128 * 256 + 128),
+    (
+      'alexnet',
+      'imagenet',
+      1000,
+      61_100_840 + 9 * 128 * 384 + 9 * 128 * 256 + 128,
+    ),
     # lenet: 5*5*3*32+32 + 5*5*32*64+64 + 3136*512+512 + 512*1001+1001.
     ('lenet', 'imagenet', 1001, 2_432 + 51_264 + 1_606_144 + 513_513),
     # torchvision vgg11 / vgg16 / vgg19 "num_params" (Simonyan & Zisserman
@@ -369,52 +491,64 @@ def test_inference_build_has_no_update_ops_or_dropout():
     # OverFeat fast (Sermanet et al. 2013, Table 1), weights + biases:
     # convs 34,944 + 614,656 + 1,180,160 + 4,719,616 + 9,438,208,
     # fc 36,864*3,072+3,072 + 3,072*4,096+4,096 + 4,096*1,000+1,000.
-    ('overfeat', 'imagenet', 1000, 15_987_584 + 113_249_280 + 12_587_008 + 4_097_000),
+    (
+      'overfeat',
+      'imagenet',
+      1000,
+      15_987_584 + 113_249_280 + 12_587_008 + 4_097_000,
+    ),
     # DenseNet (L=40, k=12), Huang et al. 2016, Table 2: "1.0M"; exactly, for
     # the classic harness's layout (conv biases, transition width unchanged):
     ('densenet40_k12', 'cifar10', 10, 1_020_634),
-])
+  ],
+)
 def test_param_count(name, dataset, num_classes, expected):
-    model = models.create_model(name, dataset)
-    assert models.model_param_count(model, num_classes) == expected
+  model = models.create_model(name, dataset)
+  assert models.model_param_count(model, num_classes) == expected
 
 
 def _densenet_params(layers_per_block, growth, num_classes=10):
-    """Exact DenseNet-(3n+4, k) count for the layout in models/densenet.py."""
-    channels = 16
-    total = 3 * 3 * 3 * 16 + 16                                   # stem conv
-    for block in range(3):
-        for _ in range(layers_per_block):
-            total += 2 * channels + 9 * channels * growth + growth  # BN, conv
-            channels += growth
-        if block < 2:
-            total += 2 * channels + channels * channels + channels  # transition
-    return total + 2 * channels + channels * num_classes + num_classes
+  """Exact DenseNet-(3n+4, k) count for the layout in models/densenet.py."""
+  channels = 16
+  total = 3 * 3 * 3 * 16 + 16  # stem conv
+  for block in range(3):
+    for _ in range(layers_per_block):
+      total += 2 * channels + 9 * channels * growth + growth  # BN, conv
+      channels += growth
+    if block < 2:
+      total += 2 * channels + channels * channels + channels  # transition
+  return total + 2 * channels + channels * num_classes + num_classes
 
 
 def test_densenet_param_formula():
-    assert _densenet_params(12, 12) == 1_020_634
-    # Huang et al. 2016, Table 2: DenseNet (L=100, k=12) 7.0M, (L=100, k=24)
-    # 27.2M.
-    assert _densenet_params(32, 12) == pytest.approx(7.0e6, rel=0.01)
-    assert _densenet_params(32, 24) == pytest.approx(27.2e6, rel=0.01)
+  assert _densenet_params(12, 12) == 1_020_634
+  # Huang et al. 2016, Table 2: DenseNet (L=100, k=12) 7.0M, (L=100, k=24)
+  # 27.2M.
+  assert _densenet_params(32, 12) == pytest.approx(7.0e6, rel=0.01)
+  assert _densenet_params(32, 24) == pytest.approx(27.2e6, rel=0.01)
 
 
 def _inference_counts(name, num_classes=1000):
-    """(trainable, all parameters, forward FLOPs) of the inference network
-    from one build; 'all' counts batch-norm moving means and variances, as
-    Keras's "Total params" does."""
-    graph = tf.Graph()
-    with graph.as_default():
-        model = models.create_model(name, 'imagenet')
-        size = model.image_size
-        model.build(tf.zeros([1, size, size, 3]), num_classes, is_training=False)
-        trainable = sum(v.shape.num_elements() for v in tf1.trainable_variables())
-        everything = sum(v.shape.num_elements() for v in tf1.global_variables())
-    return trainable, everything, models.count_forward_flops(graph.get_operations())
+  """(trainable, all parameters, forward FLOPs) of the inference network
+  from one build; 'all' counts batch-norm moving means and variances, as
+  Keras's "Total params" does."""
+  graph = tf.Graph()
+  with graph.as_default():
+    model = models.create_model(name, 'imagenet')
+    size = model.image_size
+    model.build(tf.zeros([1, size, size, 3]), num_classes, is_training=False)
+    trainable = sum(v.shape.num_elements() for v in tf1.trainable_variables())
+    everything = sum(v.shape.num_elements() for v in tf1.global_variables())
+  return (
+    trainable,
+    everything,
+    models.count_forward_flops(graph.get_operations()),
+  )
 
 
-@pytest.mark.parametrize('name,trainable,total,macs', [
+@pytest.mark.parametrize(
+  'name,trainable,total,macs',
+  [
     # Parameters: keras-applications InceptionV3 (include_top, 1000 classes):
     # 23,851,784 total / 23,817,352 trainable. Keras's BN has no gamma
     # (scale=False) like the classic harness's, and no auxiliary head: ours is
@@ -435,308 +569,383 @@ def _inference_counts(name, num_classes=1000):
     # timm's inception_v4 has 42,679,816, with a BN gamma (ours, like the
     # classic harness's, has none): minus one gamma per BN channel (31,584).
     # Zoph et al. 2017, Table 2: Inception-v4 42.7M, 12.27B mult-adds.
-    ('inception4', 42_679_816 - 31_584, 42_679_816 - 31_584 + 2 * 31_584, 12.27e9),
+    (
+      'inception4',
+      42_679_816 - 31_584,
+      42_679_816 - 31_584 + 2 * 31_584,
+      12.27e9,
+    ),
     # keras-applications NASNetLarge: 88,949,818 total. Zoph et al. 2017,
     # Table 2: NASNet-A (6 @ 4032) 88.9M, 23.8B mult-adds.
-    pytest.param('nasnetlarge', 88_753_150, 88_949_818, 23.8e9,
-                 marks=pytest.mark.slow),
-])
+    pytest.param(
+      'nasnetlarge', 88_753_150, 88_949_818, 23.8e9, marks=pytest.mark.slow
+    ),
+  ],
+)
 def test_counts_match_published(name, trainable, total, macs):
-    params, everything, flops = _inference_counts(name)
-    assert (params, everything) == (trainable, total)
-    assert flops == pytest.approx(2 * macs, rel=0.05)
+  params, everything, flops = _inference_counts(name)
+  assert (params, everything) == (trainable, total)
+  assert flops == pytest.approx(2 * macs, rel=0.05)
 
 
 def test_resnet50_flops():
-    """ResNet-50 forward: 2 x multiply-adds.
+  """ResNet-50 forward: 2 x multiply-adds.
 
-    v1 (stride in the 1x1): He et al. 2015, Table 1, "3.8 x 10^9 FLOPs"
-    (multiply-adds). v1.5 (stride in the 3x3): torchvision's ResNet50 (a
-    v1.5) lists 4.09 GFLOPS (multiply-adds), i.e. the often-quoted ~4.1e9.
-    """
-    v1 = models.model_flops_per_image(models.create_model('resnet50', 'imagenet'), 1000)
-    v15 = models.model_flops_per_image(
-        models.create_model('resnet50_v1.5', 'imagenet'), 1000, data_format='NCHW')
-    assert v1 == pytest.approx(2 * 3.8e9, rel=0.05)
-    assert v15 == pytest.approx(2 * 4.1e9, rel=0.05)
-    assert v15 > v1
+  v1 (stride in the 1x1): He et al. 2015, Table 1, "3.8 x 10^9 FLOPs"
+  (multiply-adds). v1.5 (stride in the 3x3): torchvision's ResNet50 (a
+  v1.5) lists 4.09 GFLOPS (multiply-adds), i.e. the often-quoted ~4.1e9.
+  """
+  v1 = models.model_flops_per_image(
+    models.create_model('resnet50', 'imagenet'), 1000
+  )
+  v15 = models.model_flops_per_image(
+    models.create_model('resnet50_v1.5', 'imagenet'), 1000, data_format='NCHW'
+  )
+  assert v1 == pytest.approx(2 * 3.8e9, rel=0.05)
+  assert v15 == pytest.approx(2 * 4.1e9, rel=0.05)
+  assert v15 > v1
 
 
 def test_vgg16_flops():
-    """Simonyan & Zisserman's VGG-16: ~15.5 x 10^9 multiply-adds (the figure
-    torchvision lists as 15.47 GFLOPS)."""
-    flops = models.model_flops_per_image(models.create_model('vgg16', 'imagenet'), 1000)
-    assert flops == pytest.approx(2 * 15.5e9, rel=0.05)
+  """Simonyan & Zisserman's VGG-16: ~15.5 x 10^9 multiply-adds (the figure
+  torchvision lists as 15.47 GFLOPS)."""
+  flops = models.model_flops_per_image(
+    models.create_model('vgg16', 'imagenet'), 1000
+  )
+  assert flops == pytest.approx(2 * 15.5e9, rel=0.05)
 
 
 def test_depthwise_convolutions_are_counted():
-    """MobileNet's depthwise layers, exactly: sum of H_out * W_out * C * 9."""
-    graph = tf.Graph()
-    with graph.as_default():
-        models.create_model('mobilenet', 'imagenet').build(
-            tf.zeros([1, 224, 224, 3]), 1000, is_training=False)
-    depthwise = [op for op in graph.get_operations()
-                 if op.type == 'DepthwiseConv2dNative']
-    assert len(depthwise) == 13
-    # (output side, channels) of the 13 depthwise layers.
-    layers = [(112, 32), (56, 64), (56, 128), (28, 128), (28, 256), (14, 256)] + \
-        [(14, 512)] * 5 + [(7, 512), (7, 1024)]
-    assert models.count_forward_flops(depthwise) == 2 * sum(
-        side * side * channels * 9 for side, channels in layers)
+  """MobileNet's depthwise layers, exactly: sum of H_out * W_out * C * 9."""
+  graph = tf.Graph()
+  with graph.as_default():
+    models.create_model('mobilenet', 'imagenet').build(
+      tf.zeros([1, 224, 224, 3]), 1000, is_training=False
+    )
+  depthwise = [
+    op for op in graph.get_operations() if op.type == 'DepthwiseConv2dNative'
+  ]
+  assert len(depthwise) == 13
+  # (output side, channels) of the 13 depthwise layers.
+  layers = (
+    [(112, 32), (56, 64), (56, 128), (28, 128), (28, 256), (14, 256)]
+    + [(14, 512)] * 5
+    + [(7, 512), (7, 1024)]
+  )
+  assert models.count_forward_flops(depthwise) == 2 * sum(
+    side * side * channels * 9 for side, channels in layers
+  )
 
 
 def test_model_stats_builds_once_and_agrees():
-    model = models.create_model('resnet20', 'cifar10')
-    built = []
-    original = model.build
-    model.build = lambda *a, **k: built.append(1) or original(*a, **k)
-    params, flops = models.model_stats(model, 10)
-    assert len(built) == 1
-    model.build = original
-    assert params == models.model_param_count(model, 10) == 269_722
-    assert flops == models.model_flops_per_image(model, 10)
+  model = models.create_model('resnet20', 'cifar10')
+  built = []
+  original = model.build
+  model.build = lambda *a, **k: built.append(1) or original(*a, **k)
+  params, flops = models.model_stats(model, 10)
+  assert len(built) == 1
+  model.build = original
+  assert params == models.model_param_count(model, 10) == 269_722
+  assert flops == models.model_flops_per_image(model, 10)
 
 
 def test_aux_head_only_when_training():
-    """inception3's auxiliary head is a training-time loss: inference builds
-    (and therefore the parameter / FLOP table) leave it out."""
-    model = models.create_model('inception3', 'imagenet')
-    names = {}
-    for is_training in (True, False):
-        graph = tf.Graph()
-        with graph.as_default():
-            out = model.build(_images(2, 299, 'NHWC'), 1001,
-                              is_training=is_training)
-            names[is_training] = {v.op.name for v in tf1.trainable_variables()}
-        assert (out.aux_logits is not None) == is_training
-    # Same trunk variable names either way (so a training checkpoint restores
-    # into an inference graph); the head adds only its own.
-    extra = names[True] - names[False]
-    assert names[False] < names[True]
-    assert extra and all(n.startswith(('aux0/', 'affine1/')) for n in extra)
+  """inception3's auxiliary head is a training-time loss: inference builds
+  (and therefore the parameter / FLOP table) leave it out."""
+  model = models.create_model('inception3', 'imagenet')
+  names = {}
+  for is_training in (True, False):
+    graph = tf.Graph()
+    with graph.as_default():
+      out = model.build(_images(2, 299, 'NHWC'), 1001, is_training=is_training)
+      names[is_training] = {v.op.name for v in tf1.trainable_variables()}
+    assert (out.aux_logits is not None) == is_training
+  # Same trunk variable names either way (so a training checkpoint restores
+  # into an inference graph); the head adds only its own.
+  extra = names[True] - names[False]
+  assert names[False] < names[True]
+  assert extra and all(n.startswith(('aux0/', 'affine1/')) for n in extra)
 
 
 def test_count_forward_flops_exact():
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.zeros([1, 8, 8, 3])
-        conv = tf.nn.conv2d(x, tf.zeros([3, 3, 3, 4]), 1, 'SAME')           # 8*8*4 outs * 27
-        conv_s2 = tf.nn.conv2d(x, tf.zeros([1, 1, 3, 4]), 2, 'VALID')       # 4*4*4 outs * 3
-        dw = tf.nn.depthwise_conv2d(x, tf.zeros([3, 3, 3, 2]), [1, 1, 1, 1], 'SAME')  # 8*8*6 * 9
-        a = tf.zeros([2, 5])
-        mm = tf.linalg.matmul(a, tf.zeros([5, 7]))                             # 2*7 * 5
-        mm_t = tf.linalg.matmul(tf.zeros([5, 2]), tf.zeros([7, 5]),
-                                transpose_a=True, transpose_b=True)            # 2*7 * 5
-        bmm = tf.linalg.matmul(tf.zeros([4, 2, 5]), tf.zeros([4, 5, 3]))       # 4*2*3 * 5
-        total = sum(tf.reduce_sum(t) for t in (conv, conv_s2, dw, mm, mm_t, bmm))
-        forward_ops = graph.get_operations()
-        tf.gradients(total, [x, a])  # backward MatMuls etc. must be skipped
-    macs = 8 * 8 * 4 * 27 + 4 * 4 * 4 * 3 + 8 * 8 * 6 * 9 + 70 + 70 + 24 * 5
-    assert models.count_forward_flops(forward_ops) == 2 * macs
-    assert models.count_forward_flops(graph.get_operations()) == 2 * macs
+  graph = tf.Graph()
+  with graph.as_default():
+    x = tf.zeros([1, 8, 8, 3])
+    # MACs: 8*8*4 outs * 27.
+    conv = tf.nn.conv2d(x, tf.zeros([3, 3, 3, 4]), 1, 'SAME')
+    # 4*4*4 outs * 3.
+    conv_s2 = tf.nn.conv2d(x, tf.zeros([1, 1, 3, 4]), 2, 'VALID')
+    # 8*8*6 * 9.
+    dw = tf.nn.depthwise_conv2d(x, tf.zeros([3, 3, 3, 2]), [1, 1, 1, 1], 'SAME')
+    a = tf.zeros([2, 5])
+    # 2*7 * 5.
+    mm = tf.linalg.matmul(a, tf.zeros([5, 7]))
+    # 2*7 * 5.
+    mm_t = tf.linalg.matmul(
+      tf.zeros([5, 2]), tf.zeros([7, 5]), transpose_a=True, transpose_b=True
+    )
+    # 4*2*3 * 5.
+    bmm = tf.linalg.matmul(tf.zeros([4, 2, 5]), tf.zeros([4, 5, 3]))
+    total = sum(tf.reduce_sum(t) for t in (conv, conv_s2, dw, mm, mm_t, bmm))
+    forward_ops = graph.get_operations()
+    tf.gradients(total, [x, a])  # backward MatMuls etc. must be skipped
+  macs = 8 * 8 * 4 * 27 + 4 * 4 * 4 * 3 + 8 * 8 * 6 * 9 + 70 + 70 + 24 * 5
+  assert models.count_forward_flops(forward_ops) == 2 * macs
+  assert models.count_forward_flops(graph.get_operations()) == 2 * macs
 
 
 def test_count_forward_flops_needs_static_shapes():
-    graph = tf.Graph()
-    with graph.as_default():
-        a = tf1.placeholder(tf.float32, [None, 5])
-        tf.linalg.matmul(a, tf.zeros([5, 3]))
-    with pytest.raises(ValueError, match='not fully known'):
-        models.count_forward_flops(graph.get_operations())
+  graph = tf.Graph()
+  with graph.as_default():
+    a = tf1.placeholder(tf.float32, [None, 5])
+    tf.linalg.matmul(a, tf.zeros([5, 3]))
+  with pytest.raises(ValueError, match='not fully known'):
+    models.count_forward_flops(graph.get_operations())
 
 
 # --------------------------------------------------------------------------
 # Deterministic initialisation
 
-def _initial_values(graph, scopes):
-    """Runs the initialisers; returns {scope: {name relative to scope: value}}.
 
-    '' stands for variables built with no outer scope.
-    """
-    with graph.as_default():
-        init = tf1.global_variables_initializer()
-        variables = tf1.global_variables()
-    with tf1.Session(graph=graph) as sess:
-        sess.run(init)
-        values = sess.run({v.name: v for v in variables})
-    by_scope = {}
-    for scope in scopes:
-        prefix = f'{scope}/' if scope else ''
-        others = tuple(f'{s}/' for s in scopes if s and s != scope)
-        by_scope[scope] = {
-            name[len(prefix):]: value for name, value in values.items()
-            if name.startswith(prefix) and not name.startswith(others)
-            and name != 'unrelated:0'}
-    return by_scope
+def _initial_values(graph, scopes):
+  """Runs the initialisers; returns {scope: {name relative to scope: value}}.
+
+  '' stands for variables built with no outer scope.
+  """
+  with graph.as_default():
+    init = tf1.global_variables_initializer()
+    variables = tf1.global_variables()
+  with tf1.Session(graph=graph) as sess:
+    sess.run(init)
+    values = sess.run({v.name: v for v in variables})
+  by_scope = {}
+  for scope in scopes:
+    prefix = '%s/' % scope if scope else ''
+    others = tuple('%s/' % s for s in scopes if s and s != scope)
+    by_scope[scope] = {
+      name[len(prefix) :]: value
+      for name, value in values.items()
+      if name.startswith(prefix)
+      and not name.startswith(others)
+      and name != 'unrelated:0'
+    }
+  return by_scope
 
 
 def _build_under(scope, name, dataset, seed=1234):
-    model = models.create_model(name, dataset)
-    images = _images(2, model.image_size, 'NHWC')
-    if scope:
-        with tf1.variable_scope(scope):
-            model.build(images, NUM_CLASSES[dataset], seed=seed)
-    else:
-        model.build(images, NUM_CLASSES[dataset], seed=seed)
+  model = models.create_model(name, dataset)
+  images = _images(2, model.image_size, 'NHWC')
+  if scope:
+    with tf1.variable_scope(scope):
+      model.build(images, NUM_CLASSES[dataset], seed=seed)
+  else:
+    model.build(images, NUM_CLASSES[dataset], seed=seed)
 
 
-@pytest.mark.parametrize('name,dataset', [('resnet20', 'cifar10'),
-                                          ('alexnet', 'cifar10')])
+@pytest.mark.parametrize(
+  'name,dataset', [('resnet20', 'cifar10'), ('alexnet', 'cifar10')]
+)
 def test_initial_values_depend_only_on_seed_and_relative_name(name, dataset):
-    graph_a = tf.Graph()
-    with graph_a.as_default():
-        _build_under('v0', name, dataset)
-        _build_under('v1', name, dataset)
-    values_a = _initial_values(graph_a, ['v0', 'v1'])
+  graph_a = tf.Graph()
+  with graph_a.as_default():
+    _build_under('v0', name, dataset)
+    _build_under('v1', name, dataset)
+  values_a = _initial_values(graph_a, ['v0', 'v1'])
 
-    # Another graph: unrelated random ops first, other scopes, reverse order,
-    # and a build with no outer scope at all.
-    graph_b = tf.Graph()
-    with graph_b.as_default():
-        tf.random.uniform([3], seed=5)
-        tf1.get_variable('unrelated', [4], initializer=tf1.ones_initializer())
-        _build_under('tower_0', name, dataset)
-        _build_under('', name, dataset)
-    values_b = _initial_values(graph_b, ['tower_0', ''])
+  # Another graph: unrelated random ops first, other scopes, reverse order,
+  # and a build with no outer scope at all.
+  graph_b = tf.Graph()
+  with graph_b.as_default():
+    tf.random.uniform([3], seed=5)
+    tf1.get_variable('unrelated', [4], initializer=tf1.ones_initializer())
+    _build_under('tower_0', name, dataset)
+    _build_under('', name, dataset)
+  values_b = _initial_values(graph_b, ['tower_0', ''])
 
-    reference = values_a['v0']
-    assert len(reference) >= 10
-    for values in (values_a['v1'], values_b['tower_0'], values_b['']):
-        assert sorted(values) == sorted(reference)
-        for var_name, value in reference.items():
-            np.testing.assert_array_equal(values[var_name], value, err_msg=var_name)
+  reference = values_a['v0']
+  assert len(reference) >= 10
+  for values in (values_a['v1'], values_b['tower_0'], values_b['']):
+    assert sorted(values) == sorted(reference)
+    for var_name, value in reference.items():
+      np.testing.assert_array_equal(values[var_name], value, err_msg=var_name)
 
 
 def test_initial_values_change_with_seed_and_name():
-    graph = tf.Graph()
-    with graph.as_default():
-        _build_under('a', 'resnet20', 'cifar10', seed=1234)
-        _build_under('b', 'resnet20', 'cifar10', seed=4321)
-    values = _initial_values(graph, ['a', 'b'])
-    a, b = values['a'], values['b']
-    # Two kernels of the same shape inside one model differ ...
-    assert a['block0/conv1/kernel:0'].shape == a['block0/conv2/kernel:0'].shape
-    assert not np.array_equal(a['block0/conv1/kernel:0'], a['block0/conv2/kernel:0'])
-    # ... and a different seed gives different kernels, same constants.
-    assert not np.array_equal(a['conv0/kernel:0'], b['conv0/kernel:0'])
-    np.testing.assert_array_equal(a['conv0/batchnorm0/gamma:0'],
-                                  b['conv0/batchnorm0/gamma:0'])
+  graph = tf.Graph()
+  with graph.as_default():
+    _build_under('a', 'resnet20', 'cifar10', seed=1234)
+    _build_under('b', 'resnet20', 'cifar10', seed=4321)
+  values = _initial_values(graph, ['a', 'b'])
+  a, b = values['a'], values['b']
+  # Two kernels of the same shape inside one model differ ...
+  assert a['block0/conv1/kernel:0'].shape == a['block0/conv2/kernel:0'].shape
+  assert not np.array_equal(
+    a['block0/conv1/kernel:0'], a['block0/conv2/kernel:0']
+  )
+  # ... and a different seed gives different kernels, same constants.
+  assert not np.array_equal(a['conv0/kernel:0'], b['conv0/kernel:0'])
+  np.testing.assert_array_equal(
+    a['conv0/batchnorm0/gamma:0'], b['conv0/batchnorm0/gamma:0']
+  )
 
 
 # --------------------------------------------------------------------------
 # Builder details
 
+
 def test_variable_names_and_batch_norm_variables():
-    graph = tf.Graph()
-    with graph.as_default(), tf1.variable_scope('tower_0'):
-        models.create_model('resnet20', 'cifar10').build(_images(2, 32, 'NHWC'), 10)
-        trainable = {v.name for v in tf1.trainable_variables()}
-        everything = {v.name for v in tf1.global_variables()}
-    assert 'tower_0/conv0/kernel:0' in trainable
-    assert 'tower_0/affine0/weights:0' in trainable
-    assert 'tower_0/affine0/biases:0' in trainable
-    bn_trainable = {n for n in trainable if 'batchnorm' in n}
-    assert bn_trainable and all(n.endswith(('gamma:0', 'beta:0')) for n in bn_trainable)
-    moving = everything - trainable
-    assert moving and all('batchnorm' in n and 'moving_' in n for n in moving)
+  graph = tf.Graph()
+  with graph.as_default(), tf1.variable_scope('tower_0'):
+    models.create_model('resnet20', 'cifar10').build(_images(2, 32, 'NHWC'), 10)
+    trainable = {v.name for v in tf1.trainable_variables()}
+    everything = {v.name for v in tf1.global_variables()}
+  assert 'tower_0/conv0/kernel:0' in trainable
+  assert 'tower_0/affine0/weights:0' in trainable
+  assert 'tower_0/affine0/biases:0' in trainable
+  bn_trainable = {n for n in trainable if 'batchnorm' in n}
+  assert bn_trainable and all(
+    n.endswith(('gamma:0', 'beta:0')) for n in bn_trainable
+  )
+  moving = everything - trainable
+  assert moving and all('batchnorm' in n and 'moving_' in n for n in moving)
 
 
 def test_batch_norm_moving_average_update():
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.constant(np.arange(2 * 3 * 3 * 2, dtype=np.float32).reshape(2, 3, 3, 2))
-        net = NetBuilder(x, is_training=True, batch_norm_decay=0.9)
-        net.batch_norm()
-        with tf1.variable_scope('batchnorm0', reuse=True):
-            mean = tf1.get_variable('moving_mean')
-            var = tf1.get_variable('moving_variance')
-        init = tf1.global_variables_initializer()
-    assert len(net.update_ops) == 2
-    with tf1.Session(graph=graph) as sess:
-        sess.run(init)
-        sess.run(net.update_ops)
-        mean_value, var_value = sess.run([mean, var])
-    flat = np.arange(36, dtype=np.float64).reshape(-1, 2)
-    np.testing.assert_allclose(mean_value, 0.1 * flat.mean(0), rtol=1e-5)
-    # Moving variance tracks the unbiased batch variance.
-    np.testing.assert_allclose(var_value, 0.9 + 0.1 * flat.var(0, ddof=1), rtol=1e-5)
+  graph = tf.Graph()
+  with graph.as_default():
+    x = tf.constant(
+      np.arange(2 * 3 * 3 * 2, dtype=np.float32).reshape(2, 3, 3, 2)
+    )
+    net = NetBuilder(x, is_training=True, batch_norm_decay=0.9)
+    net.batch_norm()
+    with tf1.variable_scope('batchnorm0', reuse=True):
+      mean = tf1.get_variable('moving_mean')
+      var = tf1.get_variable('moving_variance')
+    init = tf1.global_variables_initializer()
+  assert len(net.update_ops) == 2
+  with tf1.Session(graph=graph) as sess:
+    sess.run(init)
+    sess.run(net.update_ops)
+    mean_value, var_value = sess.run([mean, var])
+  flat = np.arange(36, dtype=np.float64).reshape(-1, 2)
+  np.testing.assert_allclose(mean_value, 0.1 * flat.mean(0), rtol=1e-5)
+  # Moving variance tracks the unbiased batch variance.
+  np.testing.assert_allclose(
+    var_value, 0.9 + 0.1 * flat.var(0, ddof=1), rtol=1e-5
+  )
 
 
 def test_initializer_statistics():
-    graph = tf.Graph()
-    with graph.as_default():
-        shape = [3, 3, 64, 128]
-        fan_in, fan_avg = 3 * 3 * 64, (3 * 3 * 64 + 3 * 3 * 128) / 2
-        samples = {
-            'vs': (initializers.variance_scaling()(shape, tf.float32, (1, 2)),
-                   (1 / fan_in) ** 0.5, 2 * (1 / fan_in) ** 0.5 / 0.8796),
-            'he': (initializers.he_normal()(shape, tf.float32, (1, 3)),
-                   (2 / fan_in) ** 0.5, None),
-            'glorot': (initializers.glorot_uniform()(shape, tf.float32, (1, 4)),
-                       (1 / fan_avg) ** 0.5, (3 / fan_avg) ** 0.5),
-            'tn': (initializers.truncated_normal(0.04)(shape, tf.float32, (1, 5)),
-                   0.04 * 0.8796, 0.08),
-        }
-        again = initializers.truncated_normal(0.04)(shape, tf.float32, (1, 5))
-    with tf1.Session(graph=graph) as sess:
-        values = sess.run({k: v[0] for k, v in samples.items()})
-        assert np.array_equal(sess.run(again), values['tn'])
-    for key, (_, std, bound) in samples.items():
-        assert values[key].std() == pytest.approx(std, rel=0.03), key
-        assert abs(values[key].mean()) < 0.05 * std, key
-        if bound is not None:
-            assert np.abs(values[key]).max() <= bound * 1.0001, key
+  graph = tf.Graph()
+  with graph.as_default():
+    shape = [3, 3, 64, 128]
+    fan_in, fan_avg = 3 * 3 * 64, (3 * 3 * 64 + 3 * 3 * 128) / 2
+    samples = {
+      'vs': (
+        initializers.variance_scaling()(shape, tf.float32, (1, 2)),
+        (1 / fan_in) ** 0.5,
+        2 * (1 / fan_in) ** 0.5 / 0.8796,
+      ),
+      'he': (
+        initializers.he_normal()(shape, tf.float32, (1, 3)),
+        (2 / fan_in) ** 0.5,
+        None,
+      ),
+      'glorot': (
+        initializers.glorot_uniform()(shape, tf.float32, (1, 4)),
+        (1 / fan_avg) ** 0.5,
+        (3 / fan_avg) ** 0.5,
+      ),
+      'tn': (
+        initializers.truncated_normal(0.04)(shape, tf.float32, (1, 5)),
+        0.04 * 0.8796,
+        0.08,
+      ),
+    }
+    again = initializers.truncated_normal(0.04)(shape, tf.float32, (1, 5))
+  with tf1.Session(graph=graph) as sess:
+    values = sess.run({k: v[0] for k, v in samples.items()})
+    assert np.array_equal(sess.run(again), values['tn'])
+  for key, (_, std, bound) in samples.items():
+    assert values[key].std() == pytest.approx(std, rel=0.03), key
+    assert abs(values[key].mean()) < 0.05 * std, key
+    if bound is not None:
+      assert np.abs(values[key]).max() <= bound * 1.0001, key
 
 
 # --------------------------------------------------------------------------
 # Learning-rate schedules
 
+
 def _lr_at(model, steps, global_batch_size, examples_per_epoch):
-    graph = tf.Graph()
-    with graph.as_default():
-        step = tf1.placeholder(tf.int64, [])
-        lr = model.learning_rate(step, global_batch_size, examples_per_epoch)
-        lr = tf.convert_to_tensor(lr)
-    assert lr.dtype == tf.float32 and lr.shape.rank == 0
-    with tf1.Session(graph=graph) as sess:
-        return [float(sess.run(lr, {step: s})) for s in steps]
+  graph = tf.Graph()
+  with graph.as_default():
+    step = tf1.placeholder(tf.int64, [])
+    lr = model.learning_rate(step, global_batch_size, examples_per_epoch)
+    lr = tf.convert_to_tensor(lr)
+  assert lr.dtype == tf.float32 and lr.shape.rank == 0
+  with tf1.Session(graph=graph) as sess:
+    return [float(sess.run(lr, {step: s})) for s in steps]
 
 
 def test_constant_learning_rates():
-    for name, dataset in [('trivial', 'imagenet'), ('trivial', 'cifar10'),
-                          ('lenet', 'imagenet'), ('alexnet', 'imagenet')]:
-        model = models.create_model(name, dataset)
-        assert model.learning_rate(tf.constant(10, tf.int64), 32, 1000) == 0.005
+  for name, dataset in [
+    ('trivial', 'imagenet'),
+    ('trivial', 'cifar10'),
+    ('lenet', 'imagenet'),
+    ('alexnet', 'imagenet'),
+  ]:
+    model = models.create_model(name, dataset)
+    assert model.learning_rate(tf.constant(10, tf.int64), 32, 1000) == 0.005
 
 
 def test_cifar_resnet_learning_rate():
-    # 50000 / 128 -> 390 batches an epoch; boundaries at epochs 82, 123, 300.
-    model = models.create_model('resnet20', 'cifar10')
-    steps = [0, 390 * 82, 390 * 82 + 1, 390 * 123 + 1, 390 * 300, 390 * 300 + 1]
-    assert _lr_at(model, steps, 128, 50000) == pytest.approx(
-        [0.1, 0.1, 0.01, 0.001, 0.001, 0.0002])
+  # 50000 / 128 -> 390 batches an epoch; boundaries at epochs 82, 123, 300.
+  model = models.create_model('resnet20', 'cifar10')
+  steps = [0, 390 * 82, 390 * 82 + 1, 390 * 123 + 1, 390 * 300, 390 * 300 + 1]
+  assert _lr_at(model, steps, 128, 50000) == pytest.approx(
+    [0.1, 0.1, 0.01, 0.001, 0.001, 0.0002]
+  )
 
 
 def test_imagenet_resnet_learning_rate():
-    model = models.create_model('resnet50_v1.5', 'imagenet')
-    # Global batch 1024 -> peak 0.128 * 4; 1251.1 batches an epoch.
-    per_epoch = 1281167 / 1024
-    warmup = int(5 * per_epoch)
-    steps = [0, warmup // 2, warmup, int(30 * per_epoch), int(30 * per_epoch) + 1,
-             int(90 * per_epoch) + 1]
-    expected = [0.0, 0.512 * (warmup // 2) / warmup, 0.512, 0.512, 0.0512, 0.0000512]
-    assert _lr_at(model, steps, 1024, 1281167) == pytest.approx(expected, rel=1e-5)
+  model = models.create_model('resnet50_v1.5', 'imagenet')
+  # Global batch 1024 -> peak 0.128 * 4; 1251.1 batches an epoch.
+  per_epoch = 1281167 / 1024
+  warmup = int(5 * per_epoch)
+  steps = [
+    0,
+    warmup // 2,
+    warmup,
+    int(30 * per_epoch),
+    int(30 * per_epoch) + 1,
+    int(90 * per_epoch) + 1,
+  ]
+  expected = [
+    0.0,
+    0.512 * (warmup // 2) / warmup,
+    0.512,
+    0.512,
+    0.0512,
+    0.0000512,
+  ]
+  assert _lr_at(model, steps, 1024, 1281167) == pytest.approx(
+    expected, rel=1e-5
+  )
 
 
 def test_densenet_learning_rate():
-    # 50000 / 64 -> 781 batches an epoch; /10 after epochs 150 and 225.
-    model = models.create_model('densenet40_k12', 'cifar10')
-    steps = [0, 781 * 150, 781 * 150 + 1, 781 * 225 + 1]
-    assert _lr_at(model, steps, 64, 50000) == pytest.approx([0.1, 0.1, 0.01, 0.001])
+  # 50000 / 64 -> 781 batches an epoch; /10 after epochs 150 and 225.
+  model = models.create_model('densenet40_k12', 'cifar10')
+  steps = [0, 781 * 150, 781 * 150 + 1, 781 * 225 + 1]
+  assert _lr_at(model, steps, 64, 50000) == pytest.approx(
+    [0.1, 0.1, 0.01, 0.001]
+  )
 
 
 def test_alexnet_cifar_learning_rate():
-    # Divided by 10 every 100 epochs: 100 * 50000 // 128 = 39062 steps.
-    model = models.create_model('alexnet', 'cifar10')
-    assert _lr_at(model, [0, 39061, 39062, 2 * 39062], 128, 50000) == pytest.approx(
-        [0.1, 0.1, 0.01, 0.001])
+  # Divided by 10 every 100 epochs: 100 * 50000 // 128 = 39062 steps.
+  model = models.create_model('alexnet', 'cifar10')
+  assert _lr_at(
+    model, [0, 39061, 39062, 2 * 39062], 128, 50000
+  ) == pytest.approx([0.1, 0.1, 0.01, 0.001])

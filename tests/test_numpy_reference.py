@@ -29,8 +29,9 @@ LEARNING_RATES = {'sgd': 0.5, 'momentum': 0.1, 'rmsprop': 0.05, 'adam': 0.05}
 def synthetic_global_batch(count):
   size = testing_models.LINEAR_IMAGE_SIZE
   with tf.Graph().as_default():
-    images, labels = inputs.synthetic_examples(SEED, 0, count, [size, size, 3],
-                                               NUM_CLASSES)
+    images, labels = inputs.synthetic_examples(
+      SEED, 0, count, [size, size, 3], NUM_CLASSES
+    )
     with tf1.Session() as sess:
       return sess.run([images, labels])
 
@@ -42,8 +43,14 @@ class NumpyOptimizer:
     self.name, self.lr, self.t, self.state = name, lr, 0, {}
 
   def step(self, key, var, grad):
-    s = self.state.setdefault(key, {'m': np.zeros_like(var), 'v': np.zeros_like(var),
-                                    'ms': np.ones_like(var)})  # v1 RMSProp: ms starts at 1
+    s = self.state.setdefault(
+      key,
+      {
+        'm': np.zeros_like(var),
+        'v': np.zeros_like(var),
+        'ms': np.ones_like(var),
+      },
+    )  # v1 RMSProp: ms starts at 1
     if self.name == 'sgd':
       return var - self.lr * grad
     if self.name == 'momentum':
@@ -55,7 +62,7 @@ class NumpyOptimizer:
       return var - s['m']
     if self.name == 'adam':
       b1, b2, eps = 0.9, 0.999, 1e-8
-      lr_t = self.lr * np.sqrt(1 - b2 ** self.t) / (1 - b1 ** self.t)
+      lr_t = self.lr * np.sqrt(1 - b2**self.t) / (1 - b1**self.t)
       s['m'] = b1 * s['m'] + (1 - b1) * grad
       s['v'] = b2 * s['v'] + (1 - b2) * grad * grad
       return var - lr_t * s['m'] / (np.sqrt(s['v']) + eps)
@@ -86,11 +93,19 @@ def simulate(optimizer, num_towers):
 def run_losses(optimizer, num_towers, variable_update):
   testing_models.ensure_registered()
   p = params_lib.make_params(
-      model='test_linear', data_name='cifar10', device='cpu',
-      num_gpus=num_towers, batch_size=PER_DEVICE_BATCH,
-      variable_update=variable_update, optimizer=optimizer,
-      init_learning_rate=LEARNING_RATES[optimizer], weight_decay=WEIGHT_DECAY,
-      num_batches=STEPS - 1, num_warmup_batches=1, tf_random_seed=SEED)
+    model='test_linear',
+    data_name='cifar10',
+    device='cpu',
+    num_gpus=num_towers,
+    batch_size=PER_DEVICE_BATCH,
+    variable_update=variable_update,
+    optimizer=optimizer,
+    init_learning_rate=LEARNING_RATES[optimizer],
+    weight_decay=WEIGHT_DECAY,
+    num_batches=STEPS - 1,
+    num_warmup_batches=1,
+    tf_random_seed=SEED,
+  )
   result = benchmark_cnn.run_benchmark(p, out=io.StringIO())
   return np.array(result.losses)
 

@@ -23,8 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope='module')
 def imagenet_dir(tmp_path_factory):
   path = str(tmp_path_factory.mktemp('imagenet'))
-  make_fake_data.write_imagenet(path, num_train=32, num_validation=16,
-                                num_shards=4, image_size=64, seed=1)
+  make_fake_data.write_imagenet(
+    path, num_train=32, num_validation=16, num_shards=4, image_size=64, seed=1
+  )
   return path
 
 
@@ -39,55 +40,91 @@ def cifar_dir(tmp_path_factory):
 def separable_imagenet_dir(tmp_path_factory):
   """Two classes, each one solid grey level (black / white)."""
   path = str(tmp_path_factory.mktemp('separable'))
-  make_fake_data.write_imagenet(path, num_train=64, num_validation=16,
-                                num_classes=2, num_shards=2, image_size=40,
-                                separable=True, seed=2)
+  make_fake_data.write_imagenet(
+    path,
+    num_train=64,
+    num_validation=16,
+    num_classes=2,
+    num_shards=2,
+    image_size=40,
+    separable=True,
+    seed=2,
+  )
   return path
 
 
 def run(**kw):
-  base = dict(device='cpu', num_warmup_batches=1, num_batches=3,
-              display_every=100)
+  base = dict(
+    device='cpu', num_warmup_batches=1, num_batches=3, display_every=100
+  )
   p = params_lib.make_params(**{**base, **kw})
   return benchmark_cnn.run_benchmark(p, out=io.StringIO())
 
 
 @pytest.mark.parametrize('variable_update', ['parameter_server', 'replicated'])
 def test_trains_on_fake_imagenet(imagenet_dir, variable_update):
-  result = run(model='trivial', data_dir=imagenet_dir, batch_size=4,
-               num_gpus=2, variable_update=variable_update)
+  result = run(
+    model='trivial',
+    data_dir=imagenet_dir,
+    batch_size=4,
+    num_gpus=2,
+    variable_update=variable_update,
+  )
   assert np.all(np.isfinite(result.losses))
-  assert result.extra['data_dir'] == imagenet_dir
+  assert result.run.data_dir == imagenet_dir
   assert result.global_batch_size == 8
 
 
 @pytest.mark.parametrize('variable_update', ['parameter_server', 'replicated'])
 def test_trains_on_fake_cifar10(cifar_dir, variable_update):
-  result = run(model='resnet20', data_name='cifar10', data_dir=cifar_dir,
-               batch_size=8, num_gpus=2, variable_update=variable_update)
+  result = run(
+    model='resnet20',
+    data_name='cifar10',
+    data_dir=cifar_dir,
+    batch_size=8,
+    num_gpus=2,
+    variable_update=variable_update,
+  )
   assert np.all(np.isfinite(result.losses))
 
 
 def test_separable_set_reaches_top1_of_one(separable_imagenet_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  common = dict(model='lenet', data_dir=separable_imagenet_dir, batch_size=8,
-                train_dir=train_dir, distortions=False)
-  run(num_batches=40, num_warmup_batches=0, optimizer='sgd',
-      init_learning_rate=0.01, **common)
+  common = dict(
+    model='lenet',
+    data_dir=separable_imagenet_dir,
+    batch_size=8,
+    train_dir=train_dir,
+    distortions=False,
+  )
+  run(
+    num_batches=40,
+    num_warmup_batches=0,
+    optimizer='sgd',
+    init_learning_rate=0.01,
+    **common,
+  )
   ev = run(eval=True, **common)
-  assert ev.extra['eval_examples'] == 16     # one pass of the validation split
-  assert ev.extra['checkpoint_step'] == 40
-  assert ev.extra['top_1_accuracy'] == 1.0
+  assert ev.evaluation.eval_examples == 16  # one pass of the validation split
+  assert ev.evaluation.checkpoint_step == 40
+  assert ev.evaluation.top_1_accuracy == 1.0
 
 
 def test_resume_on_real_data_starts_at_the_saved_step(cifar_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  common = dict(model='trivial', data_name='cifar10', data_dir=cifar_dir,
-                batch_size=10, num_warmup_batches=0, init_learning_rate=0.0005,
-                train_dir=train_dir, datasets_repeat_cached_sample=True)
+  common = dict(
+    model='trivial',
+    data_name='cifar10',
+    data_dir=cifar_dir,
+    batch_size=10,
+    num_warmup_batches=0,
+    init_learning_rate=0.0005,
+    train_dir=train_dir,
+    datasets_repeat_cached_sample=True,
+  )
   first = run(num_batches=5, **common)
   second = run(num_batches=2, **common)
-  assert second.extra['start_step'] == 5
+  assert second.training.start_step == 5
   # The same (cached) batch every step and weights that move a little per
   # step: the first loss after resuming is within 1% of the last one saved,
   # not the loss of freshly initialised weights.
@@ -97,11 +134,22 @@ def test_resume_on_real_data_starts_at_the_saved_step(cifar_dir, tmp_path):
 
 def _cli(*flags):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run([sys.executable, '-m', 'tf_cnn_benchmarks',
-                         '--device=cpu', '--num_batches=2',
-                         '--num_warmup_batches=0', *flags],
-                        cwd=ROOT, env=env, capture_output=True, text=True,
-                        timeout=180)
+  return subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'tf_cnn_benchmarks',
+      '--device=cpu',
+      '--num_batches=2',
+      '--num_warmup_batches=0',
+      *flags,
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=180,
+  )
 
 
 def _one_error_line(proc, *needles):
@@ -119,26 +167,34 @@ def test_missing_data_dir_is_one_line(tmp_path):
 
 def test_data_dir_without_matching_files_is_one_line(tmp_path):
   (tmp_path / 'images.txt').write_text('not a record')
-  _one_error_line(_cli('--model=trivial', '--data_dir=%s' % tmp_path),
-                  str(tmp_path), 'train-*-of-*')
+  _one_error_line(
+    _cli('--model=trivial', '--data_dir=%s' % tmp_path),
+    str(tmp_path),
+    'train-*-of-*',
+  )
 
 
 def test_cifar_dir_missing_a_batch_is_one_line(tmp_path):
   make_fake_data.write_cifar10(str(tmp_path), num_train=50, num_validation=10)
   os.remove(tmp_path / 'data_batch_3')
-  _one_error_line(_cli('--model=trivial', '--data_name=cifar10',
-                       '--data_dir=%s' % tmp_path), 'data_batch_3')
+  _one_error_line(
+    _cli('--model=trivial', '--data_name=cifar10', '--data_dir=%s' % tmp_path),
+    'data_batch_3',
+  )
 
 
 def test_corrupt_jpeg_mid_run_names_the_file(tmp_path):
-  make_fake_data.write_imagenet(str(tmp_path), num_train=8, num_validation=4,
-                                num_shards=2, image_size=32)
+  make_fake_data.write_imagenet(
+    str(tmp_path), num_train=8, num_validation=4, num_shards=2, image_size=32
+  )
   shard = tmp_path / 'train-00001-of-00002'
   data = bytearray(shard.read_bytes())
-  start = data.find(b'\xff\xd8\xff')      # the first JPEG in the shard
-  data[start:start + 64] = b'\x00' * 64   # its header: not a JPEG any more
+  start = data.find(b'\xff\xd8\xff')  # the first JPEG in the shard
+  data[start : start + 64] = b'\x00' * 64  # its header: not a JPEG any more
   shard.write_bytes(bytes(data))
   # The record's CRC no longer matches either: whichever check fires first,
   # the message names the shard.
-  _one_error_line(_cli('--model=trivial', '--batch_size=2',
-                       '--data_dir=%s' % tmp_path), str(shard))
+  _one_error_line(
+    _cli('--model=trivial', '--batch_size=2', '--data_dir=%s' % tmp_path),
+    str(shard),
+  )

@@ -6,10 +6,10 @@ steer through FAKE_BENCH_* environment variables (see that module).
 
 import json
 import os
+from pathlib import Path
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,33 +17,56 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / 'tests' / 'fixtures'
 sys.path.insert(0, str(REPO / 'scripts'))
 
-import _results_io  # noqa: E402
 import sweep  # noqa: E402
 
-GRID_2X2 = ['--axis', 'num_gpus=1,2',
-            '--axis', 'variable_update=parameter_server,replicated',
-            '--fixed', 'model=trivial']
-POINT_IDS = ['num_gpus=1,variable_update=parameter_server',
-             'num_gpus=1,variable_update=replicated',
-             'num_gpus=2,variable_update=parameter_server',
-             'num_gpus=2,variable_update=replicated']
+from tf_cnn_benchmarks import result_lines  # noqa: E402
+
+GRID_2X2 = [
+  '--axis',
+  'num_gpus=1,2',
+  '--axis',
+  'variable_update=parameter_server,replicated',
+  '--fixed',
+  'model=trivial',
+]
+POINT_IDS = [
+  'num_gpus=1,variable_update=parameter_server',
+  'num_gpus=1,variable_update=replicated',
+  'num_gpus=2,variable_update=parameter_server',
+  'num_gpus=2,variable_update=replicated',
+]
 PROGRESS_RE = re.compile(
-    r'^\[(\d)/4\] (\S+) \.\.\. (ok|error) \d+\.\ds '
-    r'\(elapsed \d+s(, ~\d+s left)?\)')
+  r'^\[(\d)/4\] (\S+) \.\.\. (ok|error) \d+\.\ds '
+  r'\(elapsed \d+s(, ~\d+s left)?\)'
+)
 
 
 def run_sweep(tmp_path, *args, env=None, name='demo'):
   """Run sweep.py with the fake benchmark; returns the CompletedProcess."""
-  child_env = {k: v for k, v in os.environ.items()
-               if not k.startswith('FAKE_BENCH_')}
+  child_env = {
+    k: v for k, v in os.environ.items() if not k.startswith('FAKE_BENCH_')
+  }
   child_env['PYTHONPATH'] = str(FIXTURES)
   child_env['FAKE_BENCH_COUNTER'] = str(tmp_path / 'counter.txt')
   child_env.update(env or {})
-  command = [sys.executable, 'scripts/sweep.py', '--name', name,
-             '--results_dir', str(tmp_path / 'results'),
-             '--module', 'fake_benchmark'] + list(args)
-  return subprocess.run(command, cwd=REPO, env=child_env, capture_output=True,
-                        text=True, timeout=120)
+  command = [
+    sys.executable,
+    'scripts/sweep.py',
+    '--name',
+    name,
+    '--results_dir',
+    str(tmp_path / 'results'),
+    '--module',
+    'fake_benchmark',
+  ] + list(args)
+  return subprocess.run(
+    command,
+    cwd=REPO,
+    env=child_env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
 
 
 def read_results(tmp_path, name='demo'):
@@ -73,46 +96,67 @@ def test_two_by_two_sweep_writes_four_tagged_lines(tmp_path):
   assert [r['sweep']['point_id'] for r in records] == POINT_IDS
   assert all(r['status'] == 'ok' for r in records)
   assert records[3]['sweep'] == {
-      'name': 'demo', 'point_id': POINT_IDS[3],
-      'point': {'num_gpus': '2', 'variable_update': 'replicated'},
-      'log': 'demo/logs/%s.log' % POINT_IDS[3]}
+    'name': 'demo',
+    'point_id': POINT_IDS[3],
+    'point': {'num_gpus': '2', 'variable_update': 'replicated'},
+    'log': 'demo/logs/%s.log' % POINT_IDS[3],
+  }
   # fake: 1000 * devices * (0.75 or 0.9 per doubling)
-  assert [r['images_per_sec'] for r in records] == [1000.0, 1000.0, 1500.0,
-                                                    1800.0]
+  assert [r['images_per_sec'] for r in records] == [
+    1000.0,
+    1000.0,
+    1500.0,
+    1800.0,
+  ]
   logs = tmp_path / 'results' / 'demo' / 'logs'
   assert sorted(p.stem for p in logs.iterdir()) == POINT_IDS
   assert 'images/sec: 1800.0' in (logs / (POINT_IDS[3] + '.log')).read_text()
   lines = result.stdout.splitlines()
-  assert [PROGRESS_RE.match(l).group(1, 2, 3) for l in lines[:4]] == [
-      (str(k), pid, 'ok') for k, pid in enumerate(POINT_IDS, start=1)]
+  assert [PROGRESS_RE.match(line).group(1, 2, 3) for line in lines[:4]] == [
+    (str(k), pid, 'ok') for k, pid in enumerate(POINT_IDS, start=1)
+  ]
   assert lines[4].startswith('demo: 4 points, 4 ok, 0 failed')
 
 
 def test_killed_sweep_resumes_without_repeating_points(tmp_path):
   # The fake SIGKILLs the sweep while point 2 runs: point 1 is recorded,
   # point 2 is lost, as if the sweep had been killed there.
-  killed = run_sweep(tmp_path, *GRID_2X2, env={
-      'FAKE_BENCH_KILL_SWEEP': 'num_gpus=1,variable_update=replicated'})
+  killed = run_sweep(
+    tmp_path,
+    *GRID_2X2,
+    env={'FAKE_BENCH_KILL_SWEEP': 'num_gpus=1,variable_update=replicated'},
+  )
   assert killed.returncode == -9
-  assert [r['sweep']['point_id'] for r in read_results(tmp_path)] == \
-      POINT_IDS[:1]
+  assert [r['sweep']['point_id'] for r in read_results(tmp_path)] == POINT_IDS[
+    :1
+  ]
 
   resumed = run_sweep(tmp_path, *GRID_2X2)
   assert resumed.returncode == 0, resumed.stderr
   assert resumed.stdout.splitlines()[0].startswith(
-      '[1/4] %s ... skipped (ok in' % POINT_IDS[0])
+    '[1/4] %s ... skipped (ok in' % POINT_IDS[0]
+  )
   records = read_results(tmp_path)
   assert sorted(r['sweep']['point_id'] for r in records) == POINT_IDS
-  assert invocations(tmp_path) == {('1', 'parameter_server'): 1,
-                                   ('1', 'replicated'): 2,
-                                   ('2', 'parameter_server'): 1,
-                                   ('2', 'replicated'): 1}
+  assert invocations(tmp_path) == {
+    ('1', 'parameter_server'): 1,
+    ('1', 'replicated'): 2,
+    ('2', 'parameter_server'): 1,
+    ('2', 'replicated'): 1,
+  }
 
 
 def test_failure_and_timeout_are_recorded_and_sweep_goes_on(tmp_path):
-  result = run_sweep(tmp_path, '--timeout', '1', *GRID_2X2, env={
+  result = run_sweep(
+    tmp_path,
+    '--timeout',
+    '1',
+    *GRID_2X2,
+    env={
       'FAKE_BENCH_FAIL': 'num_gpus=1,variable_update=parameter_server',
-      'FAKE_BENCH_HANG': 'num_gpus=2,variable_update=parameter_server'})
+      'FAKE_BENCH_HANG': 'num_gpus=2,variable_update=parameter_server',
+    },
+  )
   assert result.returncode == 1
   by_id = {r['sweep']['point_id']: r for r in read_results(tmp_path)}
   assert sorted(by_id) == POINT_IDS
@@ -120,19 +164,25 @@ def test_failure_and_timeout_are_recorded_and_sweep_goes_on(tmp_path):
   assert failed['status'] == 'error'
   assert failed['error'] == 'RuntimeError: injected failure'
   assert failed['returncode'] == 1
-  assert failed['params'] == {'model': 'trivial', 'num_gpus': '1',
-                              'variable_update': 'parameter_server'}
+  assert failed['params'] == {
+    'model': 'trivial',
+    'num_gpus': '1',
+    'variable_update': 'parameter_server',
+  }
   assert hung['status'] == 'error'
   assert hung['error'] == 'timeout after 1s'
   assert hung['returncode'] is None
-  assert hung['sweep']['point'] == {'num_gpus': '2',
-                                    'variable_update': 'parameter_server'}
+  assert hung['sweep']['point'] == {
+    'num_gpus': '2',
+    'variable_update': 'parameter_server',
+  }
   assert by_id[POINT_IDS[1]]['status'] == by_id[POINT_IDS[3]]['status'] == 'ok'
   assert ' ... error ' in result.stdout.splitlines()[0]
   assert 'timeout after 1s' in result.stdout.splitlines()[2]
   # The hung process was killed, not left behind.
-  log = (tmp_path / 'results' / 'demo' / 'logs' /
-         (POINT_IDS[2] + '.log')).read_text()
+  log = (
+    tmp_path / 'results' / 'demo' / 'logs' / (POINT_IDS[2] + '.log')
+  ).read_text()
   pid = int(re.search(r'pid=(\d+)', log).group(1))
   with pytest.raises(ProcessLookupError):
     os.kill(pid, 0)
@@ -150,57 +200,90 @@ def test_failure_and_timeout_are_recorded_and_sweep_goes_on(tmp_path):
 
 
 def test_dry_run_prints_points_and_launcher_commands(tmp_path):
-  result = run_sweep(tmp_path, '--dry_run', '--axis', 'num_workers=1,2',
-                     '--fixed', 'model=trivial', '--fixed', 'num_gpus=1')
+  result = run_sweep(
+    tmp_path,
+    '--dry_run',
+    '--axis',
+    'num_workers=1,2',
+    '--fixed',
+    'model=trivial',
+    '--fixed',
+    'num_gpus=1',
+  )
   assert result.returncode == 0, result.stderr
   lines = result.stdout.splitlines()
   assert len(lines) == 2
   assert lines[1].startswith('[2/2] num_workers=2: ')
-  assert ('scripts/launch_local_cluster.py --num_workers=2 -- '
-          '--model=trivial --num_gpus=1 --result_file=') in lines[1]
+  assert (
+    'scripts/launch_local_cluster.py --num_workers=2 -- '
+    '--model=trivial --num_gpus=1 --result_file='
+  ) in lines[1]
   assert not (tmp_path / 'results').exists()
   assert not (tmp_path / 'counter.txt').exists()
 
 
 def test_grid_file_format(tmp_path):
   grid = tmp_path / 'grid.txt'
-  grid.write_text('# scaling sweep\n'
-                  'axis variable_update = parameter_server, replicated\n'
-                  '\n'
-                  'axis num_gpus = 1,2   # devices\n'
-                  'fixed model = trivial\n'
-                  'fixed piecewise = 0.1,0.01\n')
+  grid.write_text(
+    '# scaling sweep\n'
+    'axis variable_update = parameter_server, replicated\n'
+    '\n'
+    'axis num_gpus = 1,2   # devices\n'
+    'fixed model = trivial\n'
+    'fixed piecewise = 0.1,0.01\n'
+  )
   parsed = sweep.parse_grid_file(str(grid))
-  assert parsed.axes == [('variable_update', ['parameter_server',
-                                              'replicated']),
-                         ('num_gpus', ['1', '2'])]
+  assert parsed.axes == [
+    ('variable_update', ['parameter_server', 'replicated']),
+    ('num_gpus', ['1', '2']),
+  ]
   assert parsed.fixed == [('model', 'trivial'), ('piecewise', '0.1,0.01')]
   points = sweep.make_points(parsed)
   # First axis varies slowest; ids sort axes by name whatever the file order.
-  assert [p.point_id for p in points] == [POINT_IDS[0], POINT_IDS[2],
-                                          POINT_IDS[1], POINT_IDS[3]]
+  assert [p.point_id for p in points] == [
+    POINT_IDS[0],
+    POINT_IDS[2],
+    POINT_IDS[1],
+    POINT_IDS[3],
+  ]
   command = sweep.build_command(points[0], 'fake_benchmark', 'launcher', 'R')
-  assert command[1:] == ['-m', 'fake_benchmark', '--model=trivial',
-                         '--piecewise=0.1,0.01',
-                         '--variable_update=parameter_server', '--num_gpus=1',
-                         '--result_file=R']
+  assert command[1:] == [
+    '-m',
+    'fake_benchmark',
+    '--model=trivial',
+    '--piecewise=0.1,0.01',
+    '--variable_update=parameter_server',
+    '--num_gpus=1',
+    '--result_file=R',
+  ]
 
 
-@pytest.mark.parametrize('grid_text, args, expected', [
+@pytest.mark.parametrize(
+  'grid_text, args, expected',
+  [
     ('axis num_gpus = 1,2\nnum_gpus 4\n', [], 'grid.txt:2: expected'),
     ('axis num_gpus = 1,,2\n', [], 'grid.txt:1: axis num_gpus has an empty'),
-    ('axis num_gpus = 1,2\n', ['--fixed', 'num_gpus=4'],
-     '--fixed num_gpus: num_gpus is already defined at'),
-    ('axis num_gpus = 1,2\n', ['--axis', 'num_workers=0,2'],
-     'num_workers must be a positive integer'),
-    ('axis num_gpus = 1,2\n', ['--fixed', 'result_file=x'],
-     'result_file is set by the sweep itself'),
+    (
+      'axis num_gpus = 1,2\n',
+      ['--fixed', 'num_gpus=4'],
+      '--fixed num_gpus: num_gpus is already defined at',
+    ),
+    (
+      'axis num_gpus = 1,2\n',
+      ['--axis', 'num_workers=0,2'],
+      'num_workers must be a positive integer',
+    ),
+    (
+      'axis num_gpus = 1,2\n',
+      ['--fixed', 'result_file=x'],
+      'result_file is set by the sweep itself',
+    ),
     ('fixed model = trivial\n', [], 'no axes'),
     ('axis num_gpus = 1,2\n', ['--timeout=-1'], 'argument --timeout'),
     ('axis num_gpus = 1,2\n', ['--axis', 'model'], '--axis model: expected'),
-])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, grid_text, args,
-                                           expected):
+  ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, grid_text, args, expected):
   grid = tmp_path / 'grid.txt'
   grid.write_text(grid_text)
   result = run_sweep(tmp_path, '--grid', str(grid), *args)
@@ -228,8 +311,8 @@ def test_malformed_existing_results_stop_the_resume(tmp_path):
 def test_append_is_one_line_even_after_a_torn_line(tmp_path):
   path = tmp_path / 'r.jsonl'
   path.write_text('{"torn": ')
-  _results_io.append_jsonl_line(str(path), {'a': 1})
-  _results_io.append_jsonl_line(str(path), {'b': 2})
+  result_lines.append_json_line(str(path), {'a': 1})
+  result_lines.append_json_line(str(path), {'b': 2})
   assert path.read_text() == '{"torn": \n{"a": 1}\n{"b": 2}\n'
 
 
@@ -244,15 +327,19 @@ def test_durations_format():
 
 def test_error_line_prefers_the_specific_exception(tmp_path):
   log = tmp_path / 'point.log'
-  log.write_text('$ python -m x\n'
-                 'Traceback (most recent call last):\n'
-                 '  File "a.py", line 1, in f\n'
-                 'errors_impl.InvalidArgumentError: Cannot colocate nodes\n'
-                 '\n'
-                 'errors_impl.InvalidArgumentError: Graph execution error:\n'
-                 '    File "b.py", line 2, in g\n')
-  assert sweep.log_error_line(str(log)) == \
-      'errors_impl.InvalidArgumentError: Cannot colocate nodes'
+  log.write_text(
+    '$ python -m x\n'
+    'Traceback (most recent call last):\n'
+    '  File "a.py", line 1, in f\n'
+    'errors_impl.InvalidArgumentError: Cannot colocate nodes\n'
+    '\n'
+    'errors_impl.InvalidArgumentError: Graph execution error:\n'
+    '    File "b.py", line 2, in g\n'
+  )
+  assert (
+    sweep.log_error_line(str(log))
+    == 'errors_impl.InvalidArgumentError: Cannot colocate nodes'
+  )
   log.write_text('$ python -m x\nsome output\nKilled\n\n')
   assert sweep.log_error_line(str(log)) == 'Killed'
   log.write_text('$ python -m x\n')
@@ -261,48 +348,99 @@ def test_error_line_prefers_the_specific_exception(tmp_path):
 
 def test_compound_axis_sets_flags_together(tmp_path):
   grid = tmp_path / 'g.grid'
-  grid.write_text('axis variable_update+all_reduce_spec = '
-                  'parameter_server+, replicated+xring\n'
-                  'axis num_gpus = 1, 2\n')
+  grid.write_text(
+    'axis variable_update+all_reduce_spec = '
+    'parameter_server+, replicated+xring\n'
+    'axis num_gpus = 1, 2\n'
+  )
   proc = subprocess.run(
-      [sys.executable, str(REPO / 'scripts' / 'sweep.py'), '--name=c',
-       '--grid=%s' % grid, '--results_dir=%s' % tmp_path, '--dry_run'],
-      capture_output=True, text=True, timeout=60)
+    [
+      sys.executable,
+      str(REPO / 'scripts' / 'sweep.py'),
+      '--name=c',
+      '--grid=%s' % grid,
+      '--results_dir=%s' % tmp_path,
+      '--dry_run',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert proc.returncode == 0, proc.stderr
   out = proc.stdout
   assert '--variable_update=parameter_server' in out
   assert '--all_reduce_spec=xring' in out
-  assert out.count('--all_reduce_spec=') == 2     # only the replicated points
+  assert out.count('--all_reduce_spec=') == 2  # only the replicated points
   bad = tmp_path / 'bad.grid'
   bad.write_text('axis variable_update+all_reduce_spec = replicated\n')
   proc = subprocess.run(
-      [sys.executable, str(REPO / 'scripts' / 'sweep.py'), '--name=c',
-       '--grid=%s' % bad, '--results_dir=%s' % tmp_path, '--dry_run'],
-      capture_output=True, text=True, timeout=60)
+    [
+      sys.executable,
+      str(REPO / 'scripts' / 'sweep.py'),
+      '--name=c',
+      '--grid=%s' % bad,
+      '--results_dir=%s' % tmp_path,
+      '--dry_run',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert proc.returncode == 2 and 'needs 2 parts' in proc.stderr
 
 
 def test_real_benchmark_sweep_then_compare(tmp_path):
   """sweep.py drives the real benchmark; compare.py reads what it wrote."""
-  common = [sys.executable, str(REPO / 'scripts' / 'sweep.py'), '--name=real',
-            '--results_dir=%s' % tmp_path, '--timeout=240',
-            '--axis', 'num_gpus=1,2',
-            '--axis', 'variable_update=parameter_server,replicated',
-            '--fixed', 'model=trivial', '--fixed', 'data_name=cifar10',
-            '--fixed', 'device=cpu', '--fixed', 'batch_size=8',
-            '--fixed', 'num_batches=2', '--fixed', 'num_warmup_batches=1']
-  proc = subprocess.run(common, capture_output=True, text=True, timeout=900,
-                        cwd=str(REPO))
+  common = [
+    sys.executable,
+    str(REPO / 'scripts' / 'sweep.py'),
+    '--name=real',
+    '--results_dir=%s' % tmp_path,
+    '--timeout=240',
+    '--axis',
+    'num_gpus=1,2',
+    '--axis',
+    'variable_update=parameter_server,replicated',
+    '--fixed',
+    'model=trivial',
+    '--fixed',
+    'data_name=cifar10',
+    '--fixed',
+    'device=cpu',
+    '--fixed',
+    'batch_size=8',
+    '--fixed',
+    'num_batches=2',
+    '--fixed',
+    'num_warmup_batches=1',
+  ]
+  proc = subprocess.run(
+    common, capture_output=True, text=True, timeout=900, cwd=str(REPO)
+  )
   assert proc.returncode == 0, proc.stdout + proc.stderr
-  lines = [json.loads(l) for l in
-           (tmp_path / 'real.jsonl').read_text().splitlines()]
-  assert len(lines) == 4 and all(l['status'] == 'ok' for l in lines)
-  assert sorted((l['num_devices'], l['variable_update']) for l in lines) == [
-      (1, 'parameter_server'), (1, 'replicated'),
-      (2, 'parameter_server'), (2, 'replicated')]
+  lines = [
+    json.loads(line)
+    for line in (tmp_path / 'real.jsonl').read_text().splitlines()
+  ]
+  assert len(lines) == 4 and all(line['status'] == 'ok' for line in lines)
+  assert sorted(
+    (line['num_devices'], line['variable_update']) for line in lines
+  ) == [
+    (1, 'parameter_server'),
+    (1, 'replicated'),
+    (2, 'parameter_server'),
+    (2, 'replicated'),
+  ]
   table = subprocess.run(
-      [sys.executable, str(REPO / 'scripts' / 'compare.py'),
-       str(tmp_path / 'real.jsonl'), '--csv'],
-      capture_output=True, text=True, timeout=120)
+    [
+      sys.executable,
+      str(REPO / 'scripts' / 'compare.py'),
+      str(tmp_path / 'real.jsonl'),
+      '--csv',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert table.returncode == 0, table.stderr
   assert 'replicated' in table.stdout and 'efficiency' in table.stdout

@@ -8,19 +8,21 @@ import re
 import numpy as np
 import pytest
 
+from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
 from tf_cnn_benchmarks import timing
 
 
 def test_speed_summary_numbers():
-  times = [0.5, 0.25, 0.25, 1.0]           # speeds at 8 images/step: 16, 32, 32, 8
+  times = [0.5, 0.25, 0.25, 1.0]  # speeds at 8 images/step: 16, 32, 32, 8
   summary = timing.speed_summary(8, times)
-  assert summary.mean == pytest.approx(32 / 2.0)          # 32 images in 2 s
+  assert summary.mean == pytest.approx(32 / 2.0)  # 32 images in 2 s
   speeds = np.array([16, 32, 32, 8.0])
   assert summary.uncertainty == pytest.approx(speeds.std() / 2)
-  assert summary.jitter == pytest.approx(1.4826 * 8.0)     # MAD of speeds = 8
+  assert summary.jitter == pytest.approx(1.4826 * 8.0)  # MAD of speeds = 8
   assert str(summary) == 'images/sec: 16.0 +/- %.1f (jitter = 11.9)' % (
-      speeds.std() / 2)
+    speeds.std() / 2
+  )
 
 
 def test_step_time_percentiles():
@@ -32,10 +34,12 @@ def test_step_time_percentiles():
 
 def test_append_json_line_appends_whole_lines(tmp_path):
   path = tmp_path / 'sub' / 'r.jsonl'
-  results.append_json_line(str(path), {'a': 1})
-  results.append_json_line(str(path), {'b': [1.5, 2]})
-  assert [json.loads(l) for l in path.read_text().splitlines()] == [
-      {'a': 1}, {'b': [1.5, 2]}]
+  result_lines.append_json_line(str(path), {'a': 1})
+  result_lines.append_json_line(str(path), {'b': [1.5, 2]})
+  assert [json.loads(line) for line in path.read_text().splitlines()] == [
+    {'a': 1},
+    {'b': [1.5, 2]},
+  ]
 
 
 def documented_keys(table_heading: str) -> dict:
@@ -43,8 +47,9 @@ def documented_keys(table_heading: str) -> dict:
 
   A row's first cell may name several keys (`start_step`, `end_step`).
   """
-  readme = open(os.path.join(os.path.dirname(__file__), '..', 'results',
-                             'README.md')).read()
+  readme = open(
+    os.path.join(os.path.dirname(__file__), '..', 'results', 'README.md')
+  ).read()
   section = readme.split(table_heading, 1)[1].split('\n\n', 2)[1]
   keys = {}
   for line in section.splitlines():
@@ -57,17 +62,35 @@ def documented_keys(table_heading: str) -> dict:
 
 def test_record_has_the_schema_keys():
   result = results.BenchmarkResult(
-      params={'model': 'x'}, env={}, model='x', data_name='cifar10',
-      variable_update='replicated', all_reduce_spec='copy', precision='float32',
-      num_devices=2, num_workers=1, batch_size_per_device=4,
-      global_batch_size=8, num_steps=3, num_warmup_steps=1,
-      images_per_sec=10.0, images_per_sec_per_device=5.0,
-      step_time_ms={'mean': 1, 'p50': 1, 'p90': 1}, losses=[3.0, 2.0],
-      flops_per_image=100, tflops_per_sec=1e-9, peak_tflops_per_device=None,
-      mfu=None, extra={'loss_scale': 128.0})
+    params={'model': 'x'},
+    env={},
+    model='x',
+    data_name='cifar10',
+    variable_update='replicated',
+    all_reduce_spec='copy',
+    precision='float32',
+    num_devices=2,
+    num_workers=1,
+    batch_size_per_device=4,
+    global_batch_size=8,
+    num_steps=3,
+    num_warmup_steps=1,
+    images_per_sec=10.0,
+    images_per_sec_per_device=5.0,
+    step_time_ms={'mean': 1, 'p50': 1, 'p90': 1},
+    losses=[3.0, 2.0],
+    flops_per_image=100,
+    tflops_per_sec=1e-9,
+    peak_tflops_per_device=None,
+    mfu=None,
+    precision_info=results.PrecisionInfo(loss_scale=128.0, skipped_steps=0),
+  )
   record = result.to_record()
-  documented = {k for k, meaning in documented_keys('## Schema').items()
-                if 'multi-worker runs only' not in meaning}
+  documented = {
+    k
+    for k, meaning in documented_keys('## Schema').items()
+    if 'multi-worker runs only' not in meaning
+  }
   assert len(documented) > 20
   assert documented <= set(record), documented - set(record)
   assert record['final_loss'] == 2.0 and record['loss_scale'] == 128.0
@@ -78,22 +101,37 @@ def test_driver_records_have_the_run_keys(tmp_path):
   from tests import testing_models
   from tf_cnn_benchmarks import benchmark_cnn
   from tf_cnn_benchmarks import params as params_lib
+
   testing_models.ensure_registered()
   keys = documented_keys('Keys added by real data')
-  eval_only = {k for k, meaning in keys.items() if 'eval lines' in meaning
-               and 'not in eval lines' not in meaning}
+  eval_only = {
+    k
+    for k, meaning in keys.items()
+    if 'eval lines' in meaning and 'not in eval lines' not in meaning
+  }
   train_dir = str(tmp_path / 'train')
-  common = dict(model='test_linear', data_name='cifar10', device='cpu',
-                batch_size=4, num_warmup_batches=0, display_every=100,
-                train_dir=train_dir)
+  common = dict(
+    model='test_linear',
+    data_name='cifar10',
+    device='cpu',
+    batch_size=4,
+    num_warmup_batches=0,
+    display_every=100,
+    train_dir=train_dir,
+  )
   train = benchmark_cnn.run_benchmark(
-      params_lib.make_params(num_batches=2, **common), out=io.StringIO())
+    params_lib.make_params(num_batches=2, **common), out=io.StringIO()
+  )
   record = train.to_record()
   assert set(keys) - eval_only <= set(record), set(keys) - set(record)
   assert (record['mode'], record['start_step'], record['end_step']) == (
-      'train', 0, 2)
+    'train',
+    0,
+    2,
+  )
   evaluated = benchmark_cnn.run_benchmark(
-      params_lib.make_params(eval=True, num_batches=1, **common),
-      out=io.StringIO()).to_record()
+    params_lib.make_params(eval=True, num_batches=1, **common),
+    out=io.StringIO(),
+  ).to_record()
   assert eval_only <= set(evaluated), eval_only - set(evaluated)
   assert (evaluated['mode'], evaluated['checkpoint_step']) == ('eval', 2)

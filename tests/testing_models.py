@@ -9,8 +9,8 @@ import models
 
 tf1 = tf.compat.v1
 
-LINEAR_IMAGE_SIZE = 2          # 2x2x3 images: 12 features
-LINEAR_DATASET = 'cifar10'     # 10 classes
+LINEAR_IMAGE_SIZE = 2  # 2x2x3 images: 12 features
+LINEAR_DATASET = 'cifar10'  # 10 classes
 
 
 def linear_initial_weights(num_features: int, num_classes: int):
@@ -30,10 +30,18 @@ class LinearModel:
   default_batch_size = 4
   default_learning_rate = 0.1
 
-  def build(self, images, num_classes, *, is_training=True, data_format='NHWC',
-            compute_dtype=tf.float32, seed=1234):
+  def build(
+    self,
+    images,
+    num_classes,
+    *,
+    is_training=True,
+    data_format='NHWC',
+    compute_dtype=tf.float32,
+    seed=1234,
+  ):
     del is_training, seed
-    if data_format == 'NCHW':   # flatten in NHWC order whatever the layout
+    if data_format == 'NCHW':  # flatten in NHWC order whatever the layout
       images = tf.transpose(images, [0, 2, 3, 1])
     flat = tf.reshape(images, [-1, int(np.prod(images.shape[1:]))])
     w0, b0 = linear_initial_weights(int(flat.shape[1]), num_classes)
@@ -69,7 +77,8 @@ class InjectableLinearModel(LinearModel):
   def build(self, images, num_classes, **kwargs):
     out = super().build(images, num_classes, **kwargs)
     inject = tf1.placeholder_with_default(
-        tf.constant(0.0, out.logits.dtype), [], name=INJECT_NAME)
+      tf.constant(0.0, out.logits.dtype), [], name=INJECT_NAME
+    )
     return models.ModelOutput(logits=out.logits + inject)
 
 
@@ -83,6 +92,8 @@ if __name__ == '__main__':
   # `python -m tests.testing_models FLAGS`: the benchmark's command line with
   # the test models registered (for tests that need a separate process).
   import sys  # pylint: disable=g-import-not-at-top
+
   from tf_cnn_benchmarks import __main__ as cli  # pylint: disable=g-import-not-at-top
+
   ensure_registered()
   sys.exit(cli.main(sys.argv))

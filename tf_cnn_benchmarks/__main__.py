@@ -15,15 +15,18 @@ from absl import flags
 
 from tf_cnn_benchmarks import quiet
 
-quiet.load_tensorflow()   # before any import that loads TensorFlow
+quiet.load_tensorflow()  # before any import that loads TensorFlow
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks import params as params_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool('list_models', False,
-                  'Print every model with its dataset, image size, parameter '
-                  'count and GFLOPs, then exit.')
+flags.DEFINE_bool(
+  'list_models',
+  False,
+  'Print every model with its dataset, image size, parameter '
+  'count and GFLOPs, then exit.',
+)
 params_lib.define_flags(FLAGS)
 
 
@@ -32,25 +35,32 @@ def _usage_error(message: str) -> int:
   return 2
 
 
-def main(argv: list[str]) -> int:
-  """Runs the benchmark the command line describes; returns the exit status."""
+def main(argv: list[str], *, reports_results: bool | None = None) -> int:
+  """Runs the benchmark the command line describes; returns the exit status.
+
+  reports_results: None (default) lets the chief alone write the results line;
+  True makes this process write it whatever its task (tests of clusters).
+  """
   try:
     rest = FLAGS(argv, known_only=False)
   except flags.Error as e:
     return _usage_error(str(e).splitlines()[0])
   if len(rest) > 1:
-    return _usage_error('unexpected argument(s): %s (flags look like '
-                        '--name=value)' % ' '.join(rest[1:]))
+    return _usage_error(
+      'unexpected argument(s): %s (flags look like '
+      '--name=value)' % ' '.join(rest[1:])
+    )
   if FLAGS.list_models:
     from tf_cnn_benchmarks import model_table  # pylint: disable=g-import-not-at-top
+
     print(model_table.render())
     return 0
   try:
-    params = params_lib.params_from_flags(FLAGS)
+    plan = params_lib.plan_from_flags(FLAGS)
   except params_lib.ParamsError as e:
     return _usage_error(str(e))
   try:
-    return _dispatch(params)
+    return _dispatch(plan, reports_results)
   except _bad_input_errors() as e:
     return _usage_error(str(e).splitlines()[0])
 
@@ -61,42 +71,47 @@ def _bad_input_errors() -> tuple:
   from tf_cnn_benchmarks import checkpoints
   from tf_cnn_benchmarks import data_sources
   from tf_cnn_benchmarks import evaluation
-  return (data_sources.DataError, checkpoints.CheckpointError,
-          evaluation.EvalError)
+
+  return (
+    data_sources.DataError,
+    checkpoints.CheckpointError,
+    evaluation.EvalError,
+  )
 
 
-def _dispatch(params) -> int:
-  from tf_cnn_benchmarks import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
-  import variable_mgr  # pylint: disable=g-import-not-at-top
-  cluster = params_lib.cluster_of(params)
+def _dispatch(plan, reports_results) -> int:
+  """Runs the plan: a local run, a cluster client, or a serve-only task."""
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks import benchmark_cnn
+  from tf_cnn_benchmarks import devices
+  from tf_cnn_benchmarks.cluster import roles
+
+  cluster, p = plan.cluster, plan.params
+
+  def run() -> int:
+    benchmark_cnn.run_benchmark(plan, reports_results=reports_results)
+    return 0
+
   if cluster is None:
-    return _run(params)
-  manager_cls = variable_mgr.get(params.variable_update, True)
-  me = (cluster.job_name, cluster.task_index)
-  if me in cluster_lib.roles(cluster, manager_cls.needs_controller).serve_only:
+    return run()
+  one_graph = plan.manager_cls.traits.one_graph
+  if cluster.me in roles.roles(cluster, one_graph).serve_only:
     # Workers serving a controller's graph hold its CPU towers.
-    cpus = params.num_gpus if params.device == 'cpu' else 1
-    return _in_cluster(lambda: cluster_lib.serve(
-        cluster, manager_cls.needs_controller, cpus), cluster)
-  return _in_cluster(lambda: _run(params), cluster)
-
-
-def _run(params) -> int:
-  from tf_cnn_benchmarks import benchmark_cnn  # pylint: disable=g-import-not-at-top
-  benchmark_cnn.run_benchmark(params,
-                              device_was_auto=FLAGS['device'].value is None)
-  return 0
+    cpus = devices.logical_cpu_count(p.device, p.num_gpus)
+    return _in_cluster(lambda: roles.serve(cluster, one_graph, cpus), cluster)
+  return _in_cluster(run, cluster)
 
 
 def _in_cluster(fn, cluster) -> int:
   """Runs a cluster task; a lost peer or failed RPC is one line, status 1."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  from tf_cnn_benchmarks.cluster import watchdog  # pylint: disable=g-import-not-at-top
+
   try:
     return fn() or 0
   except tf.errors.OpError as e:
-    from tf_cnn_benchmarks import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
-    print(cluster_lib.describe_failure(cluster, e), file=sys.stderr,
-          flush=True)
+    print(watchdog.describe_failure(cluster, e), file=sys.stderr, flush=True)
     return 1
 
 

@@ -16,10 +16,7 @@ from typing import TextIO
 import tensorflow as tf
 
 import models
-import variable_mgr
-from variable_mgr import loss_scale as loss_scale_lib
 from tf_cnn_benchmarks import checkpoints
-from tf_cnn_benchmarks import cluster as cluster_lib
 from tf_cnn_benchmarks import data_sources
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
@@ -29,68 +26,107 @@ from tf_cnn_benchmarks import inputs
 from tf_cnn_benchmarks import observability
 from tf_cnn_benchmarks import optimizers
 from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
 from tf_cnn_benchmarks import timing
 from tf_cnn_benchmarks import towers
+from tf_cnn_benchmarks.cluster import layout as layout_lib
+from tf_cnn_benchmarks.cluster import run_context as run_context_lib
+from variable_mgr import loss_scale as loss_scale_lib
 
 tf1 = tf.compat.v1
 
 _RULE = '-' * 64
+_HEADER_MODES = {
+  params_lib.Mode.TRAIN: 'training',
+  params_lib.Mode.FORWARD_ONLY: 'forward-only',
+  params_lib.Mode.EVAL: 'evaluation',
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class BuiltGraph:
   """The ops a run needs, all in `graph`."""
+
   graph: tf.Graph
-  step_op: tf.Operation          # train op, or a no-op when forward only
-  loss: tf.Tensor                # mean total loss over the towers
+  step_op: tf.Operation  # train op, or a no-op when forward only
+  loss: tf.Tensor  # mean total loss over the towers
   init_ops: tuple
-  shared_ready: tf.Tensor | None  # names of shared variables not yet initialised
+  shared_ready: (
+    tf.Tensor | None
+  )  # names of shared variables not yet initialised
   post_init_ops: tuple
   global_step: tf.Variable
-  report: dict                   # name -> tensor, fetched once at the end
+  report: dict  # name -> tensor, fetched once at the end
   checkpointer: checkpoints.Checkpointer | None
   summary_op: tf.Tensor | None
 
 
 class BenchmarkCNN:
-  """One benchmark run, configured by a resolved `Params`."""
+  """One benchmark run, configured by a RunPlan (or resolved Params)."""
 
-  def __init__(self, params: params_lib.Params, out: TextIO = sys.stdout,
-               device_was_auto: bool = False):
+  def __init__(
+    self,
+    plan,
+    out: TextIO = sys.stdout,
+    *,
+    run_context: run_context_lib.RunContext | None = None,
+    reports_results: bool | None = None,
+  ):
+    """Wires the run's parts; builds no graph and starts no server yet.
+
+    Args:
+      plan: a params.RunPlan, or resolved Params (made into a plan).
+      out: where the console table goes.
+      run_context: where the run happens (default: in-process, or this
+        cluster task's client); tests may inject one.
+      reports_results: with the default context, whether this process writes
+        the results line (None: the chief alone does).
+    """
+    plan = params_lib.as_plan(plan)
+    params = plan.params
+    self.plan = plan
     self.params = params
     self.out = out
-    self.device_was_auto = device_was_auto
     self.model = models.create_model(params.model, params.data_name)
     self.dataset = datasets.get(params.data_name)
-    self.data_options = (data_sources.InputOptions.from_params(params)
-                         if params.data_dir else None)
-    if self.data_options is not None:   # bad data: DataError before any graph
+    self.data_options = (
+      data_sources.InputOptions.from_params(params) if params.data_dir else None
+    )
+    if self.data_options is not None:  # bad data: DataError before any graph
       for subset in self.subsets():
         data_sources.check_data_dir(self.data_options, subset)
-    self.cluster = params_lib.cluster_of(params)
-    self.layout = cluster_lib.layout(
-        self.cluster, variable_mgr.get(params.variable_update,
-                                       self.cluster is not None),
-        params.device, params.num_gpus, params.cross_replica_sync)
+    self.cluster = plan.cluster
+    traits = plan.manager_cls.traits
+    self.layout = layout_lib.layout(
+      self.cluster,
+      traits,
+      params.device,
+      params.num_gpus,
+      params.cross_replica_sync,
+    )
     self.devices = self.layout.tower_devices
-    self.manager = variable_mgr.create(params.variable_update, params,
-                                       self.devices,
-                                       cluster=self.layout.manager_cluster)
-    self.compute_dtype = params_lib.compute_dtype(params)
+    self.manager = plan.manager_cls.from_params(
+      params, self.devices, cluster=self.layout.manager_cluster
+    )
+    self.compute_dtype = params.compute_dtype
     self.loss_scale_config = loss_scale_lib.LossScaleConfig.from_params(params)
-    # Every graph like this one (one per worker, or one in all) runs a step.
     self.num_workers = self.cluster.num_workers if self.cluster else 1
-    self.global_batch_size = (params.batch_size * len(self.devices) *
-                              self.layout.workers_outside_graph)
-    self._run_ctx = cluster_lib.LocalRun()
+    self.global_batch_size = params.batch_size * self.layout.num_step_towers
+    self.run_context = run_context or run_context_lib.make(
+      self.cluster,
+      traits,
+      devices.logical_cpu_count(params.device, params.num_gpus),
+      cross_replica_sync=params.cross_replica_sync,
+      reports_results=reports_results,
+    )
     # Checkpoints for evaluations during training without --train_dir.
     self._scratch: str | None = None
 
   def subsets(self) -> tuple:
     """The data splits this run reads."""
     p = self.params
-    if p.eval:
+    if self.plan.mode is params_lib.Mode.EVAL:
       return ('validation',)
     if p.eval_during_training_every_n_steps:
       return ('train', 'validation')
@@ -98,47 +134,60 @@ class BenchmarkCNN:
 
   # ---- console ------------------------------------------------------------
 
-  def _print(self, text: str = '') -> None:
+  def print_line(self, text: str = '') -> None:
+    """Prints one console line (flushed: a cluster's launcher reads it)."""
     print(text, file=self.out, flush=True)
 
   def print_header(self) -> None:
     """The classic header block."""
     p = self.params
-    auto = '' if not self.device_was_auto else ' (auto: %s)' % (
-        'GPU visible' if p.device == 'gpu' else 'no GPU visible')
-    mode = ('evaluation' if p.eval else
-            'forward-only' if p.forward_only else 'training')
+    auto = (
+      ''
+      if not self.plan.device_was_auto
+      else ' (auto: %s)'
+      % ('GPU visible' if p.device == 'gpu' else 'no GPU visible')
+    )
+    mode = _HEADER_MODES[self.plan.mode]
     rows = [
-        ('TensorFlow', tf.__version__),
-        ('Model', p.model),
-        ('Dataset', '%s (%s)' % (p.data_name, p.data_dir or 'synthetic')),
-        ('Mode', mode),
-        ('Batch size', '%d global' % self.global_batch_size),
-        ('', '%d per device' % p.batch_size),
-        ('Num batches', str(p.num_batches)),
-        ('Num warmup', str(p.num_warmup_batches)),
-        ('Devices', str(list(self.devices))),
-        ('Device kind', p.device + auto),
-        ('Data format', p.data_format),
-        ('Precision', self.compute_dtype.name),
-        ('Loss scale', self.loss_scale_config.describe()
-         if self.loss_scale_config else 'none'),
-        ('Optimizer', p.optimizer),
-        ('Variables', self.manager.describe()),
-        ('AllReduce', str(self.manager.all_reduce_description())),
+      ('TensorFlow', tf.__version__),
+      ('Model', p.model),
+      ('Dataset', '%s (%s)' % (p.data_name, p.data_dir or 'synthetic')),
+      ('Mode', mode),
+      ('Batch size', '%d global' % self.global_batch_size),
+      ('', '%d per device' % p.batch_size),
+      ('Num batches', str(p.num_batches)),
+      ('Num warmup', str(p.num_warmup_batches)),
+      ('Devices', str(list(self.devices))),
+      ('Device kind', p.device + auto),
+      ('Data format', p.data_format),
+      ('Precision', self.compute_dtype.name),
+      (
+        'Loss scale',
+        self.loss_scale_config.describe() if self.loss_scale_config else 'none',
+      ),
+      ('Optimizer', p.optimizer),
+      ('Variables', self.manager.describe()),
+      ('AllReduce', str(self.manager.all_reduce_description())),
     ]
     if p.train_dir:
       rows.append(('Train dir', p.train_dir))
-    if self._run_ctx.describe:
-      rows.append(('Cluster', self._run_ctx.describe))
+    if self.run_context.describe:
+      rows.append(('Cluster', self.run_context.describe))
     for key, value in rows:
-      self._print('%-12s %s' % (key + ':' if key else '', value))
-    self._print('=' * 10)
+      self.print_line('%-12s %s' % (key + ':' if key else '', value))
+    self.print_line('=' * 10)
 
   # ---- inputs -------------------------------------------------------------
 
-  def _tower_inputs(self, devices_, *, subset: str, train: bool,
-                    first_stream: int, num_streams: int) -> tuple:
+  def _tower_inputs(
+    self,
+    devices_,
+    *,
+    subset: str,
+    train: bool,
+    first_stream: int,
+    num_streams: int,
+  ) -> tuple:
     """([(images, labels)] per device, [ops to run once after init]).
 
     Synthetic data, or streams read from --data_dir (their iterators start
@@ -151,75 +200,127 @@ class BenchmarkCNN:
         with tf.device(device):
           # Global tower index: worker w's tower t holds the examples a
           # local run's tower w*T+t would hold.
-          batches.append(inputs.tower_synthetic_batch(
-              first_stream + index, p.batch_size,
-              image_size=self.model.image_size, depth=self.dataset.depth,
-              num_classes=self.dataset.num_classes, data_format=p.data_format,
-              seed=p.tf_random_seed))
+          batches.append(
+            inputs.tower_synthetic_batch(
+              first_stream + index,
+              p.batch_size,
+              image_size=self.model.image_size,
+              depth=self.dataset.depth,
+              num_classes=self.dataset.num_classes,
+              data_format=p.data_format,
+              seed=p.tf_random_seed,
+            )
+          )
       return batches, []
     streams = data_sources.tower_batches(
-        self.data_options, subset=subset, train=train,
-        batch_size=p.batch_size, image_size=self.model.image_size,
-        first_stream=first_stream, num_streams=num_streams,
-        num_local_towers=len(devices_), host_device=self.manager.cpu_device)
+      self.data_options,
+      subset=subset,
+      train=train,
+      batch_size=p.batch_size,
+      image_size=self.model.image_size,
+      first_stream=first_stream,
+      num_streams=num_streams,
+      num_local_towers=len(devices_),
+      host_device=self.manager.cpu_device,
+    )
     return list(streams.batches), [streams.initializer]
 
   # ---- graph --------------------------------------------------------------
 
   def build(self) -> BuiltGraph:
-    """Builds towers, the update, init ops and checkpoint ops in a fresh graph."""
-    p = self.params
+    """Builds towers, update, init and checkpoint ops in a fresh graph."""
     graph = tf.Graph()
     with graph.as_default():
       with tf.device(self.manager.global_step_device):
         global_step = tf1.train.get_or_create_global_step()
       loss_scale = None
-      if self.loss_scale_config and not p.forward_only:
+      if self.loss_scale_config and self.training:
         loss_scale = loss_scale_lib.LossScale(
-            self.loss_scale_config, self.manager.global_step_device)
-      self._loss_scale = loss_scale
+          self.loss_scale_config, self.manager.global_step_device
+        )
       batches, input_init = self._tower_inputs(
-          self.devices, subset='train', train=not p.forward_only,
-          first_stream=self.layout.first_tower_index,
-          num_streams=len(self.devices) * self.layout.workers_outside_graph)
-      built_towers = [self._build_tower(i, images, labels)
-                      for i, (images, labels) in enumerate(batches)]
+        self.devices,
+        subset='train',
+        train=self.training,
+        first_stream=self.layout.first_tower_index,
+        num_streams=self.layout.num_step_towers,
+      )
+      built_towers = [
+        self._build_tower(i, images, labels, loss_scale)
+        for i, (images, labels) in enumerate(batches)
+      ]
       with tf.device(self.manager.cpu_device):
         loss = tf.add_n([t.loss for t in built_towers]) / len(built_towers)
-      stat_updates = self.manager.stat_update_ops(
-          [t.update_ops for t in built_towers])
-      learning_rate = None
-      if p.forward_only:
-        step_op = tf.group(*stat_updates, name='forward_only')
-      else:
-        step_op, learning_rate = self._build_update(
-            built_towers, global_step, stat_updates, loss_scale)
+      step_op, learning_rate = self._build_step(
+        built_towers, global_step, loss_scale
+      )
       report = loss_scale.report() if loss_scale else {}
       summary_op = observability.build_summaries(
-          p.summary_verbosity, loss=loss, learning_rate=learning_rate,
-          extra_scalars={'loss_scale': report['loss_scale']} if report else {},
-          grads_and_vars=built_towers[0].grads_and_vars,
-          device=self.manager.cpu_device)
+        self.params.summary_verbosity,
+        loss=loss,
+        learning_rate=learning_rate,
+        extra_scalars={'loss_scale': report['loss_scale']} if report else {},
+        grads_and_vars=built_towers[0].grads_and_vars,
+        device=self.manager.cpu_device,
+      )
       checkpointer = self._checkpointer()
-      restored = set(checkpointer.restored_variables if checkpointer else ())
-      init_ops = (tf1.variables_initializer(
-          [v for v in self.manager.initialized_variables()
-           if v not in restored]), tf1.local_variables_initializer(),
-          *input_init)
-      shared = self.manager.shared_variables()
-      # identity: a process whose run stops early must not warn that the
-      # (should-use wrapped) report was never used.
-      shared_ready = (tf.identity(tf1.report_uninitialized_variables(shared))
-                      if shared else None)
-      post_init = tuple(self.manager.post_init_ops())
-    return BuiltGraph(graph, step_op, loss, init_ops, shared_ready, post_init,
-                      global_step, report, checkpointer, summary_op)
+      init_ops, shared_ready, post_init = self._build_init(
+        checkpointer, input_init
+      )
+    return BuiltGraph(
+      graph,
+      step_op,
+      loss,
+      init_ops,
+      shared_ready,
+      post_init,
+      global_step,
+      report,
+      checkpointer,
+      summary_op,
+    )
+
+  @property
+  def training(self) -> bool:
+    """Whether the graph trains (else: forward passes only)."""
+    return self.plan.mode is params_lib.Mode.TRAIN
+
+  def _build_step(self, built_towers, global_step, loss_scale) -> tuple:
+    """(the op of one step, the learning rate or None when not training)."""
+    stat_updates = self.manager.stat_update_ops(
+      [t.update_ops for t in built_towers]
+    )
+    if not self.training:
+      return tf.group(*stat_updates, name='forward_only'), None
+    return self._build_update(
+      built_towers, global_step, stat_updates, loss_scale
+    )
+
+  def _build_init(self, checkpointer, input_init) -> tuple:
+    """(init ops, report of shared variables not yet ready, post-init ops)."""
+    restored = set(checkpointer.restored_variables if checkpointer else ())
+    init_ops = (
+      tf1.variables_initializer(
+        [v for v in self.manager.initialized_variables() if v not in restored]
+      ),
+      tf1.local_variables_initializer(),
+      *input_init,
+    )
+    shared = self.manager.shared_variables()
+    # identity: a process whose run stops early must not warn that the
+    # (should-use wrapped) report was never used.
+    shared_ready = (
+      tf.identity(tf1.report_uninitialized_variables(shared))
+      if shared
+      else None
+    )
+    return init_ops, shared_ready, tuple(self.manager.post_init_ops())
 
   def _checkpointer(self) -> checkpoints.Checkpointer | None:
-    """Saver ops for --train_dir (or a scratch dir for evals during training)."""
+    """Saver ops for --train_dir (or a scratch dir for evals in training)."""
     p = self.params
     train_dir = p.train_dir or self._scratch_dir()
-    if train_dir is None or p.forward_only:
+    if train_dir is None or not self.training:
       return None
     saved = self.manager.savable_variables()
     latest = checkpoints.latest_checkpoint(p.train_dir)
@@ -228,15 +329,24 @@ class BenchmarkCNN:
     if latest:
       model = self.manager.tower_trainable_variables(0)
       # Only the process that restores the weights can miss them.
-      required = (checkpoints.model_names(model)
-                  if all(v in mine for v in model) else frozenset())
+      required = (
+        checkpoints.model_names(model)
+        if all(v in mine for v in model)
+        else frozenset()
+      )
       restore = checkpoints.restorable(
-          latest, {k: v for k, v in saved.items() if v in mine}, required)
+        latest, {k: v for k, v in saved.items() if v in mine}, required
+      )
     return checkpoints.Checkpointer(
-        train_dir, saved, tf1.train.get_global_step(), restore_from=latest,
-        restore_variables=restore, max_to_keep=p.max_ckpts_to_keep,
-        policy=checkpoints.SavePolicy(p.save_model_steps, p.save_model_secs),
-        writes=self._run_ctx.reports_results)
+      train_dir,
+      saved,
+      tf1.train.get_global_step(),
+      restore_from=latest,
+      restore_variables=restore,
+      max_to_keep=p.max_ckpts_to_keep,
+      policy=checkpoints.SavePolicy(p.save_model_steps, p.save_model_secs),
+      writes=self.run_context.is_chief,
+    )
 
   def _scratch_dir(self) -> str | None:
     if not self.params.eval_during_training_every_n_steps:
@@ -245,86 +355,122 @@ class BenchmarkCNN:
       self._scratch = tempfile.mkdtemp(prefix='tf_cnn_eval_')
     return self._scratch
 
-  def _build_tower(self, index: int, images, labels) -> towers.Tower:
+  def _build_tower(
+    self,
+    index: int,
+    images,
+    labels,
+    loss_scale: loss_scale_lib.LossScale | None,
+  ) -> towers.Tower:
     p = self.params
     with self.manager.tower_scope(index):
       return towers.build_tower(
-          self.model, images, labels, num_classes=self.dataset.num_classes,
-          data_format=p.data_format, compute_dtype=self.compute_dtype,
-          seed=p.tf_random_seed, weight_decay=p.weight_decay,
-          trainable_variables=lambda: self.manager.tower_trainable_variables(
-              index),
-          forward_only=p.forward_only, float16_vars=p.fp16_vars,
-          scale_loss=self._loss_scale.scale_loss if self._loss_scale else None)
+        self.model,
+        images,
+        labels,
+        num_classes=self.dataset.num_classes,
+        data_format=p.data_format,
+        compute_dtype=self.compute_dtype,
+        seed=p.tf_random_seed,
+        weight_decay=p.weight_decay,
+        trainable_variables=lambda: self.manager.tower_trainable_variables(
+          index
+        ),
+        forward_only=not self.training,
+        float16_vars=p.fp16_vars,
+        scale_loss=loss_scale.scale_loss if loss_scale else None,
+      )
 
-  def _build_update(self, built_towers, global_step, stat_updates,
-                    loss_scale):
+  def _build_update(self, built_towers, global_step, stat_updates, loss_scale):
     p = self.params
     with tf.device(self.manager.global_step_device):
-      lr = optimizers.learning_rate(p, self.model, global_step,
-                                    self.global_batch_size,
-                                    self.dataset.num_train_examples)
+      lr = optimizers.learning_rate(
+        p,
+        self.model,
+        global_step,
+        self.global_batch_size,
+        self.dataset.num_train_examples,
+      )
     make_optimizer = optimizers.optimizer_factory(
-        optimizers.OptimizerConfig.from_params(p), lr)
+      optimizers.OptimizerConfig.from_params(p), lr
+    )
     # The reported loss must be that of the values the step started from;
     # parts of it (the L2 term) feed no gradient, so nothing else orders
     # them before the in-place updates.
     with tf.control_dependencies([t.loss for t in built_towers]):
       train_op = self.manager.build_train_op(
-          [t.grads_and_vars for t in built_towers], make_optimizer,
-          global_step, clip_norm=p.gradient_clip, loss_scale=loss_scale)
+        [t.grads_and_vars for t in built_towers],
+        make_optimizer,
+        global_step,
+        clip_norm=p.gradient_clip,
+        loss_scale=loss_scale,
+      )
     return tf.group(train_op, *stat_updates, name='step'), lr
 
-  def eval_setup(self, num_batches: int | None = None
-                 ) -> evaluation.EvalSetup:
+  def eval_setup(self, num_batches: int | None = None) -> evaluation.EvalSetup:
     """How to evaluate a checkpoint of this run on this process's devices."""
     p = self.params
     local = devices.tower_devices(p.device, p.num_gpus)
     if num_batches is None:
       num_batches = p.num_eval_batches or (
-          None if self.data_options else p.num_batches)
+        None if self.data_options else p.num_batches
+      )
     return evaluation.EvalSetup(
-        params=p, model=self.model, num_classes=self.dataset.num_classes,
-        devices=local, data_format=p.data_format,
-        compute_dtype=self.compute_dtype, float16_vars=p.fp16_vars,
-        seed=p.tf_random_seed,
-        make_inputs=lambda: self._tower_inputs(
-            local, subset='validation', train=False, first_stream=0,
-            num_streams=len(local)),
-        num_batches=num_batches, session_config=self._session_config())
+      params=p,
+      model=self.model,
+      num_classes=self.dataset.num_classes,
+      devices=local,
+      data_format=p.data_format,
+      compute_dtype=self.compute_dtype,
+      float16_vars=p.fp16_vars,
+      seed=p.tf_random_seed,
+      make_inputs=lambda: self._tower_inputs(
+        local,
+        subset='validation',
+        train=False,
+        first_stream=0,
+        num_streams=len(local),
+      ),
+      num_batches=num_batches,
+      session_config=self._session_config(),
+    )
 
   def _session_config(self):
     p = self.params
     return devices.session_config(
-        p.device, p.num_gpus, num_intra_threads=p.num_intra_threads,
-        num_inter_threads=p.num_inter_threads)
+      p.device,
+      p.num_gpus,
+      num_intra_threads=p.num_intra_threads,
+      num_inter_threads=p.num_inter_threads,
+    )
 
   # ---- run ----------------------------------------------------------------
 
   @property
   def reports_results(self) -> bool:
     """Whether this process writes the run's results line."""
-    return self._run_ctx.reports_results
+    return self.run_context.reports_results
 
   def run(self) -> results.BenchmarkResult:
     """Builds the graph, runs warm-up and timed steps, returns the result."""
     p = self.params
-    if self.cluster is not None:
-      self._run_ctx = cluster_lib.ClientRun(
-          self.cluster, self.manager,
-          p.num_gpus if p.device == 'cpu' else 1)
+    self.run_context.start()
     self.print_header()
-    self._print('Generating training model' if not p.forward_only
-                else 'Generating inference model')
+    self.print_line(
+      'Generating training model'
+      if self.training
+      else 'Generating inference model'
+    )
     try:
       built = self.build()
       if p.graph_file:
         observability.write_graph(p.graph_file, built.graph)
       built.graph.finalize()
       # Logical CPU devices of a cluster task come from its server's config.
-      config = self._run_ctx.configure(self._session_config())
-      with tf1.Session(self._run_ctx.target, graph=built.graph,
-                       config=config) as sess:
+      config = self.run_context.configure(self._session_config())
+      with tf1.Session(
+        self.run_context.target, graph=built.graph, config=config
+      ) as sess:
         start_step = self._initialize(sess, built)
         loop = _StepLoop(self, sess, built, start_step)
         loop.run()
@@ -333,30 +479,39 @@ class BenchmarkCNN:
         if built.checkpointer is not None and p.train_dir:
           path = built.checkpointer.save(sess)
           if path:
-            self._print('Saved checkpoint %s' % path)
+            self.print_line('Saved checkpoint %s' % path)
     finally:
       if self._scratch:
         shutil.rmtree(self._scratch, ignore_errors=True)
-    self._run_ctx.finish()
-    return self._result(loop.losses, loop.step_times, final_state, {
-        'mode': 'forward_only' if p.forward_only else 'train',
-        'start_step': start_step, 'end_step': end_step,
-        'evals': [e.as_dict() for e in loop.evals] or None})
+    self.run_context.finish()
+    return self._result(
+      loop.losses,
+      loop.step_times,
+      final_state,
+      results.TrainInfo(
+        start_step=start_step,
+        end_step=end_step,
+        evals=tuple(e.info() for e in loop.evals),
+      ),
+    )
 
   def _initialize(self, sess, built: BuiltGraph) -> int:
     """Initialises (or restores) variables; returns the starting global step."""
-    self._print('Initializing graph')
+    self.print_line('Initializing graph')
     sess.run(built.init_ops)
     if built.checkpointer is not None and built.checkpointer.restore_from:
       built.checkpointer.restore(sess)
-      self._print('Restored checkpoint %s' % built.checkpointer.restore_from)
+      self.print_line(
+        'Restored checkpoint %s' % built.checkpointer.restore_from
+      )
     self._wait_for_shared(sess, built)
     if built.post_init_ops:
       sess.run(built.post_init_ops)
     return int(sess.run(built.global_step))
 
-  def _wait_for_shared(self, sess, built: BuiltGraph,
-                       timeout_s: float = 120.0) -> None:
+  def _wait_for_shared(
+    self, sess, built: BuiltGraph, timeout_s: float = 120.0
+  ) -> None:
     """Waits until another process (the chief) initialised shared state."""
     if built.shared_ready is None:
       return
@@ -364,12 +519,12 @@ class BenchmarkCNN:
     while len(sess.run(built.shared_ready)):
       if time.monotonic() > deadline:
         raise tf.errors.DeadlineExceededError(
-            None, None, 'shared variables not initialised after %ds'
-            % timeout_s)
+          None, None, 'shared variables not initialised after %ds' % timeout_s
+        )
       time.sleep(0.2)
 
   def evaluate_checkpoints(self) -> list[results.BenchmarkResult]:
-    """--eval: evaluates the latest checkpoint (or each new one) of train_dir."""
+    """--eval: evaluates the latest (or each new) checkpoint of train_dir."""
     p = self.params
     self.print_header()
     setup = self.eval_setup()
@@ -379,100 +534,149 @@ class BenchmarkCNN:
       latest = checkpoints.latest_checkpoint(p.train_dir)
       if latest is None and not p.eval_interval_secs:
         raise checkpoints.CheckpointError(
-            '--train_dir=%s: no checkpoint to evaluate' % p.train_dir)
+          '--train_dir=%s: no checkpoint to evaluate' % p.train_dir
+        )
       if latest is not None and latest not in seen:
         seen.add(latest)
-        self._print('Evaluating %s' % latest)
+        self.print_line('Evaluating %s' % latest)
         ev = evaluation.evaluate(setup, latest)
-        self._print(ev.describe())
-        self._print('eval images/sec: %.2f' % ev.examples_per_sec)
+        self.print_line(ev.describe())
+        self.print_line('eval images/sec: %.2f' % ev.examples_per_sec)
         out.append(self._eval_result(ev))
-        if p.result_file:   # as it comes: an evaluator may run for hours
-          results.append_json_line(p.result_file, out[-1].to_record())
+        if p.result_file:  # as it comes: an evaluator may run for hours
+          result_lines.append_json_line(p.result_file, out[-1].to_record())
         deadline = time.monotonic() + p.eval_timeout_secs
       if not p.eval_interval_secs or time.monotonic() > deadline:
         return out
       time.sleep(p.eval_interval_secs)
 
-  def evaluate_now(self, sess, built: BuiltGraph,
-                   step: int) -> evaluation.EvalResult | None:
+  def evaluate_now(
+    self, sess, built: BuiltGraph, step: int
+  ) -> evaluation.EvalResult | None:
     """Evaluation during training: checkpoint the current values, evaluate."""
     if built.checkpointer is None or not built.checkpointer.writes:
       return None
     built.checkpointer.save(sess)
     ev = evaluation.evaluate(self.eval_setup(), built.checkpointer.last_path)
-    self._print('Step %d: %s' % (step, ev.describe()))
+    self.print_line('Step %d: %s' % (step, ev.describe()))
     return ev
 
   # ---- results ------------------------------------------------------------
 
   def _eval_result(self, ev: evaluation.EvalResult) -> results.BenchmarkResult:
+    """The result of one evaluated checkpoint (an eval line)."""
     p = self.params
     eval_batch = p.batch_size * p.num_gpus
     return self._make_result(
-        ips=ev.examples_per_sec, num_devices=p.num_gpus, num_workers=1,
-        global_batch_size=eval_batch, step_times=[eval_batch / ev.examples_per_sec]
-        * ev.num_batches, losses=ev.losses, forward_only=True,
-        extra={'mode': 'eval', **ev.as_dict()})
+      ips=ev.examples_per_sec,
+      num_workers=1,
+      global_batch_size=eval_batch,
+      step_times=[eval_batch / ev.examples_per_sec] * ev.num_batches,
+      losses=ev.losses,
+      forward_only=True,
+      mode='eval',
+      evaluation=ev.info(),
+    )
 
-  def _result(self, losses, step_times, final_state: dict,
-              extra: dict) -> results.BenchmarkResult:
+  def _result(
+    self, losses, step_times, final_state: dict, training: results.TrainInfo
+  ) -> results.BenchmarkResult:
+    """The result of a training or forward-only run; prints its images/sec."""
     total_time = sum(step_times)
     # In a cluster this is the cluster's rate: every worker's images.
     ips = self.global_batch_size * len(step_times) / total_time
-    self._print(_RULE)
-    self._print('total images/sec: %.2f' % ips)
-    self._print(_RULE)
+    self.print_line(_RULE)
+    self.print_line('total images/sec: %.2f' % ips)
+    self.print_line(_RULE)
+    forward_only = self.params.forward_only
     return self._make_result(
-        ips=ips, num_devices=len(self.devices) // self.layout_graph_workers,
-        num_workers=self.num_workers, global_batch_size=self.global_batch_size,
-        step_times=step_times, losses=losses,
-        forward_only=self.params.forward_only,
-        extra={'loss_scale': (float(final_state['loss_scale'])
-                              if 'loss_scale' in final_state else None),
-               'skipped_steps': int(final_state.get('skipped_steps', 0)),
-               **extra, **self._cluster_keys(ips)})
+      ips=ips,
+      num_workers=self.num_workers,
+      global_batch_size=self.global_batch_size,
+      step_times=step_times,
+      losses=losses,
+      forward_only=forward_only,
+      mode='forward_only' if forward_only else 'train',
+      training=training,
+      precision_info=results.PrecisionInfo(
+        loss_scale=(
+          float(final_state['loss_scale'])
+          if 'loss_scale' in final_state
+          else None
+        ),
+        skipped_steps=int(final_state.get('skipped_steps', 0)),
+      ),
+      cluster=self._cluster_info(ips),
+    )
 
-  def _make_result(self, *, ips, num_devices, num_workers, global_batch_size,
-                   step_times, losses, forward_only,
-                   extra) -> results.BenchmarkResult:
+  def _make_result(
+    self,
+    *,
+    ips,
+    num_workers,
+    global_batch_size,
+    step_times,
+    losses,
+    forward_only,
+    mode,
+    training=None,
+    evaluation=None,
+    precision_info=None,
+    cluster=None,
+  ) -> results.BenchmarkResult:
+    """A BenchmarkResult of this run's configuration and the figures given.
+
+    num_devices is --num_gpus: the towers of one worker.
+    """
     p = self.params
-    flops = models.model_flops_per_image(self.model, self.dataset.num_classes,
-                                         data_format=p.data_format)
-    passes = 1 if forward_only else 3   # forward + 2x for the backward pass
+    num_devices = p.num_gpus
+    flops = models.model_flops_per_image(
+      self.model, self.dataset.num_classes, data_format=p.data_format
+    )
+    passes = 1 if forward_only else 3  # forward + 2x for the backward pass
     tflops = flops * passes * ips / 1e12 if flops else None
     mfu = None
     if tflops is not None and p.peak_tflops_per_device:
       mfu = tflops / (p.peak_tflops_per_device * num_devices * num_workers)
     return results.BenchmarkResult(
-        params=params_lib.as_dict(p),
-        env=results.environment(p.device),
-        model=p.model, data_name=p.data_name,
-        variable_update=p.variable_update,
-        all_reduce_spec=self.manager.all_reduce_description(),
-        precision=self.compute_dtype.name,
-        num_devices=num_devices, num_workers=num_workers,
-        batch_size_per_device=p.batch_size,
-        global_batch_size=global_batch_size,
-        num_steps=len(step_times), num_warmup_steps=p.num_warmup_batches,
-        images_per_sec=ips,
-        images_per_sec_per_device=ips / (num_devices * num_workers),
-        step_time_ms=timing.step_time_ms(step_times), losses=losses,
-        flops_per_image=flops, tflops_per_sec=tflops,
-        peak_tflops_per_device=p.peak_tflops_per_device, mfu=mfu,
-        extra={'data_dir': p.data_dir, **extra})
+      params=params_lib.as_dict(p),
+      env=results.environment(p.device),
+      model=p.model,
+      data_name=p.data_name,
+      variable_update=p.variable_update,
+      all_reduce_spec=self.manager.all_reduce_description(),
+      precision=self.compute_dtype.name,
+      num_devices=num_devices,
+      num_workers=num_workers,
+      batch_size_per_device=p.batch_size,
+      global_batch_size=global_batch_size,
+      num_steps=len(step_times),
+      num_warmup_steps=p.num_warmup_batches,
+      images_per_sec=ips,
+      images_per_sec_per_device=ips / (num_devices * num_workers),
+      step_time_ms=timing.step_time_ms(step_times),
+      losses=losses,
+      flops_per_image=flops,
+      tflops_per_sec=tflops,
+      peak_tflops_per_device=p.peak_tflops_per_device,
+      mfu=mfu,
+      run=results.RunInfo(mode=mode, data_dir=p.data_dir),
+      precision_info=precision_info,
+      training=training,
+      evaluation=evaluation,
+      cluster=cluster,
+    )
 
-  @property
-  def layout_graph_workers(self) -> int:
-    """How many workers' towers this process's graph holds."""
-    return len(self.devices) // self.params.num_gpus
-
-  def _cluster_keys(self, ips: float) -> dict:
+  def _cluster_info(self, ips: float) -> results.ClusterInfo | None:
+    """Multi-worker runs: the per-worker rate and the task writing the line."""
     if self.cluster is None:
-      return {}
-    return {'images_per_sec_per_worker': ips / self.num_workers,
-            'task': {'job_name': self.cluster.job_name,
-                     'task_index': self.cluster.task_index}}
+      return None
+    return results.ClusterInfo(
+      images_per_sec_per_worker=ips / self.num_workers,
+      task=results.TaskInfo(
+        job_name=self.cluster.job_name, task_index=self.cluster.task_index
+      ),
+    )
 
 
 class _StepLoop:
@@ -483,19 +687,20 @@ class _StepLoop:
   traced.
   """
 
-  def __init__(self, bench: BenchmarkCNN, sess, built: BuiltGraph,
-               start_step: int):
+  def __init__(
+    self, bench: BenchmarkCNN, sess, built: BuiltGraph, start_step: int
+  ):
     self.bench, self.sess, self.built = bench, sess, built
     self.params = bench.params
-    self.step = start_step               # global step, as this process counts
+    self.step = start_step  # global step, as this process counts
     self.losses, self.step_times, self.evals = [], [], []
     self.writer = None
-    if built.summary_op is not None and bench.reports_results:
+    if built.summary_op is not None and bench.run_context.is_chief:
       with built.graph.as_default():
         self.writer = tf1.summary.FileWriter(self.params.train_dir)
 
   def run(self) -> None:
-    p, out = self.params, self.bench._print  # pylint: disable=protected-access
+    p, out = self.params, self.bench.print_line
     try:
       if p.num_warmup_batches:
         out('Running warm up')
@@ -510,8 +715,9 @@ class _StepLoop:
         loss, seconds = self._one_step()
         self.step_times.append(seconds)
         if i == 0 or (i + 1) % p.display_every == 0:
-          summary = timing.speed_summary(self.bench.global_batch_size,
-                                         self.step_times)
+          summary = timing.speed_summary(
+            self.bench.global_batch_size, self.step_times
+          )
           out('%d\t%s\t%.3f' % (i + 1, summary, loss))
     finally:
       if self.writer is not None:
@@ -521,8 +727,9 @@ class _StepLoop:
     """Runs one step and the periodic work due after it; (loss, seconds)."""
     p, built = self.params, self.built
     fetches = {'step': built.step_op, 'loss': built.loss}
-    summarise = (self.writer is not None and
-                 (self.step + 1) % p.save_summaries_steps == 0)
+    summarise = (
+      self.writer is not None and (self.step + 1) % p.save_summaries_steps == 0
+    )
     if summarise:
       fetches['summary'] = built.summary_op
     start = time.perf_counter()
@@ -535,7 +742,7 @@ class _StepLoop:
     if built.checkpointer is not None and p.train_dir:
       path = built.checkpointer.step_done(self.sess)
       if path:
-        self.bench._print('Saved checkpoint %s' % path)  # pylint: disable=protected-access
+        self.bench.print_line('Saved checkpoint %s' % path)  # pylint: disable=protected-access
     every = p.eval_during_training_every_n_steps
     if every and self.step % every == 0:
       ev = self.bench.evaluate_now(self.sess, built, self.step)
@@ -551,24 +758,28 @@ class _StepLoop:
     observability.write_chrome_trace(path, metadata)
 
 
-def run_benchmark(p: params_lib.Params, out: TextIO = sys.stdout,
-                  device_was_auto: bool = False) -> results.BenchmarkResult:
-  """Runs one benchmark; appends its JSON line(s) to p.result_file if set.
+def run_benchmark(
+  plan, out: TextIO = sys.stdout, *, reports_results: bool | None = None
+) -> results.BenchmarkResult:
+  """Runs one benchmark; appends its JSON line(s) to --result_file if set.
 
-  With --eval, returns the result of the last evaluation (one line per
-  evaluated checkpoint is written, each when it is done).
+  plan: a params.RunPlan, or resolved Params. With --eval, returns the
+  result of the last evaluation (one line per evaluated checkpoint is
+  written, each when it is done).
   """
-  bench = BenchmarkCNN(p, out=out, device_was_auto=device_was_auto)
-  if p.eval:
+  bench = BenchmarkCNN(plan, out=out, reports_results=reports_results)
+  p = bench.params
+  if bench.plan.mode is params_lib.Mode.EVAL:
     evaluated = _naming_bad_data(bench, bench.evaluate_checkpoints)
     if not evaluated:
       raise checkpoints.CheckpointError(
-          '--train_dir=%s: no checkpoint appeared within '
-          '--eval_timeout_secs=%d' % (p.train_dir, p.eval_timeout_secs))
+        '--train_dir=%s: no checkpoint appeared within '
+        '--eval_timeout_secs=%d' % (p.train_dir, p.eval_timeout_secs)
+      )
     return evaluated[-1]
   result = _naming_bad_data(bench, bench.run)
   if p.result_file and bench.reports_results:
-    results.append_json_line(p.result_file, result.to_record())
+    result_lines.append_json_line(p.result_file, result.to_record())
   return result
 
 
@@ -580,8 +791,9 @@ def _naming_bad_data(bench: BenchmarkCNN, fn):
     if bench.data_options is None:
       raise
     for subset in bench.subsets():
-      message = input_failures.describe_input_failure(bench.data_options,
-                                                      subset, e)
+      message = input_failures.describe_input_failure(
+        bench.data_options, subset, e
+      )
       if message:
         raise data_sources.DataError(message) from None
     raise

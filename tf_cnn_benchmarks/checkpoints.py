@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import time
 
 import tensorflow as tf
+
+from variable_mgr import naming
 
 tf1 = tf.compat.v1
 
@@ -43,13 +44,15 @@ def step_of(checkpoint_path: str) -> int:
   try:
     return int(checkpoint_path.rsplit('-', 1)[1])
   except (IndexError, ValueError):
-    raise CheckpointError('%s: not a checkpoint written by this benchmark '
-                          '(expected %s-STEP)' % (checkpoint_path,
-                                                  CHECKPOINT_BASENAME)) from None
+    raise CheckpointError(
+      '%s: not a checkpoint written by this benchmark '
+      '(expected %s-STEP)' % (checkpoint_path, CHECKPOINT_BASENAME)
+    ) from None
 
 
-def restorable(checkpoint_path: str, variables: dict,
-               required: frozenset = frozenset()) -> dict:
+def restorable(
+  checkpoint_path: str, variables: dict, required: frozenset = frozenset()
+) -> dict:
   """The entries of `variables` the checkpoint holds, shapes checked.
 
   A variable the checkpoint lacks (e.g. a loss scale when the checkpoint
@@ -59,8 +62,10 @@ def restorable(checkpoint_path: str, variables: dict,
   try:
     stored = dict(tf.train.list_variables(checkpoint_path))
   except (tf.errors.OpError, ValueError) as e:
-    raise CheckpointError('%s: cannot read checkpoint (%s)' % (
-        checkpoint_path, str(e).splitlines()[0])) from None
+    raise CheckpointError(
+      '%s: cannot read checkpoint (%s)'
+      % (checkpoint_path, str(e).splitlines()[0])
+    ) from None
   out = {}
   for name, var in variables.items():
     if name not in stored:
@@ -68,28 +73,34 @@ def restorable(checkpoint_path: str, variables: dict,
     want = var.shape.as_list()
     if list(stored[name]) != want:
       raise CheckpointError(
-          '%s: variable %s has shape %s in the checkpoint, the model has %s '
-          '(another model or dataset?)' % (checkpoint_path, name,
-                                           list(stored[name]), want))
+        '%s: variable %s has shape %s in the checkpoint, the model has %s '
+        '(another model or dataset?)'
+        % (checkpoint_path, name, list(stored[name]), want)
+      )
     out[name] = var
   missing = sorted(n for n in required if n not in stored)
   if missing:
     raise CheckpointError(
-        '%s: holds no value for %s%s (a checkpoint of another model or '
-        'dataset?)' % (checkpoint_path, ', '.join(missing[:3]),
-                       ' and %d more' % (len(missing) - 3)
-                       if len(missing) > 3 else ''))
+      '%s: holds no value for %s%s (a checkpoint of another model or '
+      'dataset?)'
+      % (
+        checkpoint_path,
+        ', '.join(missing[:3]),
+        ' and %d more' % (len(missing) - 3) if len(missing) > 3 else '',
+      )
+    )
   return out
 
 
 def model_names(variables) -> frozenset:
-  """Checkpoint names of a tower's model variables ('vN/' or 'v/' dropped)."""
-  return frozenset(re.sub(r'^v\d*/', '', v.op.name) for v in variables)
+  """Checkpoint names of a tower's model variables (replica prefix dropped)."""
+  return frozenset(naming.strip_replica_prefix(v.op.name) for v in variables)
 
 
 @dataclasses.dataclass(frozen=True)
 class SavePolicy:
   """When to write checkpoints: every N steps and/or every N seconds."""
+
   every_n_steps: int | None = None
   every_n_secs: float = 0.0
 
@@ -107,20 +118,34 @@ class Checkpointer:
   processes of a cluster that do not save (every worker but the chief).
   """
 
-  def __init__(self, train_dir: str, variables: dict, global_step, *,
-               restore_from: str | None, restore_variables: dict,
-               max_to_keep: int, policy: SavePolicy, writes: bool):
+  def __init__(
+    self,
+    train_dir: str,
+    variables: dict,
+    global_step,
+    *,
+    restore_from: str | None,
+    restore_variables: dict,
+    max_to_keep: int,
+    policy: SavePolicy,
+    writes: bool,
+  ):
     self.train_dir = train_dir
     self.policy = policy
     self.writes = writes
     self.restore_from = restore_from
     self._global_step = global_step
-    self._saver = tf1.train.Saver(variables, max_to_keep=max_to_keep,
-                                  save_relative_paths=True)
-    self._restorer = (tf1.train.Saver(restore_variables)
-                      if restore_from and restore_variables else None)
-    self.restored_variables = tuple(restore_variables.values()
-                                    if restore_from else ())
+    self._saver = tf1.train.Saver(
+      variables, max_to_keep=max_to_keep, save_relative_paths=True
+    )
+    self._restorer = (
+      tf1.train.Saver(restore_variables)
+      if restore_from and restore_variables
+      else None
+    )
+    self.restored_variables = tuple(
+      restore_variables.values() if restore_from else ()
+    )
     self._steps_since = 0
     self._last_time = time.monotonic()
     # The newest checkpoint of this run's values: restored or written.
@@ -148,8 +173,11 @@ class Checkpointer:
       return None
     os.makedirs(self.train_dir, exist_ok=True)
     self.last_path = self._saver.save(
-        sess, os.path.join(self.train_dir, CHECKPOINT_BASENAME),
-        global_step=step, write_meta_graph=False)
+      sess,
+      os.path.join(self.train_dir, CHECKPOINT_BASENAME),
+      global_step=step,
+      write_meta_graph=False,
+    )
     self._last_step = step
     return self.last_path
 

@@ -89,12 +89,14 @@ DEFAULT_INTERLEAVE_CYCLE_LENGTH = 10
 IMAGENET_SHUFFLE_RECORDS = 10000
 TFRECORD_READ_BUFFER_BYTES = 8 << 20
 CIFAR_FILES = {
-    'train': tuple('data_batch_%d' % k for k in range(1, 6)),
-    'validation': ('test_batch',),
+  'train': tuple('data_batch_%d' % k for k in range(1, 6)),
+  'validation': ('test_batch',),
 }
 IMAGENET_PATTERN = '%s-*-of-*'
 # Tag of the assertion messages of bad records (see _bad_record_data).
 BAD_RECORD_TAG = 'BAD_INPUT_RECORD'
+
+
 class DataError(Exception):
   """Unusable input data or input flags; the message is one line naming the
   path (or the flag) and what is wrong."""
@@ -103,6 +105,7 @@ class DataError(Exception):
 @dataclasses.dataclass(frozen=True)
 class InputOptions:
   """Input settings of a run (the real-data and datasets_* flags)."""
+
   data_dir: Optional[str]
   data_name: str = 'imagenet'
   distortions: bool = True
@@ -117,23 +120,37 @@ class InputOptions:
 
   def __post_init__(self):
     checks = (
-        (self.data_name in DATA_NAMES, '--data_name=%s: must be one of %s'
-         % (self.data_name, ', '.join(DATA_NAMES))),
-        (self.resize_method in preprocessing.RESIZE_METHODS,
-         '--resize_method=%s: must be one of %s' % (
-             self.resize_method, ', '.join(preprocessing.RESIZE_METHODS))),
-        (self.data_format in DATA_FORMATS, '--data_format=%s: must be one '
-         'of %s' % (self.data_format, ', '.join(DATA_FORMATS))),
-        (self.num_private_threads is None or self.num_private_threads >= 1,
-         '--datasets_num_private_threads=%s: must be >= 1 (or unset)'
-         % self.num_private_threads),
-        (self.prefetch_buffer_size >= 0,
-         '--datasets_prefetch_buffer_size=%s: must be >= 0'
-         % self.prefetch_buffer_size),
-        (self.interleave_cycle_length is None
-         or self.interleave_cycle_length >= 1,
-         '--datasets_parallel_interleave_cycle_length=%s: must be >= 1 (or '
-         'unset)' % self.interleave_cycle_length),
+      (
+        self.data_name in DATA_NAMES,
+        '--data_name=%s: must be one of %s'
+        % (self.data_name, ', '.join(DATA_NAMES)),
+      ),
+      (
+        self.resize_method in preprocessing.RESIZE_METHODS,
+        '--resize_method=%s: must be one of %s'
+        % (self.resize_method, ', '.join(preprocessing.RESIZE_METHODS)),
+      ),
+      (
+        self.data_format in DATA_FORMATS,
+        '--data_format=%s: must be one '
+        'of %s' % (self.data_format, ', '.join(DATA_FORMATS)),
+      ),
+      (
+        self.num_private_threads is None or self.num_private_threads >= 1,
+        '--datasets_num_private_threads=%s: must be >= 1 (or unset)'
+        % self.num_private_threads,
+      ),
+      (
+        self.prefetch_buffer_size >= 0,
+        '--datasets_prefetch_buffer_size=%s: must be >= 0'
+        % self.prefetch_buffer_size,
+      ),
+      (
+        self.interleave_cycle_length is None
+        or self.interleave_cycle_length >= 1,
+        '--datasets_parallel_interleave_cycle_length=%s: must be >= 1 (or '
+        'unset)' % self.interleave_cycle_length,
+      ),
     )
     for ok, message in checks:
       if not ok:
@@ -143,15 +160,20 @@ class InputOptions:
   def from_params(cls, params) -> 'InputOptions':
     """The options of a resolved params.Params."""
     return cls(
-        data_dir=params.data_dir, data_name=params.data_name,
-        distortions=params.distortions, resize_method=params.resize_method,
-        num_private_threads=params.datasets_num_private_threads,
-        prefetch_buffer_size=params.datasets_prefetch_buffer_size,
-        use_caching=params.datasets_use_caching,
-        interleave_cycle_length=(
-            params.datasets_parallel_interleave_cycle_length),
-        repeat_cached_sample=params.datasets_repeat_cached_sample,
-        seed=params.tf_random_seed, data_format=params.data_format)
+      data_dir=params.data_dir,
+      data_name=params.data_name,
+      distortions=params.distortions,
+      resize_method=params.resize_method,
+      num_private_threads=params.datasets_num_private_threads,
+      prefetch_buffer_size=params.datasets_prefetch_buffer_size,
+      use_caching=params.datasets_use_caching,
+      interleave_cycle_length=(
+        params.datasets_parallel_interleave_cycle_length
+      ),
+      repeat_cached_sample=params.datasets_repeat_cached_sample,
+      seed=params.tf_random_seed,
+      data_format=params.data_format,
+    )
 
   @property
   def cycle_length(self) -> int:
@@ -170,6 +192,7 @@ class TowerInputs:
       the first batch, and again to restart an evaluation pass.
     files: the files the streams read (all streams together).
   """
+
   batches: tuple
   initializer: tf.Operation
   files: tuple
@@ -196,12 +219,12 @@ def check_data_dir(options: InputOptions, subset: str) -> list[str]:
     DataError: the directory is unusable for this subset.
   """
   if subset not in SUBSETS:
-    raise ValueError('subset=%r: must be one of %s' % (subset,
-                                                       ', '.join(SUBSETS)))
+    raise ValueError(
+      'subset=%r: must be one of %s' % (subset, ', '.join(SUBSETS))
+    )
   data_dir = options.data_dir
   if not data_dir:
-    raise DataError('--data_dir: not set (real data needs a dataset '
-                    'directory)')
+    raise DataError('--data_dir: not set (real data needs a dataset directory)')
   flag = '--data_dir=%s' % data_dir
   if not tf.io.gfile.exists(data_dir):
     raise DataError('%s: no such directory' % flag)
@@ -211,28 +234,37 @@ def check_data_dir(options: InputOptions, subset: str) -> list[str]:
   # gfile lists sub-directories with a trailing '/' on some file systems.
   names = [n.rstrip('/') for n in names]
   if not names:
-    raise DataError('%s: the directory is empty (expected %s)'
-                    % (flag, _expected(options.data_name, subset)))
+    raise DataError(
+      '%s: the directory is empty (expected %s)'
+      % (flag, _expected(options.data_name, subset))
+    )
   if options.data_name == 'imagenet':
     pattern = IMAGENET_PATTERN % subset
-    files = [os.path.join(data_dir, n) for n in names
-             if fnmatch.fnmatchcase(n, pattern)]
+    files = [
+      os.path.join(data_dir, n)
+      for n in names
+      if fnmatch.fnmatchcase(n, pattern)
+    ]
     files = [f for f in files if not tf.io.gfile.isdir(f)]
     if not files:
-      raise DataError('%s: no files matching %s (ImageNet TFRecords)%s'
-                      % (flag, pattern, _other_dataset_hint(names,
-                                                            'imagenet')))
+      raise DataError(
+        '%s: no files matching %s (ImageNet TFRecords)%s'
+        % (flag, pattern, _other_dataset_hint(names, 'imagenet'))
+      )
     return files
   wanted = CIFAR_FILES[subset]
   missing = [n for n in wanted if n not in names]
   if missing:
-    raise DataError('%s: missing %s (CIFAR-10 python batches)%s' % (
-        flag, ', '.join(missing), _other_dataset_hint(names, 'cifar10')))
+    raise DataError(
+      '%s: missing %s (CIFAR-10 python batches)%s'
+      % (flag, ', '.join(missing), _other_dataset_hint(names, 'cifar10'))
+    )
   files = [os.path.join(data_dir, n) for n in wanted]
   for path in files:
     if tf.io.gfile.isdir(path):
-      raise DataError('%s: %s is a directory, not a CIFAR-10 batch file'
-                      % (flag, path))
+      raise DataError(
+        '%s: %s is a directory, not a CIFAR-10 batch file' % (flag, path)
+      )
   return files
 
 
@@ -248,8 +280,9 @@ def _other_dataset_hint(names: Sequence[str], data_name: str) -> str:
     cifar_names = CIFAR_FILES['train'] + CIFAR_FILES['validation']
     if any(n in names for n in cifar_names):
       return '; it holds CIFAR-10 batches: use --data_name=cifar10'
-  elif any(fnmatch.fnmatchcase(n, IMAGENET_PATTERN % s)
-           for n in names for s in SUBSETS):
+  elif any(
+    fnmatch.fnmatchcase(n, IMAGENET_PATTERN % s) for n in names for s in SUBSETS
+  ):
     return '; it holds ImageNet TFRecords: use --data_name=imagenet'
   return ''
 
@@ -260,10 +293,11 @@ def _other_dataset_hint(names: Sequence[str], data_name: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class _CifarFile:
   """Where the pixels of one CIFAR-10 batch file lie, and its labels."""
+
   path: str
   header_bytes: int
   footer_bytes: int
-  labels: np.ndarray   # uint8 [num_records]
+  labels: np.ndarray  # uint8 [num_records]
 
   @property
   def num_records(self) -> int:
@@ -273,7 +307,8 @@ class _CifarFile:
 # The only globals a CIFAR-10 batch may name: numpy's array reconstruction
 # (old and new module names) and the codec Python 3 uses for protocol-2
 # bytes. Anything else is refused, so a hostile file cannot run code.
-_PICKLE_GLOBALS = frozenset([
+_PICKLE_GLOBALS = frozenset(
+  [
     ('numpy.core.multiarray', '_reconstruct'),
     ('numpy._core.multiarray', '_reconstruct'),
     ('numpy.core.numeric', '_frombuffer'),
@@ -281,17 +316,17 @@ _PICKLE_GLOBALS = frozenset([
     ('numpy', 'ndarray'),
     ('numpy', 'dtype'),
     ('_codecs', 'encode'),
-])
+  ]
+)
 
 
 class _ArrayUnpickler(pickle.Unpickler):
-
   def find_class(self, module, name):
     if (module, name) not in _PICKLE_GLOBALS:
       raise pickle.UnpicklingError('refusing to load %s.%s' % (module, name))
     if module.startswith('numpy.core.'):
       # numpy 2 keeps the old name only as a warning shim.
-      module = 'numpy._core.' + module[len('numpy.core.'):]
+      module = 'numpy._core.' + module[len('numpy.core.') :]
     return super().find_class(module, name)
 
 
@@ -322,28 +357,35 @@ def _read_cifar_file(path: str, num_classes: int) -> _CifarFile:
     raise bad('unpickling failed (%s: %s)' % (type(e).__name__, e)) from None
   if not isinstance(batch, dict):
     raise bad('holds a %s, not a dict' % type(batch).__name__)
-  batch = {k.decode('latin-1') if isinstance(k, bytes) else k: v
-           for k, v in batch.items()}
+  batch = {
+    k.decode('latin-1') if isinstance(k, bytes) else k: v
+    for k, v in batch.items()
+  }
   data, labels = batch.get('data'), batch.get('labels')
   if not isinstance(data, np.ndarray) or labels is None:
     raise bad("no 'data' array or no 'labels'")
   record = preprocessing.CIFAR_RECORD_BYTES
   if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != record:
-    raise bad("'data' is %s %s, not uint8 [N, %d]"
-              % (data.dtype, list(data.shape), record))
+    raise bad(
+      "'data' is %s %s, not uint8 [N, %d]"
+      % (data.dtype, list(data.shape), record)
+    )
   labels = np.asarray(labels)
   if labels.shape != (data.shape[0],):
-    raise bad("%d labels for %d images" % (labels.size, data.shape[0]))
+    raise bad('%d labels for %d images' % (labels.size, data.shape[0]))
   if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
     raise bad('labels outside 0..%d' % (num_classes - 1))
   pixels = np.ascontiguousarray(data).tobytes()
   offset = _find_block(raw, pixels)
   if offset < 0:
-    raise bad('its pixels are not stored as one raw block (pickled with '
-              'protocol 0/1, or protocol 2 by Python 3?); re-save it with '
-              'pickle protocol 4')
-  return _CifarFile(path, offset, len(raw) - offset - len(pixels),
-                    labels.astype(np.uint8))
+    raise bad(
+      'its pixels are not stored as one raw block (pickled with '
+      'protocol 0/1, or protocol 2 by Python 3?); re-save it with '
+      'pickle protocol 4'
+    )
+  return _CifarFile(
+    path, offset, len(raw) - offset - len(pixels), labels.astype(np.uint8)
+  )
 
 
 def _find_block(raw: bytes, block: bytes) -> int:
@@ -354,7 +396,7 @@ def _find_block(raw: bytes, block: bytes) -> int:
   probe = block[:4096]
   start = raw.find(probe)
   while start >= 0:
-    if view[start:start + len(block)] == block:
+    if view[start : start + len(block)] == block:
       return start
     start = raw.find(probe, start + 1)
   return -1
@@ -363,10 +405,19 @@ def _find_block(raw: bytes, block: bytes) -> int:
 # ---- the streams ------------------------------------------------------------
 
 
-def tower_batches(options: InputOptions, *, subset: str, train: bool,
-                  batch_size: int, image_size: int, first_stream: int,
-                  num_streams: int, num_local_towers: int, host_device: str,
-                  files: Optional[Sequence[str]] = None) -> TowerInputs:
+def tower_batches(
+  options: InputOptions,
+  *,
+  subset: str,
+  train: bool,
+  batch_size: int,
+  image_size: int,
+  first_stream: int,
+  num_streams: int,
+  num_local_towers: int,
+  host_device: str,
+  files: Optional[Sequence[str]] = None,
+) -> TowerInputs:
   """Builds one input stream per local tower in the current default graph.
 
   Args:
@@ -394,14 +445,13 @@ def tower_batches(options: InputOptions, *, subset: str, train: bool,
       stream would hold no batch.
   """
   if first_stream < 0 or first_stream + num_local_towers > num_streams:
-    raise ValueError('streams [%d, %d) not within the %d streams'
-                     % (first_stream, first_stream + num_local_towers,
-                        num_streams))
+    raise ValueError(
+      'streams [%d, %d) not within the %d streams'
+      % (first_stream, first_stream + num_local_towers, num_streams)
+    )
   if batch_size < 1 or image_size < 1 or num_local_towers < 1:
-    raise ValueError('batch_size, image_size and num_local_towers must be '
-                     '>= 1')
-  files = list(files) if files is not None else check_data_dir(options,
-                                                               subset)
+    raise ValueError('batch_size, image_size and num_local_towers must be >= 1')
+  files = list(files) if files is not None else check_data_dir(options, subset)
   num_classes = datasets.get(options.data_name).num_classes
   cifar_files = None
   if options.data_name == 'cifar10':
@@ -409,27 +459,50 @@ def tower_batches(options: InputOptions, *, subset: str, train: bool,
   batches, initializers = [], []
   # The subset in the scope tells describe_input_failure which pipeline
   # failed.
-  with tf.device(host_device), tf1.name_scope(INPUT_SCOPE), tf1.name_scope(
-      subset):
+  with (
+    tf.device(host_device),
+    tf1.name_scope(INPUT_SCOPE),
+    tf1.name_scope(subset),
+  ):
     for tower in range(num_local_towers):
       stream = first_stream + tower
       with tf1.name_scope('tower_%d' % tower):
-        common = dict(train=train, stream=stream, num_streams=num_streams,
-                      batch_size=batch_size, image_size=image_size,
-                      num_classes=num_classes)
-        if cifar_files is not None:
-          dataset = _cifar_stream(options, cifar_files, subset=subset,
-                                  **common)
-        else:
-          dataset = _imagenet_stream(
-              options, files, shuffle_records=max(
-                  1, IMAGENET_SHUFFLE_RECORDS // num_local_towers), **common)
-        iterator = tf1.data.make_initializable_iterator(dataset)
+        common = dict(
+          train=train,
+          stream=stream,
+          num_streams=num_streams,
+          batch_size=batch_size,
+          image_size=image_size,
+          num_classes=num_classes,
+        )
+        iterator = tf1.data.make_initializable_iterator(
+          _stream(options, files, cifar_files, subset, num_local_towers, common)
+        )
         images, labels = iterator.get_next()
       batches.append((images, labels))
       initializers.append(iterator.initializer)
     initializer = tf.group(*initializers, name='initializer')
   return TowerInputs(tuple(batches), initializer, tuple(files))
+
+
+def _stream(
+  options: InputOptions,
+  files,
+  cifar_files,
+  subset: str,
+  num_local_towers: int,
+  common: dict,
+) -> tf.data.Dataset:
+  """The dataset of one tower's stream (CIFAR-10 or ImageNet)."""
+  if cifar_files is not None:
+    return _cifar_stream(options, cifar_files, subset=subset, **common)
+  # The towers of one process share the shuffle memory.
+  return _imagenet_stream(
+    options,
+    files,
+    shuffle_records=max(1, IMAGENET_SHUFFLE_RECORDS // num_local_towers),
+    **common,
+  )
 
 
 def _shard(items: Sequence, stream: int, num_streams: int):
@@ -453,35 +526,52 @@ def checked_imagenet_record(path, index, serialized, num_classes: int):
   parsed = preprocessing.parse_imagenet_record(serialized)
   label_ok = tf.logical_and(parsed.label >= 0, parsed.label < num_classes)
   checks = [
-      tf.debugging.Assert(
-          tf.io.is_jpeg(parsed.encoded),
-          _bad_record_data(path, index,
-                           'image/encoded is missing or not a JPEG')),
-      tf.debugging.Assert(
-          label_ok,
-          _bad_record_data(path, index, 'image/class/label is missing or '
-                           'outside 0..%d' % (num_classes - 1))
-          + ['label', parsed.label]),
+    tf.debugging.Assert(
+      tf.io.is_jpeg(parsed.encoded),
+      _bad_record_data(path, index, 'image/encoded is missing or not a JPEG'),
+    ),
+    tf.debugging.Assert(
+      label_ok,
+      _bad_record_data(
+        path,
+        index,
+        'image/class/label is missing or outside 0..%d' % (num_classes - 1),
+      )
+      + ['label', parsed.label],
+    ),
   ]
   with tf.control_dependencies(checks):
-    return (tf.identity(parsed.encoded), tf.cast(parsed.label, tf.int32),
-            tf.identity(parsed.bboxes))
+    return (
+      tf.identity(parsed.encoded),
+      tf.cast(parsed.label, tf.int32),
+      tf.identity(parsed.bboxes),
+    )
 
 
-def _imagenet_stream(options: InputOptions, files: Sequence[str], *,
-                     train: bool, stream: int, num_streams: int,
-                     batch_size: int, image_size: int, num_classes: int,
-                     shuffle_records: int) -> tf.data.Dataset:
+def _imagenet_stream(
+  options: InputOptions,
+  files: Sequence[str],
+  *,
+  train: bool,
+  stream: int,
+  num_streams: int,
+  batch_size: int,
+  image_size: int,
+  num_classes: int,
+  shuffle_records: int,
+) -> tf.data.Dataset:
   files, shard_records = _shard(files, stream, num_streams)
   stream_seed = options.seed + stream
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if train:
-    dataset = dataset.shuffle(len(files), seed=stream_seed,
-                              reshuffle_each_iteration=True)
+    dataset = dataset.shuffle(
+      len(files), seed=stream_seed, reshuffle_each_iteration=True
+    )
 
   def read_file(path):
     records = tf.data.TFRecordDataset(
-        path, buffer_size=TFRECORD_READ_BUFFER_BYTES).enumerate()
+      path, buffer_size=TFRECORD_READ_BUFFER_BYTES
+    ).enumerate()
     if shard_records:
       # By index within each file, so the shards stay disjoint whatever
       # order each stream reads the files in.
@@ -489,44 +579,75 @@ def _imagenet_stream(options: InputOptions, files: Sequence[str], *,
     return records.map(lambda index, record: (path, index, record))
 
   dataset = dataset.interleave(
-      read_file, cycle_length=min(options.cycle_length, len(files)),
-      block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
-      deterministic=True)
+    read_file,
+    cycle_length=min(options.cycle_length, len(files)),
+    block_length=1,
+    num_parallel_calls=tf.data.AUTOTUNE,
+    deterministic=True,
+  )
 
   def example(position, record):
     path, index, serialized = record
-    encoded, label, bboxes = checked_imagenet_record(path, index, serialized,
-                                                      num_classes)
+    encoded, label, bboxes = checked_imagenet_record(
+      path, index, serialized, num_classes
+    )
     if train:
       seed = tf.stack([tf.constant(stream_seed, tf.int64), position])
       image = preprocessing.imagenet_train_image(
-          encoded, bboxes, image_size=image_size,
-          resize_method=options.resize_method,
-          distortions=options.distortions, seed=seed, index=position)
+        encoded,
+        bboxes,
+        image_size=image_size,
+        resize_method=options.resize_method,
+        distortions=options.distortions,
+        seed=seed,
+        index=position,
+      )
     else:
       image = preprocessing.imagenet_eval_image(
-          encoded, image_size=image_size,
-          resize_method=options.resize_method, index=position)
+        encoded,
+        image_size=image_size,
+        resize_method=options.resize_method,
+        index=position,
+      )
     return image, label
 
-  return _finish(dataset, example, options, train=train, seed=stream_seed,
-                 shuffle_buffer=shuffle_records, batch_size=batch_size)
+  return _finish(
+    dataset,
+    example,
+    options,
+    train=train,
+    seed=stream_seed,
+    shuffle_buffer=shuffle_records,
+    batch_size=batch_size,
+  )
 
 
-def _cifar_stream(options: InputOptions, cifar_files: Sequence[_CifarFile], *,
-                  subset: str, train: bool, stream: int, num_streams: int,
-                  batch_size: int, image_size: int,
-                  num_classes: int) -> tf.data.Dataset:
+def _cifar_stream(
+  options: InputOptions,
+  cifar_files: Sequence[_CifarFile],
+  *,
+  subset: str,
+  train: bool,
+  stream: int,
+  num_streams: int,
+  batch_size: int,
+  image_size: int,
+  num_classes: int,
+) -> tf.data.Dataset:
   del num_classes  # Labels were checked when the files were read.
   chosen, shard_records = _shard(cifar_files, stream, num_streams)
   parts = []
   count = 0
   for f in chosen:
     pixels = tf.data.FixedLengthRecordDataset(
-        f.path, preprocessing.CIFAR_RECORD_BYTES, header_bytes=f.header_bytes,
-        footer_bytes=f.footer_bytes)
-    part = tf.data.Dataset.zip((pixels,
-                                tf.data.Dataset.from_tensor_slices(f.labels)))
+      f.path,
+      preprocessing.CIFAR_RECORD_BYTES,
+      header_bytes=f.header_bytes,
+      footer_bytes=f.footer_bytes,
+    )
+    part = tf.data.Dataset.zip(
+      (pixels, tf.data.Dataset.from_tensor_slices(f.labels))
+    )
     if shard_records:
       part = part.shard(num_streams, stream)
       count += len(range(stream, f.num_records, num_streams))
@@ -535,9 +656,10 @@ def _cifar_stream(options: InputOptions, cifar_files: Sequence[_CifarFile], *,
     parts.append(part)
   if count < (1 if train else batch_size):
     raise DataError(
-        '--data_dir=%s: input stream %d of %d holds %d %s examples, fewer '
-        'than one batch of %d' % (options.data_dir, stream, num_streams,
-                                  count, subset, batch_size))
+      '--data_dir=%s: input stream %d of %d holds %d %s examples, fewer '
+      'than one batch of %d'
+      % (options.data_dir, stream, num_streams, count, subset, batch_size)
+    )
   dataset = functools.reduce(lambda a, b: a.concatenate(b), parts)
   stream_seed = options.seed + stream
 
@@ -546,37 +668,55 @@ def _cifar_stream(options: InputOptions, cifar_files: Sequence[_CifarFile], *,
     image = preprocessing.cifar_record_image(pixels)
     if train:
       seed = tf.stack([tf.constant(stream_seed, tf.int64), position])
-      image = preprocessing.cifar_train_image(image, image_size=image_size,
-                                              seed=seed)
+      image = preprocessing.cifar_train_image(
+        image, image_size=image_size, seed=seed
+      )
     else:
       image = preprocessing.cifar_eval_image(image, image_size=image_size)
     return image, tf.cast(label, tf.int32)
 
   # The whole stream fits in the shuffle buffer (all streams together hold
   # the 150 MB training set once): a full shuffle every epoch.
-  return _finish(dataset, example, options, train=train, seed=stream_seed,
-                 shuffle_buffer=count, batch_size=batch_size)
+  return _finish(
+    dataset,
+    example,
+    options,
+    train=train,
+    seed=stream_seed,
+    shuffle_buffer=count,
+    batch_size=batch_size,
+  )
 
 
-def _finish(dataset: tf.data.Dataset, example, options: InputOptions, *,
-            train: bool, seed: int, shuffle_buffer: int,
-            batch_size: int) -> tf.data.Dataset:
+def _finish(
+  dataset: tf.data.Dataset,
+  example,
+  options: InputOptions,
+  *,
+  train: bool,
+  seed: int,
+  shuffle_buffer: int,
+  batch_size: int,
+) -> tf.data.Dataset:
   """The steps every stream shares, from the cache on (see the module doc)."""
   if options.use_caching:
     dataset = dataset.cache()
   if train:
-    dataset = dataset.shuffle(shuffle_buffer, seed=seed,
-                              reshuffle_each_iteration=True)
+    dataset = dataset.shuffle(
+      shuffle_buffer, seed=seed, reshuffle_each_iteration=True
+    )
     dataset = dataset.repeat()
   # The position seeds the example's randomness and picks its round-robin
   # resize method.
   dataset = dataset.enumerate()
-  dataset = dataset.map(example, num_parallel_calls=tf.data.AUTOTUNE,
-                        deterministic=True)
+  dataset = dataset.map(
+    example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+  )
   dataset = dataset.batch(batch_size, drop_remainder=True)
   if options.data_format == 'NCHW':
     dataset = dataset.map(
-        lambda images, labels: (tf.transpose(images, [0, 3, 1, 2]), labels))
+      lambda images, labels: (tf.transpose(images, [0, 3, 1, 2]), labels)
+    )
   if train and options.repeat_cached_sample:
     dataset = dataset.take(1).cache().repeat()
   if options.prefetch_buffer_size:
@@ -584,6 +724,5 @@ def _finish(dataset: tf.data.Dataset, example, options: InputOptions, *,
   data_options = tf.data.Options()
   data_options.deterministic = True
   if options.num_private_threads:
-    data_options.threading.private_threadpool_size = (
-        options.num_private_threads)
+    data_options.threading.private_threadpool_size = options.num_private_threads
   return dataset.with_options(data_options)

@@ -7,7 +7,8 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-  """What the driver needs to know of a dataset to make its (synthetic) input."""
+  """What the driver needs to know of a dataset to make synthetic input."""
+
   name: str
   num_classes: int
   depth: int
@@ -18,8 +19,8 @@ class Dataset:
 # ImageNet has 1001 classes as in the classic harness: label 0 is the
 # "background" class of the TF-slim ImageNet TFRecords.
 _DATASETS = {
-    'imagenet': Dataset('imagenet', 1001, 3, 1281167, 50000),
-    'cifar10': Dataset('cifar10', 10, 3, 50000, 10000),
+  'imagenet': Dataset('imagenet', 1001, 3, 1281167, 50000),
+  'cifar10': Dataset('cifar10', 10, 3, 50000, 10000),
 }
 
 

@@ -12,18 +12,31 @@ def tower_devices(device_kind: str, num_towers: int) -> tuple[str, ...]:
   return tuple('/%s:%d' % (device_kind, i) for i in range(num_towers))
 
 
-def session_config(device_kind: str, num_towers: int, *,
-                   num_intra_threads: int | None = None,
-                   num_inter_threads: int = 0) -> tf1.ConfigProto:
+def logical_cpu_count(device_kind: str, num_towers: int) -> int:
+  """CPU devices a process creates: one per tower on cpu, else the one host CPU.
+
+  The one rule for every session and server config of the project.
+  """
+  return num_towers if device_kind == 'cpu' else 1
+
+
+def session_config(
+  device_kind: str,
+  num_towers: int,
+  *,
+  num_intra_threads: int | None = None,
+  num_inter_threads: int = 0,
+) -> tf1.ConfigProto:
   """Session config; on CPU it asks for one logical CPU device per tower.
 
   The logical CPU devices share the process's thread pools, so N CPU towers
   measure the cost of the strategy's extra work and communication, not N
   times the compute.
   """
-  cpu_count = num_towers if device_kind == 'cpu' else 1
-  config = tf1.ConfigProto(device_count={'CPU': cpu_count},
-                           allow_soft_placement=False)
+  config = tf1.ConfigProto(
+    device_count={'CPU': logical_cpu_count(device_kind, num_towers)},
+    allow_soft_placement=False,
+  )
   if num_intra_threads is not None:
     config.intra_op_parallelism_threads = num_intra_threads
   config.inter_op_parallelism_threads = num_inter_threads

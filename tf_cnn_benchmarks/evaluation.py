@@ -14,11 +14,13 @@ from typing import Callable
 
 import tensorflow as tf
 
-import variable_mgr
 from tf_cnn_benchmarks import checkpoints
+from tf_cnn_benchmarks import results
 from tf_cnn_benchmarks import towers
+import variable_mgr
 
 tf1 = tf.compat.v1
+
 
 class EvalError(ValueError):
   """An evaluation that cannot produce a figure; the message is one line."""
@@ -31,6 +33,7 @@ EVAL_LAYOUT = 'parameter_server'
 @dataclasses.dataclass(frozen=True)
 class EvalResult:
   """What one evaluation of one checkpoint measured."""
+
   checkpoint_step: int
   top_1: float
   top_5: float
@@ -42,20 +45,27 @@ class EvalResult:
   def describe(self) -> str:
     """The classic accuracy line."""
     return 'Accuracy @ 1 = %.4f Accuracy @ 5 = %.4f [%d examples]' % (
-        self.top_1, self.top_5, self.num_examples)
+      self.top_1,
+      self.top_5,
+      self.num_examples,
+    )
 
-  def as_dict(self) -> dict:
+  def info(self) -> results.EvalInfo:
     """For results lines: accuracy, examples and rate of this evaluation."""
-    return {'checkpoint_step': self.checkpoint_step,
-            'top_1_accuracy': self.top_1, 'top_5_accuracy': self.top_5,
-            'eval_examples': self.num_examples,
-            'eval_examples_per_sec': self.examples_per_sec}
+    return results.EvalInfo(
+      checkpoint_step=self.checkpoint_step,
+      top_1_accuracy=self.top_1,
+      top_5_accuracy=self.top_5,
+      eval_examples=self.num_examples,
+      eval_examples_per_sec=self.examples_per_sec,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalSetup:
   """What an evaluation graph is made of (explicit values, no driver)."""
-  params: object                    # Params: for the eval manager's from_params
+
+  params: object  # Params: for the eval manager's from_params
   model: object
   num_classes: int
   devices: tuple
@@ -80,17 +90,20 @@ def evaluate(setup: EvalSetup, checkpoint_path: str) -> EvalResult:
     missing = sorted(set(saved) - set(to_restore))
     if missing:
       raise checkpoints.CheckpointError(
-          '%s: no value for %s (a checkpoint of another model?)'
-          % (checkpoint_path, ', '.join(missing[:3])))
+        '%s: no value for %s (a checkpoint of another model?)'
+        % (checkpoint_path, ', '.join(missing[:3]))
+      )
     saver = tf1.train.Saver(to_restore)
-    init = [tf1.global_variables_initializer(),
-            tf1.local_variables_initializer(), *input_init]
+    init = [
+      tf1.global_variables_initializer(),
+      tf1.local_variables_initializer(),
+      *input_init,
+    ]
   graph.finalize()
   with tf1.Session(graph=graph, config=setup.session_config) as sess:
     sess.run(init)
     saver.restore(sess, checkpoint_path)
-    return _run(sess, setup, counts, loss,
-                checkpoints.step_of(checkpoint_path))
+    return _run(sess, setup, counts, loss, checkpoints.step_of(checkpoint_path))
 
 
 def _build(setup: EvalSetup):
@@ -100,21 +113,47 @@ def _build(setup: EvalSetup):
   for index, (images, labels) in enumerate(batches):
     with manager.tower_scope(index):
       tower = towers.build_tower(
-          setup.model, images, labels, num_classes=setup.num_classes,
-          data_format=setup.data_format, compute_dtype=setup.compute_dtype,
-          seed=setup.seed, weight_decay=0.0,
-          trainable_variables=lambda i=index: manager.tower_trainable_variables(i),
-          forward_only=True, float16_vars=setup.float16_vars)
+        setup.model,
+        images,
+        labels,
+        num_classes=setup.num_classes,
+        data_format=setup.data_format,
+        compute_dtype=setup.compute_dtype,
+        seed=setup.seed,
+        weight_decay=0.0,
+        trainable_variables=lambda i=index: manager.tower_trainable_variables(
+          i
+        ),
+        forward_only=True,
+        float16_vars=setup.float16_vars,
+      )
       logits = tf.cast(tower.logits, tf.float32)
-      top1.append(tf.reduce_sum(tf.cast(
-          tf.nn.in_top_k(predictions=logits, targets=labels, k=1), tf.int64)))
-      top5.append(tf.reduce_sum(tf.cast(
-          tf.nn.in_top_k(predictions=logits, targets=labels,
-                         k=min(5, setup.num_classes)), tf.int64)))
+      top1.append(
+        tf.reduce_sum(
+          tf.cast(
+            tf.nn.in_top_k(predictions=logits, targets=labels, k=1), tf.int64
+          )
+        )
+      )
+      top5.append(
+        tf.reduce_sum(
+          tf.cast(
+            tf.nn.in_top_k(
+              predictions=logits, targets=labels, k=min(5, setup.num_classes)
+            ),
+            tf.int64,
+          )
+        )
+      )
       losses.append(tower.loss)
   with tf.device(manager.cpu_device):
-    counts = (tf.add_n(top1), tf.add_n(top5),
-              tf.add_n([tf.shape(l, out_type=tf.int64)[0] for _, l in batches]))
+    counts = (
+      tf.add_n(top1),
+      tf.add_n(top5),
+      tf.add_n(
+        [tf.shape(labels, out_type=tf.int64)[0] for _, labels in batches]
+      ),
+    )
     loss = tf.add_n(losses) / len(losses)
   return counts, loss, manager.savable_variables(), input_init
 
@@ -133,11 +172,18 @@ def _run(sess, setup: EvalSetup, counts, loss, step: int) -> EvalResult:
     losses.append(float(batch_loss))
   if not examples:
     raise EvalError(
-        'evaluation saw no examples: the validation split holds fewer '
-        'examples than one batch per device')
+      'evaluation saw no examples: the validation split holds fewer '
+      'examples than one batch per device'
+    )
   # The first batch pays for start-up; the rate is that of the others.
   timed = times[1:] or times
   per_batch = examples / len(times)
-  return EvalResult(step, correct1 / examples, correct5 / examples,
-                    int(examples), len(times),
-                    per_batch * len(timed) / sum(timed), losses)
+  return EvalResult(
+    step,
+    correct1 / examples,
+    correct5 / examples,
+    int(examples),
+    len(times),
+    per_batch * len(timed) / sum(timed),
+    losses,
+  )

@@ -37,24 +37,31 @@ tf1 = tf.compat.v1
 
 # The assert data of data_sources' record checks, as the message shows it.
 _BAD_RECORD_RE = re.compile(
-    r'\[%s\] \[(.*?)\] \[record\] \[(\d+)\] \[([^\]]*)\]'
-    % data_sources.BAD_RECORD_TAG)
+  r'\[%s\] \[(.*?)\] \[record\] \[(\d+)\] \[([^\]]*)\]'
+  % data_sources.BAD_RECORD_TAG
+)
 # An input node's name: [outer scopes/]real_input[_N]/<subset>/tower_<t>/...
-_INPUT_NODE_RE = re.compile(r'(?<!\w)%s(?:_\d+)?/(%s)/' % (
-    data_sources.INPUT_SCOPE, '|'.join(data_sources.SUBSETS)))
+_INPUT_NODE_RE = re.compile(
+  r'(?<!\w)%s(?:_\d+)?/(%s)/'
+  % (data_sources.INPUT_SCOPE, '|'.join(data_sources.SUBSETS))
+)
 # "Error in user-defined function passed to MapDataset:52 transformation
 # with iterator: Iterator::Root::ParallelMapV2: " before the actual error.
 _TF_DATA_PREFIX_RE = re.compile(
-    r'^Error in user-defined function passed to \S+ transformation with '
-    r'iterator: \S+: ')
+  r'^Error in user-defined function passed to \S+ transformation with '
+  r'iterator: \S+: '
+)
 _TFRECORD_ERROR_RE = re.compile(r'(corrupted|truncated) record at (\d+)')
 _DEFAULT_TIME_BUDGET_S = 30.0
 
 
-def describe_input_failure(options: data_sources.InputOptions, subset: str,
-                           error: Exception, *,
-                           time_budget_s: float = _DEFAULT_TIME_BUDGET_S
-                           ) -> Optional[str]:
+def describe_input_failure(
+  options: data_sources.InputOptions,
+  subset: str,
+  error: Exception,
+  *,
+  time_budget_s: float = _DEFAULT_TIME_BUDGET_S,
+) -> Optional[str]:
   """One line naming the bad file when `error` came from the input pipeline.
 
   Call it when sess.run raises a tf.errors.OpError, except the
@@ -83,26 +90,32 @@ def describe_input_failure(options: data_sources.InputOptions, subset: str,
     return 'bad input data in %s: record %s: %s' % (path, index, what)
   core = _core_message(message)
   if isinstance(error, tf.errors.OutOfRangeError):
-    return ('%s: the %s input ran out of examples (a stream got fewer '
-            'examples than one batch?): %s' % (flag, subset, core))
+    return (
+      '%s: the %s input ran out of examples (a stream got fewer '
+      'examples than one batch?): %s' % (flag, subset, core)
+    )
   try:
     files = data_sources.check_data_dir(options, subset)
   except data_sources.DataError as e:
     return str(e)
   if options.data_name == 'imagenet' and isinstance(
-      error, (tf.errors.DataLossError, tf.errors.InvalidArgumentError)):
+    error, (tf.errors.DataLossError, tf.errors.InvalidArgumentError)
+  ):
     deadline = time.monotonic() + time_budget_s
     if isinstance(error, tf.errors.DataLossError):
       found, checked = _find_corrupt_tfrecord(files, core, deadline)
     else:
       found, checked = _find_bad_record(
-          files, datasets.get(options.data_name).num_classes, deadline)
+        files, datasets.get(options.data_name).num_classes, deadline
+      )
     if found:
       return 'bad input data in %s' % found
     if checked < len(files):
-      return ('%s: input failed (%s); the bad file is not among the %d of %d '
-              '%s files checked in %gs' % (flag, core, checked, len(files),
-                                           subset, time_budget_s))
+      return (
+        '%s: input failed (%s); the bad file is not among the %d of %d '
+        '%s files checked in %gs'
+        % (flag, core, checked, len(files), subset, time_budget_s)
+      )
   return '%s: input failed: %s' % (flag, core)
 
 
@@ -123,9 +136,14 @@ def _core_message(message: str) -> str:
   """The line of a TensorFlow error message that says what went wrong."""
   for line in message.splitlines():
     text = line.strip()
-    if (not text or line[:1].isspace() or text.startswith('[[')
-        or text.startswith('Graph execution error')
-        or text.startswith('Detected at node') or text.startswith('Node:')):
+    if (
+      not text
+      or line[:1].isspace()
+      or text.startswith('[[')
+      or text.startswith('Graph execution error')
+      or text.startswith('Detected at node')
+      or text.startswith('Node:')
+    ):
       continue
     return _TF_DATA_PREFIX_RE.sub('', text)[:300]
   return message.strip().splitlines()[0][:300] if message.strip() else ''
@@ -182,13 +200,15 @@ def tfrecord_problem(path: str, up_to: Optional[int] = None) -> Optional[str]:
         return 'corrupted record at byte %d (length checksum mismatch)' % pos
       end = pos + 12 + length + 4
       if end > size:
-        return ('truncated record at byte %d (%d data bytes, the file ends '
-                'at %d)' % (pos, length, size))
+        return (
+          'truncated record at byte %d (%d data bytes, the file ends '
+          'at %d)' % (pos, length, size)
+        )
       # TensorFlow reports a header problem at the record's start and a
       # data problem at the start of its data, 12 bytes on.
       if up_to in (pos, pos + 12):
         data = f.read(length)
-        data_crc, = struct.unpack('<I', f.read(4))
+        (data_crc,) = struct.unpack('<I', f.read(4))
         if _masked_crc32c(data) != data_crc:
           return 'corrupted record at byte %d (data checksum mismatch)' % pos
         return None
@@ -218,8 +238,9 @@ def _find_bad_record(files, num_classes: int, deadline: float):
     skip = tf1.placeholder(tf.int64, [])
 
     def check(index, serialized):
-      encoded, label, _ = data_sources.checked_imagenet_record(path, index, serialized,
-                                                   num_classes)
+      encoded, label, _ = data_sources.checked_imagenet_record(
+        path, index, serialized, num_classes
+      )
       image = tf.io.decode_jpeg(encoded, channels=3)
       # Outputs, not control dependencies: a tf.data function prunes the
       # stateless ops (the decode) whose outputs it does not return.
@@ -227,18 +248,31 @@ def _find_bad_record(files, num_classes: int, deadline: float):
 
     records = tf.data.TFRecordDataset(path).enumerate()
     total = records.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
-    good = records.map(check, num_parallel_calls=tf.data.AUTOTUNE,
-                       deterministic=True).ignore_errors().map(
-                           lambda index, *_: index)
+    good = (
+      records.map(
+        check, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+      )
+      .ignore_errors()
+      .map(lambda index, *_: index)
+    )
     # Good indices arrive in order: the first gap is the first bad record.
     first_gap = good.reduce(
-        (tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-        lambda state, index: (index + 1, tf.where(
-            tf.logical_and(state[1] < 0, tf.not_equal(index, state[0])),
-            state[0],
-            state[1])))
-    rerun = records.skip(skip).take(1).map(check).reduce(
-        tf.constant(0, tf.int64), lambda n, _: n + 1)
+      (tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+      lambda state, index: (
+        index + 1,
+        tf.where(
+          tf.logical_and(state[1] < 0, tf.not_equal(index, state[0])),
+          state[0],
+          state[1],
+        ),
+      ),
+    )
+    rerun = (
+      records.skip(skip)
+      .take(1)
+      .map(check)
+      .reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
+    )
   config = tf1.ConfigProto(device_count={'GPU': 0})
   with tf1.Session(graph=graph, config=config) as sess:
     for checked, name in enumerate(files):

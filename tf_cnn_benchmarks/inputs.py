@@ -14,24 +14,36 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 
 
-def synthetic_examples(seed: int, start: int, count: int, image_shape,
-                       num_classes: int):
-  """Images (uniform in [-1, 1)) and labels of global examples [start, start+count).
+def synthetic_examples(
+  seed: int, start: int, count: int, image_shape, num_classes: int
+):
+  """Images (uniform in [-1, 1)) and labels of examples [start, start+count).
 
   image_shape is the shape of one image in its data format, e.g. [H, W, C].
   """
+
   def one_example(j):
     image = tf.random.stateless_uniform(
-        image_shape, seed=tf.stack([seed, j]), minval=-1.0, maxval=1.0)
+      image_shape, seed=tf.stack([seed, j]), minval=-1.0, maxval=1.0
+    )
     label = tf.random.stateless_uniform(
-        [], seed=tf.stack([seed + 1, j]), minval=0, maxval=num_classes,
-        dtype=tf.int32)
+      [],
+      seed=tf.stack([seed + 1, j]),
+      minval=0,
+      maxval=num_classes,
+      dtype=tf.int32,
+    )
     return image, label
+
   indices = tf.range(start, start + count, dtype=tf.int32)
   return tf.map_fn(
-      one_example, indices,
-      fn_output_signature=(tf.TensorSpec(image_shape, tf.float32),
-                           tf.TensorSpec([], tf.int32)))
+    one_example,
+    indices,
+    fn_output_signature=(
+      tf.TensorSpec(image_shape, tf.float32),
+      tf.TensorSpec([], tf.int32),
+    ),
+  )
 
 
 def image_shape(image_size: int, depth: int, data_format: str) -> list[int]:
@@ -41,19 +53,38 @@ def image_shape(image_size: int, depth: int, data_format: str) -> list[int]:
   return [image_size, image_size, depth]
 
 
-def tower_synthetic_batch(tower_index: int, batch_size: int, *, image_size: int,
-                          depth: int, num_classes: int, data_format: str,
-                          seed: int):
+def tower_synthetic_batch(
+  tower_index: int,
+  batch_size: int,
+  *,
+  image_size: int,
+  depth: int,
+  num_classes: int,
+  data_format: str,
+  seed: int,
+):
   """(images, labels) of one tower, read from local variables on its device.
 
   Call under the tower's device scope.
   """
   with tf1.name_scope('synthetic_input_%d' % tower_index):
     images, labels = synthetic_examples(
-        seed, tower_index * batch_size, batch_size,
-        image_shape(image_size, depth, data_format), num_classes)
-    images_var = tf1.Variable(images, trainable=False, name='images',
-                              collections=[tf1.GraphKeys.LOCAL_VARIABLES])
-    labels_var = tf1.Variable(labels, trainable=False, name='labels',
-                              collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+      seed,
+      tower_index * batch_size,
+      batch_size,
+      image_shape(image_size, depth, data_format),
+      num_classes,
+    )
+    images_var = tf1.Variable(
+      images,
+      trainable=False,
+      name='images',
+      collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+    )
+    labels_var = tf1.Variable(
+      labels,
+      trainable=False,
+      name='labels',
+      collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+    )
     return images_var.read_value(), labels_var.read_value()

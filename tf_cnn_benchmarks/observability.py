@@ -11,10 +11,15 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 
 
-def build_summaries(verbosity: int, *, loss: tf.Tensor,
-                    learning_rate: tf.Tensor | None,
-                    extra_scalars: dict, grads_and_vars: Sequence,
-                    device: str) -> tf.Tensor | None:
+def build_summaries(
+  verbosity: int,
+  *,
+  loss: tf.Tensor,
+  learning_rate: tf.Tensor | None,
+  extra_scalars: dict,
+  grads_and_vars: Sequence,
+  device: str,
+) -> tf.Tensor | None:
   """The merged summary op for `verbosity` (None at 0).
 
   1: loss, learning rate and `extra_scalars` (e.g. the loss scale);
@@ -32,14 +37,17 @@ def build_summaries(verbosity: int, *, loss: tf.Tensor,
     if verbosity >= 2 and grads_and_vars:
       grads = [tf.cast(g, tf.float32) for g, _ in grads_and_vars]
       variables = [tf.cast(v, tf.float32) for _, v in grads_and_vars]
-      summaries.append(tf1.summary.scalar('gradient_norm',
-                                          tf.linalg.global_norm(grads)))
-      summaries.append(tf1.summary.scalar('variable_norm',
-                                          tf.linalg.global_norm(variables)))
+      summaries.append(
+        tf1.summary.scalar('gradient_norm', tf.linalg.global_norm(grads))
+      )
+      summaries.append(
+        tf1.summary.scalar('variable_norm', tf.linalg.global_norm(variables))
+      )
     if verbosity >= 3:
       for _, var in grads_and_vars:
-        summaries.append(tf1.summary.histogram(
-            var.op.name.replace(':', '_'), var))
+        summaries.append(
+          tf1.summary.histogram(var.op.name.replace(':', '_'), var)
+        )
     return tf1.summary.merge(summaries)
 
 
@@ -50,16 +58,30 @@ def chrome_trace(step_stats) -> dict:
   """
   events = []
   for pid, dev_stats in enumerate(step_stats.dev_stats):
-    events.append({'name': 'process_name', 'ph': 'M', 'pid': pid,
-                   'args': {'name': dev_stats.device}})
+    events.append(
+      {
+        'name': 'process_name',
+        'ph': 'M',
+        'pid': pid,
+        'args': {'name': dev_stats.device},
+      }
+    )
     for node in dev_stats.node_stats:
       start = node.all_start_micros
       duration = max(node.all_end_rel_micros, 1)
       op = node.timeline_label.split('=')[-1].split('(')[0].strip()
-      events.append({'name': node.node_name, 'cat': 'Op', 'ph': 'X',
-                     'pid': pid, 'tid': node.thread_id, 'ts': start,
-                     'dur': duration,
-                     'args': {'name': node.node_name, 'op': op or '?'}})
+      events.append(
+        {
+          'name': node.node_name,
+          'cat': 'Op',
+          'ph': 'X',
+          'pid': pid,
+          'tid': node.thread_id,
+          'ts': start,
+          'dur': duration,
+          'args': {'name': node.node_name, 'op': op or '?'},
+        }
+      )
   return {'traceEvents': events, 'displayTimeUnit': 'ms'}
 
 
@@ -71,10 +93,19 @@ def write_chrome_trace(path: str, run_metadata) -> None:
 
 
 def write_graph(path: str, graph: tf.Graph) -> None:
-  """Writes `graph` as a GraphDef: text if `path` ends in .pbtxt, else binary."""
+  """Writes `graph` as a GraphDef (text if `path` ends in .pbtxt).
+
+  Args:
+    path: the file to write.
+    graph: the graph.
+  """
   _makedirs_for(path)
-  tf.io.write_graph(graph.as_graph_def(), os.path.dirname(path) or '.',
-                    os.path.basename(path), as_text=path.endswith('.pbtxt'))
+  tf.io.write_graph(
+    graph.as_graph_def(),
+    os.path.dirname(path) or '.',
+    os.path.basename(path),
+    as_text=path.endswith('.pbtxt'),
+  )
 
 
 def _makedirs_for(path: str) -> None:

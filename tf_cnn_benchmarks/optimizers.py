@@ -13,6 +13,7 @@ tf1 = tf.compat.v1
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
   """Which optimizer, and its hyper-parameters (classic flag meanings)."""
+
   name: str = 'sgd'
   momentum: float = 0.9
   rmsprop_decay: float = 0.9
@@ -24,14 +25,19 @@ class OptimizerConfig:
 
   @classmethod
   def from_params(cls, params) -> 'OptimizerConfig':
-    hyper = {f.name: getattr(params, f.name)
-             for f in dataclasses.fields(cls) if f.name != 'name'}
+    hyper = {
+      f.name: getattr(params, f.name)
+      for f in dataclasses.fields(cls)
+      if f.name != 'name'
+    }
     return cls(name=params.optimizer, **hyper)
 
 
-def optimizer_factory(config: OptimizerConfig,
-                      learning_rate) -> Callable[[], tf1.train.Optimizer]:
+def optimizer_factory(
+  config: OptimizerConfig, learning_rate
+) -> Callable[[], tf1.train.Optimizer]:
   """A function making a fresh optimizer (one per apply site)."""
+
   def make():
     if config.name == 'sgd':
       return tf1.train.GradientDescentOptimizer(learning_rate)
@@ -39,35 +45,53 @@ def optimizer_factory(config: OptimizerConfig,
       return tf1.train.MomentumOptimizer(learning_rate, config.momentum)
     if config.name == 'rmsprop':
       return tf1.train.RMSPropOptimizer(
-          learning_rate, decay=config.rmsprop_decay,
-          momentum=config.rmsprop_momentum, epsilon=config.rmsprop_epsilon)
+        learning_rate,
+        decay=config.rmsprop_decay,
+        momentum=config.rmsprop_momentum,
+        epsilon=config.rmsprop_epsilon,
+      )
     if config.name == 'adam':
       return tf1.train.AdamOptimizer(
-          learning_rate, beta1=config.adam_beta1, beta2=config.adam_beta2,
-          epsilon=config.adam_epsilon)
+        learning_rate,
+        beta1=config.adam_beta1,
+        beta2=config.adam_beta2,
+        epsilon=config.adam_epsilon,
+      )
     raise ValueError('unknown optimizer %r' % config.name)
+
   return make
 
 
-def exponential_decay(init_learning_rate: float, global_step, *,
-                      decay_steps: int, decay_factor: float,
-                      minimum: float = 0.0):
+def exponential_decay(
+  init_learning_rate: float,
+  global_step,
+  *,
+  decay_steps: int,
+  decay_factor: float,
+  minimum: float = 0.0,
+):
   """init_lr * factor^floor(step / decay_steps), floored at `minimum`."""
-  lr = tf1.train.exponential_decay(init_learning_rate, global_step,
-                                   decay_steps, decay_factor, staircase=True)
+  lr = tf1.train.exponential_decay(
+    init_learning_rate, global_step, decay_steps, decay_factor, staircase=True
+  )
   return tf.maximum(lr, minimum) if minimum else lr
 
 
-def learning_rate(params, model, global_step, global_batch_size: int,
-                  examples_per_epoch: int):
-  """The run's learning rate: --init_learning_rate (with decay) or the model's."""
+def learning_rate(
+  params, model, global_step, global_batch_size: int, examples_per_epoch: int
+):
+  """The learning rate: --init_learning_rate (with decay) or the model's."""
   if params.init_learning_rate is None:
-    return model.learning_rate(global_step, global_batch_size, examples_per_epoch)
+    return model.learning_rate(
+      global_step, global_batch_size, examples_per_epoch
+    )
   if params.num_epochs_per_decay > 0 and params.learning_rate_decay_factor > 0:
     steps_per_epoch = examples_per_epoch / global_batch_size
     return exponential_decay(
-        params.init_learning_rate, global_step,
-        decay_steps=max(1, int(steps_per_epoch * params.num_epochs_per_decay)),
-        decay_factor=params.learning_rate_decay_factor,
-        minimum=params.minimum_learning_rate)
+      params.init_learning_rate,
+      global_step,
+      decay_steps=max(1, int(steps_per_epoch * params.num_epochs_per_decay)),
+      decay_factor=params.learning_rate_decay_factor,
+      minimum=params.minimum_learning_rate,
+    )
   return params.init_learning_rate

@@ -1,18 +1,21 @@
 """Run parameters: one frozen `Params` value, the absl flags generated from it.
 
 Every field of `Params` is a command-line flag with the same name. The flag
-definitions are generated from the dataclass fields (type, default, help), so the
-two cannot drift apart. `make_params(**overrides)` builds a validated, resolved
-`Params` without touching absl, for tests and scripts.
+definitions are generated from the dataclass fields (type, default, help), so
+the two cannot drift apart. `make_params(**overrides)` builds a validated,
+resolved `Params` without touching absl, for tests and scripts;
+`make_plan(**overrides)` also returns what they resolve to (cluster, manager
+class, mode), decided once.
 
-"Resolved" means every automatic default is replaced by the concrete value the run
-will use (device kind, data format, batch size, number of batches, ...), so the
-value recorded in a results line says exactly what ran.
+"Resolved" means every automatic default is replaced by the concrete value
+the run will use (device kind, data format, batch size, number of batches,
+...), so the value recorded in a results line says exactly what ran.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import os
 import typing
@@ -21,18 +24,20 @@ from typing import Any, Optional
 from absl import flags
 
 import models
+from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks.cluster import spec as cluster_spec
 import variable_mgr
 from variable_mgr import allreduce
-from tf_cnn_benchmarks import datasets
 
 
 class ParamsError(ValueError):
-  """A bad flag value or combination; the message is one line naming the flag."""
+  """A bad flag value or combination; the message is one line naming it."""
 
 
 def _field(default: Any, help_text: str, choices: tuple = ()) -> Any:
   return dataclasses.field(
-      default=default, metadata={'help': help_text, 'choices': choices})
+    default=default, metadata={'help': help_text, 'choices': choices}
+  )
 
 
 OPTIMIZERS = ('sgd', 'momentum', 'rmsprop', 'adam')
@@ -45,125 +50,180 @@ class Params:
   # What to run.
   model: str = _field('trivial', 'Model name; see --list_models.')
   data_name: Optional[str] = _field(
-      None, 'Dataset whose shapes the synthetic data has: imagenet (default) '
-      'or cifar10.', datasets.names())
+    None,
+    'Dataset whose shapes the synthetic data has: imagenet (default) '
+    'or cifar10.',
+    datasets.names(),
+  )
   batch_size: int = _field(
-      0, 'Batch size per device; 0 uses the model default.')
+    0, 'Batch size per device; 0 uses the model default.'
+  )
   num_batches: Optional[int] = _field(
-      None, 'Number of timed batches (default 100 unless --num_epochs).')
+    None, 'Number of timed batches (default 100 unless --num_epochs).'
+  )
   num_epochs: Optional[float] = _field(
-      None, 'Number of epochs to run instead of --num_batches.')
+    None, 'Number of epochs to run instead of --num_batches.'
+  )
   num_warmup_batches: Optional[int] = _field(
-      None, 'Untimed batches run before the timed ones (default 10).')
+    None, 'Untimed batches run before the timed ones (default 10).'
+  )
   forward_only: bool = _field(
-      False, 'Time inference (forward pass) only, no gradients or updates.')
+    False, 'Time inference (forward pass) only, no gradients or updates.'
+  )
 
   # Where it runs.
   num_gpus: int = _field(
-      1, 'Number of towers (devices). With --device=cpu, that many logical '
-      'CPU devices are made, one tower each.')
+    1,
+    'Number of towers (devices). With --device=cpu, that many logical '
+    'CPU devices are made, one tower each.',
+  )
   device: Optional[str] = _field(
-      None, 'cpu or gpu. Default: gpu when TensorFlow sees one, else cpu.',
-      ('cpu', 'gpu'))
+    None,
+    'cpu or gpu. Default: gpu when TensorFlow sees one, else cpu.',
+    ('cpu', 'gpu'),
+  )
   data_format: Optional[str] = _field(
-      None, 'NHWC or NCHW. Default: NCHW on gpu, NHWC on cpu.',
-      ('NHWC', 'NCHW'))
+    None, 'NHWC or NCHW. Default: NCHW on gpu, NHWC on cpu.', ('NHWC', 'NCHW')
+  )
   num_intra_threads: Optional[int] = _field(
-      None, 'Intra-op threads (None: TensorFlow picks).')
-  num_inter_threads: int = _field(
-      0, 'Inter-op threads (0: TensorFlow picks).')
+    None, 'Intra-op threads (None: TensorFlow picks).'
+  )
+  num_inter_threads: int = _field(0, 'Inter-op threads (0: TensorFlow picks).')
 
   # How variables are kept and updated.
   variable_update: str = _field(
-      'parameter_server', 'Variable manager; see variable_mgr.names().')
+    'parameter_server', 'Variable manager; see variable_mgr.names().'
+  )
   local_parameter_device: Optional[str] = _field(
-      None, 'Where parameter_server keeps variables: cpu, or gpu (spread over '
-      'the tower devices by size). Default: the tower device kind.',
-      ('cpu', 'gpu'))
+    None,
+    'Where parameter_server keeps variables: cpu, or gpu (spread over '
+    'the tower devices by size). Default: the tower device kind.',
+    ('cpu', 'gpu'),
+  )
   use_resource_vars: Optional[bool] = _field(
-      None, 'Use resource variables instead of reference variables. Default: '
-      'false, but true with --fp16_enable_auto_loss_scale (the skipped update '
-      'is a conditional branch, which only resource variables can enter).')
+    None,
+    'Use resource variables instead of reference variables. Default: '
+    'false, but true with --fp16_enable_auto_loss_scale (the skipped update '
+    'is a conditional branch, which only resource variables can enter).',
+  )
 
   # Multi-worker (see README "Multi-worker"); without --job_name, the
   # TF_CONFIG environment variable is read when set.
   job_name: Optional[str] = _field(
-      None, 'This task\'s job in a cluster: ps, worker or controller. Unset: '
-      'a local run (or TF_CONFIG\'s task, when that is set).',
-      ('ps', 'worker', 'controller'))
+    None,
+    "This task's job in a cluster: ps, worker or controller. Unset: "
+    "a local run (or TF_CONFIG's task, when that is set).",
+    ('ps', 'worker', 'controller'),
+  )
   ps_hosts: Optional[str] = _field(
-      None, 'Comma-separated HOST:PORT of the ps tasks.')
+    None, 'Comma-separated HOST:PORT of the ps tasks.'
+  )
   worker_hosts: Optional[str] = _field(
-      None, 'Comma-separated HOST:PORT of the worker tasks.')
+    None, 'Comma-separated HOST:PORT of the worker tasks.'
+  )
   controller_host: Optional[str] = _field(
-      None, 'HOST:PORT of the controller (distributed_all_reduce).')
+    None, 'HOST:PORT of the controller (distributed_all_reduce).'
+  )
   task_index: Optional[int] = _field(
-      None, 'Index of this task within its job (default 0, or TF_CONFIG\'s).')
+    None, "Index of this task within its job (default 0, or TF_CONFIG's)."
+  )
   server_protocol: str = _field(
-      'grpc', 'Protocol of the tf.distribute.Server of each task.')
+    'grpc', 'Protocol of the tf.distribute.Server of each task.'
+  )
   cross_replica_sync: bool = _field(
-      True, 'parameter_server / distributed_replicated in a cluster: average '
-      'every worker\'s gradients of a step before one update (false: each '
-      'worker updates the shared variables on its own, asynchronously).')
+    True,
+    'parameter_server / distributed_replicated in a cluster: average '
+    "every worker's gradients of a step before one update (false: each "
+    'worker updates the shared variables on its own, asynchronously).',
+  )
   ps_partition_threshold_bytes: int = _field(
-      0, 'parameter_server in a cluster: split each trainable variable of '
-      'more bytes than this along its first axis over the ps tasks (0: off; '
-      'the parts are saved as NAME/part_K).')
+    0,
+    'parameter_server in a cluster: split each trainable variable of '
+    'more bytes than this along its first axis over the ps tasks (0: off; '
+    'the parts are saved as NAME/part_K).',
+  )
   hybrid_threshold_bytes: int = _field(
-      1 << 20, 'hybrid: variables of more bytes than this live on the ps '
-      'tasks; smaller ones are all-reduced across workers.')
+    1 << 20,
+    'hybrid: variables of more bytes than this live on the ps '
+    'tasks; smaller ones are all-reduced across workers.',
+  )
 
   # Precision.
   use_fp16: bool = _field(
-      False, 'Compute in float16 (variables float32, cast when read; loss in '
-      'float32), with loss scaling.')
+    False,
+    'Compute in float16 (variables float32, cast when read; loss in '
+    'float32), with loss scaling.',
+  )
   fp16_vars: bool = _field(
-      False, 'With --use_fp16: store the variables in float16 too (batch-norm '
-      'variables stay float32).')
+    False,
+    'With --use_fp16: store the variables in float16 too (batch-norm '
+    'variables stay float32).',
+  )
   fp16_loss_scale: Optional[float] = _field(
-      None, 'Initial loss scale with --use_fp16 (default 128).')
+    None, 'Initial loss scale with --use_fp16 (default 128).'
+  )
   fp16_enable_auto_loss_scale: bool = _field(
-      False, 'With --use_fp16: skip updates whose reduced gradients hold '
-      'inf/nan and halve the loss scale; double it after '
-      '--fp16_inc_loss_scale_every_n finite steps in a row.')
+    False,
+    'With --use_fp16: skip updates whose reduced gradients hold '
+    'inf/nan and halve the loss scale; double it after '
+    '--fp16_inc_loss_scale_every_n finite steps in a row.',
+  )
   fp16_inc_loss_scale_every_n: int = _field(
-      1000, 'Finite steps in a row before the auto loss scale doubles.')
+    1000, 'Finite steps in a row before the auto loss scale doubles.'
+  )
   use_bf16: bool = _field(
-      False, 'Compute in bfloat16 (variables float32); no loss scaling needed.')
+    False, 'Compute in bfloat16 (variables float32); no loss scaling needed.'
+  )
 
   # How replicated gradients are all-reduced (variable_mgr/allreduce.py).
   all_reduce_spec: Optional[str] = _field(
-      None, 'All-reduce algorithm(s): ALG[#N][/ALG[#N]] or '
-      'ALG:LIMIT:ALG[:LIMIT:ALG...]; LIMIT counts tensor ELEMENTS (K/M/G/T '
-      'suffixes are powers of two). Algorithms: copy, pscpu, psgpu, xring, '
-      'rechd, shuffle, collective, nccl, hierarchical_copy. Default: copy.')
+    None,
+    'All-reduce algorithm(s): ALG[#N][/ALG[#N]] or '
+    'ALG:LIMIT:ALG[:LIMIT:ALG...]; LIMIT counts tensor ELEMENTS (K/M/G/T '
+    'suffixes are powers of two). Algorithms: copy, pscpu, psgpu, xring, '
+    'rechd, shuffle, collective, nccl, hierarchical_copy. Default: copy.',
+  )
   gradient_repacking: int = _field(
-      0, 'Concatenate each tower\'s gradients and all-reduce them as this '
-      'many packs (0: off).')
+    0,
+    "Concatenate each tower's gradients and all-reduce them as this "
+    'many packs (0: off).',
+  )
   agg_small_grads_max_bytes: int = _field(
-      0, 'Pack runs of gradients of at most this many bytes into one '
-      'all-reduce (0: off).')
+    0,
+    'Pack runs of gradients of at most this many bytes into one '
+    'all-reduce (0: off).',
+  )
   agg_small_grads_max_group: int = _field(
-      10, 'At most this many gradients per small-gradient pack.')
+    10, 'At most this many gradients per small-gradient pack.'
+  )
   compact_gradient_transfer: bool = _field(
-      True, 'All-reduce gradients in 16 bits when computing in fp16/bf16.')
+    True, 'All-reduce gradients in 16 bits when computing in fp16/bf16.'
+  )
   variable_consistency: str = _field(
-      'strong', 'strong: each step applies its own gradients. relaxed: the '
-      'reduced gradients are applied one step late, so the update overlaps '
-      'the next step (replicated only).', ('strong', 'relaxed'))
+    'strong',
+    'strong: each step applies its own gradients. relaxed: the '
+    'reduced gradients are applied one step late, so the update overlaps '
+    'the next step (replicated only).',
+    ('strong', 'relaxed'),
+  )
   allreduce_merge_scope: int = _field(
-      1, 'All-reduce gradients in groups of this many under one name scope.')
+    1, 'All-reduce gradients in groups of this many under one name scope.'
+  )
 
   # Optimisation.
   optimizer: str = _field('sgd', 'Optimizer.', OPTIMIZERS)
   init_learning_rate: Optional[float] = _field(
-      None, 'Initial learning rate; default: the model\'s own schedule.')
+    None, "Initial learning rate; default: the model's own schedule."
+  )
   num_epochs_per_decay: float = _field(
-      0, 'Epochs between exponential learning-rate decays (0: none).')
+    0, 'Epochs between exponential learning-rate decays (0: none).'
+  )
   learning_rate_decay_factor: float = _field(
-      0, 'Factor of each exponential learning-rate decay.')
+    0, 'Factor of each exponential learning-rate decay.'
+  )
   minimum_learning_rate: float = _field(
-      0, 'Floor of the decayed learning rate.')
+    0, 'Floor of the decayed learning rate.'
+  )
   momentum: float = _field(0.9, 'Momentum of the momentum optimizer.')
   rmsprop_decay: float = _field(0.9, 'RMSProp decay.')
   rmsprop_momentum: float = _field(0.9, 'RMSProp momentum.')
@@ -172,78 +232,124 @@ class Params:
   adam_beta2: float = _field(0.999, 'Adam beta2.')
   adam_epsilon: float = _field(1e-8, 'Adam epsilon.')
   weight_decay: float = _field(
-      0.00004, 'L2 weight decay factor (batch-norm variables excluded).')
+    0.00004, 'L2 weight decay factor (batch-norm variables excluded).'
+  )
   gradient_clip: Optional[float] = _field(
-      None, 'Clip the reduced gradients to this global norm.')
+    None, 'Clip the reduced gradients to this global norm.'
+  )
   tf_random_seed: int = _field(
-      1234, 'Seed of the synthetic data and of the variable initializers.')
+    1234, 'Seed of the synthetic data and of the variable initializers.'
+  )
 
   # Real data (unset --data_dir: synthetic data).
   data_dir: Optional[str] = _field(
-      None, 'Directory of the real dataset: ImageNet TFRecords '
-      '(train-*-of-*, validation-*-of-*) or the CIFAR-10 python batches '
-      '(data_batch_1..5, test_batch). Unset: synthetic data.')
+    None,
+    'Directory of the real dataset: ImageNet TFRecords '
+    '(train-*-of-*, validation-*-of-*) or the CIFAR-10 python batches '
+    '(data_batch_1..5, test_batch). Unset: synthetic data.',
+  )
   distortions: bool = _field(
-      True, 'ImageNet training: colour distortion on top of the random '
-      'bounding-box crop and flip.')
+    True,
+    'ImageNet training: colour distortion on top of the random '
+    'bounding-box crop and flip.',
+  )
   resize_method: str = _field(
-      'bilinear', 'How ImageNet images are resized to the model size; '
-      'round_robin cycles through the methods per image.',
-      ('crop', 'nearest', 'bilinear', 'bicubic', 'area', 'round_robin'))
+    'bilinear',
+    'How ImageNet images are resized to the model size; '
+    'round_robin cycles through the methods per image.',
+    ('crop', 'nearest', 'bilinear', 'bicubic', 'area', 'round_robin'),
+  )
   datasets_num_private_threads: Optional[int] = _field(
-      None, 'Threads of a private thread pool for the input pipeline '
-      '(None: the shared pool).')
+    None,
+    'Threads of a private thread pool for the input pipeline '
+    '(None: the shared pool).',
+  )
   datasets_prefetch_buffer_size: int = _field(
-      1, 'Batches each tower\'s input stream prefetches.')
+    1, "Batches each tower's input stream prefetches."
+  )
   datasets_use_caching: bool = _field(
-      False, 'Cache the decoded examples in memory after the first pass.')
+    False, 'Cache the decoded examples in memory after the first pass.'
+  )
   datasets_parallel_interleave_cycle_length: Optional[int] = _field(
-      None, 'Files read in parallel per input stream (None: 10).')
+    None, 'Files read in parallel per input stream (None: 10).'
+  )
   datasets_repeat_cached_sample: bool = _field(
-      False, 'Repeat one cached batch forever: input cost without I/O.')
+    False, 'Repeat one cached batch forever: input cost without I/O.'
+  )
 
   # Checkpoints and evaluation.
   train_dir: Optional[str] = _field(
-      None, 'Checkpoint directory: the run resumes from its latest '
-      'checkpoint and saves there (and at the end).')
+    None,
+    'Checkpoint directory: the run resumes from its latest '
+    'checkpoint and saves there (and at the end).',
+  )
   save_model_steps: Optional[int] = _field(
-      None, 'Save a checkpoint every N steps (needs --train_dir).')
+    None, 'Save a checkpoint every N steps (needs --train_dir).'
+  )
   save_model_secs: int = _field(
-      0, 'Save a checkpoint every N seconds (0: off; needs --train_dir).')
+    0, 'Save a checkpoint every N seconds (0: off; needs --train_dir).'
+  )
   max_ckpts_to_keep: int = _field(5, 'Checkpoints kept in --train_dir.')
   eval: bool = _field(
-      False, 'Evaluate the latest checkpoint of --train_dir on the '
-      'validation split: top-1/top-5 accuracy and examples/sec.')
+    False,
+    'Evaluate the latest checkpoint of --train_dir on the '
+    'validation split: top-1/top-5 accuracy and examples/sec.',
+  )
   eval_interval_secs: int = _field(
-      0, 'With --eval: keep evaluating each new checkpoint, polling every '
-      'N seconds (0: evaluate the latest once).')
+    0,
+    'With --eval: keep evaluating each new checkpoint, polling every '
+    'N seconds (0: evaluate the latest once).',
+  )
   eval_timeout_secs: int = _field(
-      600, 'With --eval_interval_secs: stop after N seconds without a new '
-      'checkpoint.')
+    600,
+    'With --eval_interval_secs: stop after N seconds without a new checkpoint.',
+  )
   eval_during_training_every_n_steps: Optional[int] = _field(
-      None, 'While training, evaluate the current variables every N steps.')
+    None, 'While training, evaluate the current variables every N steps.'
+  )
   num_eval_batches: Optional[int] = _field(
-      None, 'Batches per evaluation (default: one pass over the validation '
-      'split with real data, --num_batches with synthetic data).')
+    None,
+    'Batches per evaluation (default: one pass over the validation '
+    'split with real data, --num_batches with synthetic data).',
+  )
 
   # Observability.
   summary_verbosity: int = _field(
-      0, 'TensorBoard summaries: 0 none, 1 loss/learning rate/loss scale, '
-      '2 + gradient and variable norms, 3 + variable histograms.')
+    0,
+    'TensorBoard summaries: 0 none, 1 loss/learning rate/loss scale, '
+    '2 + gradient and variable norms, 3 + variable histograms.',
+  )
   save_summaries_steps: int = _field(
-      0, 'Write summaries every N steps into --train_dir (0: never).')
+    0, 'Write summaries every N steps into --train_dir (0: never).'
+  )
   trace_file: Optional[str] = _field(
-      None, 'Write a Chrome trace (chrome://tracing) of one timed step here.')
+    None, 'Write a Chrome trace (chrome://tracing) of one timed step here.'
+  )
   graph_file: Optional[str] = _field(
-      None, 'Write the training graph (GraphDef, text if the name ends in '
-      '.pbtxt) here.')
+    None,
+    'Write the training graph (GraphDef, text if the name ends in '
+    '.pbtxt) here.',
+  )
 
   # Output.
   display_every: int = _field(10, 'Print a table row every N steps.')
   result_file: Optional[str] = _field(
-      None, 'Append one JSON line describing the run to this file.')
+    None, 'Append one JSON line describing the run to this file.'
+  )
   peak_tflops_per_device: Optional[float] = _field(
-      None, 'Peak TFLOP/s of one device, for the MFU column (optional).')
+    None, 'Peak TFLOP/s of one device, for the MFU column (optional).'
+  )
+
+  @property
+  def compute_dtype(self):
+    """The tf.DType the towers compute in (float16, bfloat16 or float32)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+    if self.use_fp16:
+      return tf.float16
+    if self.use_bf16:
+      return tf.bfloat16
+    return tf.float32
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Params)}
@@ -258,25 +364,62 @@ def _base_type(name: str) -> type:
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines one absl flag per Params field (idempotent per FlagValues)."""
-  definers = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
-              float: flags.DEFINE_float, str: flags.DEFINE_string}
+  definers = {
+    bool: flags.DEFINE_bool,
+    int: flags.DEFINE_integer,
+    float: flags.DEFINE_float,
+    str: flags.DEFINE_string,
+  }
   for name, field in FIELDS.items():
     if name in flag_values:
       continue
     help_text = field.metadata['help']
     if field.metadata['choices']:
       help_text += ' One of: %s.' % ', '.join(field.metadata['choices'])
-    definers[_base_type(name)](name, field.default, help_text,
-                               flag_values=flag_values)
+    definers[_base_type(name)](
+      name, field.default, help_text, flag_values=flag_values
+    )
+
+
+class Mode(enum.Enum):
+  """What a run does with the model."""
+
+  TRAIN = 'train'
+  FORWARD_ONLY = 'forward_only'  # inference timing, no gradients
+  EVAL = 'eval'  # accuracy of checkpoints (--eval)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+  """Params and what they resolve to, decided once at the top level.
+
+  params: the validated, resolved Params.
+  cluster: the cluster.spec.Cluster of a multi-worker run, else None.
+  manager_cls: the VariableMgr class that runs it (the cluster variant in a
+    cluster).
+  mode: train, forward only or eval.
+  device_was_auto: --device was not given (the header says so).
+  """
+
+  params: Params
+  cluster: Optional[cluster_spec.Cluster]
+  manager_cls: type
+  mode: Mode
+  device_was_auto: bool = False
+
+
+def plan_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> RunPlan:
+  """Builds the run plan from parsed flags."""
+  return make_plan(**{name: flag_values[name].value for name in FIELDS})
 
 
 def params_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> Params:
   """Builds validated, resolved Params from parsed flags."""
-  return make_params(**{name: flag_values[name].value for name in FIELDS})
+  return plan_from_flags(flag_values).params
 
 
-def make_params(**overrides: Any) -> Params:
-  """Builds validated, resolved Params from keyword arguments (flag names)."""
+def make_plan(**overrides: Any) -> RunPlan:
+  """Validates and resolves keyword arguments (flag names) into a RunPlan."""
   unknown = sorted(set(overrides) - set(FIELDS))
   if unknown:
     raise ParamsError('unknown parameter(s): %s' % ', '.join(unknown))
@@ -285,13 +428,35 @@ def make_params(**overrides: Any) -> Params:
   return _resolve(raw)
 
 
+def make_params(**overrides: Any) -> Params:
+  """Builds validated, resolved Params from keyword arguments (flag names)."""
+  return make_plan(**overrides).params
+
+
+def as_plan(params_or_plan) -> RunPlan:
+  """A RunPlan as it is; resolved Params (Python callers) made into one."""
+  if isinstance(params_or_plan, RunPlan):
+    return params_or_plan
+  p = params_or_plan
+  cluster, manager_cls = _cluster_and_manager(p)
+  return RunPlan(p, cluster, manager_cls, mode_of(p))
+
+
+def mode_of(p: Params) -> Mode:
+  """The run mode the --eval / --forward_only flags ask for."""
+  if p.eval:
+    return Mode.EVAL
+  return Mode.FORWARD_ONLY if p.forward_only else Mode.TRAIN
+
+
 def _check_choices(p: Params) -> None:
   for name, field in FIELDS.items():
     value = getattr(p, name)
     choices = field.metadata['choices']
     if choices and value is not None and value not in choices:
-      raise ParamsError('--%s=%s: must be one of %s' %
-                        (name, value, ', '.join(choices)))
+      raise ParamsError(
+        '--%s=%s: must be one of %s' % (name, value, ', '.join(choices))
+      )
 
 
 def _require(condition: bool, message: str) -> None:
@@ -302,59 +467,25 @@ def _require(condition: bool, message: str) -> None:
 def gpu_available() -> bool:
   """Whether this TensorFlow build sees a GPU."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   return bool(tf.config.list_physical_devices('GPU'))
 
 
-def _resolve(p: Params) -> Params:
+def _resolve(p: Params) -> RunPlan:
   """Validates the combination and fills in every automatic default."""
   data_name = p.data_name or 'imagenet'
-  if p.model not in models.names(data_name):
-    raise ParamsError('--model=%s: no such model for --data_name=%s; one of %s'
-                      % (p.model, data_name, ', '.join(models.names(data_name))))
-  model = models.create_model(p.model, data_name)
-  if p.variable_update not in variable_mgr.names():
-    raise ParamsError('--variable_update=%s: must be one of %s' %
-                      (p.variable_update, ', '.join(variable_mgr.names())))
-  _require(p.num_gpus >= 1, '--num_gpus=%d: must be >= 1' % p.num_gpus)
-  _require(p.batch_size >= 0,
-           '--batch_size=%d: must be >= 1 (or 0 for the model default)'
-           % p.batch_size)
-  _require(p.display_every >= 1,
-           '--display_every=%d: must be >= 1' % p.display_every)
-  _require(p.num_batches is None or p.num_batches >= 1,
-           '--num_batches=%s: must be >= 1' % p.num_batches)
-  _require(p.num_epochs is None or p.num_epochs > 0,
-           '--num_epochs=%s: must be > 0' % p.num_epochs)
-  _require(p.num_batches is None or p.num_epochs is None,
-           '--num_batches and --num_epochs: give at most one of them')
-  _require(p.num_warmup_batches is None or p.num_warmup_batches >= 0,
-           '--num_warmup_batches=%s: must be >= 0' % p.num_warmup_batches)
-  _require(p.gradient_clip is None or p.gradient_clip > 0,
-           '--gradient_clip=%s: must be > 0' % p.gradient_clip)
-  _require(p.init_learning_rate is None or p.init_learning_rate > 0,
-           '--init_learning_rate=%s: must be > 0' % p.init_learning_rate)
-  _require(p.weight_decay >= 0, '--weight_decay=%s: must be >= 0'
-           % p.weight_decay)
-
-  device = p.device or ('gpu' if gpu_available() else 'cpu')
-  if device == 'gpu':
-    _require(gpu_available(),
-             '--device=gpu: this TensorFlow build sees no GPU; '
-             'use --device=cpu (towers become logical CPU devices)')
-  data_format = p.data_format or ('NCHW' if device == 'gpu' else 'NHWC')
-  if device == 'cpu' and data_format == 'NCHW':
-    _require(os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1') != '0',
-             '--data_format=NCHW on cpu needs oneDNN ops; unset '
-             'TF_ENABLE_ONEDNN_OPTS=0 or use --data_format=NHWC')
-  cluster = cluster_of(p)
-  manager_cls = variable_mgr.get(p.variable_update, cluster is not None)
-  _require(cluster is not None or not manager_cls.requires_cluster,
-           '--variable_update=%s: needs a cluster (--job_name, --ps_hosts, '
-           '--worker_hosts); local modes: %s' % (
-               p.variable_update, ', '.join(variable_mgr.local_names())))
+  model = _checked_model(p, data_name)
+  _check_counts(p)
+  device, data_format = _device_and_format(p)
+  cluster, manager_cls = _cluster_and_manager(p)
+  _require(
+    cluster is not None or manager_cls.traits.runs_local,
+    '--variable_update=%s: needs a cluster (--job_name, --ps_hosts, '
+    '--worker_hosts); local modes: %s'
+    % (p.variable_update, ', '.join(variable_mgr.local_names())),
+  )
   if cluster is not None:
     _check_cluster(p, cluster, manager_cls)
-
   _check_all_reduce(p, manager_cls, device)
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
@@ -364,164 +495,318 @@ def _resolve(p: Params) -> Params:
   if num_batches is None:
     if p.num_epochs is not None:
       examples = datasets.get(data_name).num_train_examples
-      num_batches = max(1, math.ceil(
-          p.num_epochs * examples / (batch_size * p.num_gpus)))
+      num_batches = max(
+        1, math.ceil(p.num_epochs * examples / (batch_size * p.num_gpus))
+      )
     else:
       num_batches = 100
-  return dataclasses.replace(
-      p, data_name=data_name, device=device, data_format=data_format,
-      local_parameter_device=p.local_parameter_device or device,
-      use_resource_vars=(p.fp16_enable_auto_loss_scale
-                         if p.use_resource_vars is None
-                         else p.use_resource_vars),
-      batch_size=batch_size, num_batches=num_batches,
-      num_warmup_batches=(10 if p.num_warmup_batches is None
-                          else p.num_warmup_batches))
+  resolved = dataclasses.replace(
+    p,
+    data_name=data_name,
+    device=device,
+    data_format=data_format,
+    local_parameter_device=p.local_parameter_device or device,
+    use_resource_vars=(
+      p.fp16_enable_auto_loss_scale
+      if p.use_resource_vars is None
+      else p.use_resource_vars
+    ),
+    batch_size=batch_size,
+    num_batches=num_batches,
+    num_warmup_batches=(
+      10 if p.num_warmup_batches is None else p.num_warmup_batches
+    ),
+  )
+  return RunPlan(
+    resolved,
+    cluster,
+    manager_cls,
+    mode_of(resolved),
+    device_was_auto=p.device is None,
+  )
 
 
-def cluster_of(p: Params):
-  """The run's cluster.Cluster (flags, else TF_CONFIG), or None if local."""
-  from tf_cnn_benchmarks import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+def _checked_model(p: Params, data_name: str):
+  """The model --model names for the dataset; the manager name is known."""
+  if p.model not in models.names(data_name):
+    raise ParamsError(
+      '--model=%s: no such model for --data_name=%s; one of %s'
+      % (p.model, data_name, ', '.join(models.names(data_name)))
+    )
+  if p.variable_update not in variable_mgr.names():
+    raise ParamsError(
+      '--variable_update=%s: must be one of %s'
+      % (p.variable_update, ', '.join(variable_mgr.names()))
+    )
+  return models.create_model(p.model, data_name)
+
+
+def _check_counts(p: Params) -> None:
+  """Counts, sizes and rates that have a valid range of their own."""
+  _require(p.num_gpus >= 1, '--num_gpus=%d: must be >= 1' % p.num_gpus)
+  _require(
+    p.batch_size >= 0,
+    '--batch_size=%d: must be >= 1 (or 0 for the model default)' % p.batch_size,
+  )
+  _require(
+    p.display_every >= 1, '--display_every=%d: must be >= 1' % p.display_every
+  )
+  _require(
+    p.num_batches is None or p.num_batches >= 1,
+    '--num_batches=%s: must be >= 1' % p.num_batches,
+  )
+  _require(
+    p.num_epochs is None or p.num_epochs > 0,
+    '--num_epochs=%s: must be > 0' % p.num_epochs,
+  )
+  _require(
+    p.num_batches is None or p.num_epochs is None,
+    '--num_batches and --num_epochs: give at most one of them',
+  )
+  _require(
+    p.num_warmup_batches is None or p.num_warmup_batches >= 0,
+    '--num_warmup_batches=%s: must be >= 0' % p.num_warmup_batches,
+  )
+  _require(
+    p.gradient_clip is None or p.gradient_clip > 0,
+    '--gradient_clip=%s: must be > 0' % p.gradient_clip,
+  )
+  _require(
+    p.init_learning_rate is None or p.init_learning_rate > 0,
+    '--init_learning_rate=%s: must be > 0' % p.init_learning_rate,
+  )
+  _require(
+    p.weight_decay >= 0, '--weight_decay=%s: must be >= 0' % p.weight_decay
+  )
+
+
+def _device_and_format(p: Params) -> tuple:
+  """(device kind, data format) the run uses, checked against this build."""
+  device = p.device or ('gpu' if gpu_available() else 'cpu')
+  if device == 'gpu':
+    _require(
+      gpu_available(),
+      '--device=gpu: this TensorFlow build sees no GPU; '
+      'use --device=cpu (towers become logical CPU devices)',
+    )
+  data_format = p.data_format or ('NCHW' if device == 'gpu' else 'NHWC')
+  if device == 'cpu' and data_format == 'NCHW':
+    _require(
+      os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1') != '0',
+      '--data_format=NCHW on cpu needs oneDNN ops; unset '
+      'TF_ENABLE_ONEDNN_OPTS=0 or use --data_format=NHWC',
+    )
+  return device, data_format
+
+
+def _cluster_and_manager(p: Params) -> tuple:
+  """(the Cluster the flags or TF_CONFIG describe or None, manager class)."""
   try:
-    return cluster_lib.resolve(p.job_name, p.task_index, p.worker_hosts,
-                               p.ps_hosts, p.controller_host,
-                               p.server_protocol)
-  except cluster_lib.ClusterError as e:
+    cluster = cluster_spec.resolve(
+      p.job_name,
+      p.task_index,
+      p.worker_hosts,
+      p.ps_hosts,
+      p.controller_host,
+      p.server_protocol,
+    )
+  except cluster_spec.ClusterError as e:
     raise ParamsError(str(e)) from None
+  return cluster, variable_mgr.get(
+    p.variable_update, in_cluster=cluster is not None
+  )
 
 
 def _check_cluster(p: Params, cluster, manager_cls) -> None:
   """The variable manager fits the cluster's jobs."""
-  cluster_modes = sorted(n for n in variable_mgr.names()
-                         if variable_mgr.get(n, True).supports_cluster)
-  _require(manager_cls.supports_cluster,
-           '--variable_update=%s: does not run in a cluster; one of %s' % (
-               p.variable_update, ', '.join(cluster_modes)))
-  _require(not manager_cls.needs_ps or cluster.num_ps > 0,
-           '--ps_hosts: required with --variable_update=%s' % p.variable_update)
-  _require(manager_cls.needs_ps or cluster.num_ps == 0,
-           '--ps_hosts: not used by --variable_update=%s; drop it'
-           % p.variable_update)
-  _require(not manager_cls.needs_controller or cluster.controller_host,
-           '--controller_host: required with --variable_update=%s'
-           % p.variable_update)
-  _require(manager_cls.needs_controller or not cluster.controller_host,
-           '--controller_host: only with --variable_update=%s' % ', '.join(
-               n for n in variable_mgr.names()
-               if variable_mgr.get(n, True).needs_controller))
-  _require(p.ps_partition_threshold_bytes >= 0,
-           '--ps_partition_threshold_bytes=%d: must be >= 0'
-           % p.ps_partition_threshold_bytes)
-  _require(p.hybrid_threshold_bytes >= 0,
-           '--hybrid_threshold_bytes=%d: must be >= 0' % p.hybrid_threshold_bytes)
+  traits = manager_cls.traits
+  _require(
+    traits.runs_in_cluster,
+    '--variable_update=%s: does not run in a cluster; one of %s'
+    % (p.variable_update, ', '.join(variable_mgr.cluster_names())),
+  )
+  _require(
+    not traits.needs_ps or cluster.num_ps > 0,
+    '--ps_hosts: required with --variable_update=%s' % p.variable_update,
+  )
+  _require(
+    traits.needs_ps or cluster.num_ps == 0,
+    '--ps_hosts: not used by --variable_update=%s; drop it' % p.variable_update,
+  )
+  _require(
+    not traits.one_graph or cluster.controller_host,
+    '--controller_host: required with --variable_update=%s' % p.variable_update,
+  )
+  _require(
+    traits.one_graph or not cluster.controller_host,
+    '--controller_host: only with --variable_update=%s'
+    % ', '.join(
+      n
+      for n in variable_mgr.names()
+      if variable_mgr.get(n, in_cluster=True).traits.one_graph
+    ),
+  )
+  _require(
+    p.ps_partition_threshold_bytes >= 0,
+    '--ps_partition_threshold_bytes=%d: must be >= 0'
+    % p.ps_partition_threshold_bytes,
+  )
+  _require(
+    p.hybrid_threshold_bytes >= 0,
+    '--hybrid_threshold_bytes=%d: must be >= 0' % p.hybrid_threshold_bytes,
+  )
 
 
 def _check_all_reduce(p: Params, manager_cls, device: str) -> None:
   """The all-reduce flags: a parsable spec, used by the manager, runnable."""
   for name in ('gradient_repacking', 'agg_small_grads_max_bytes'):
-    _require(getattr(p, name) >= 0, '--%s=%d: must be >= 0'
-             % (name, getattr(p, name)))
+    _require(
+      getattr(p, name) >= 0, '--%s=%d: must be >= 0' % (name, getattr(p, name))
+    )
   for name in ('agg_small_grads_max_group', 'allreduce_merge_scope'):
-    _require(getattr(p, name) >= 1, '--%s=%d: must be >= 1'
-             % (name, getattr(p, name)))
-  _require(not (p.gradient_repacking and p.agg_small_grads_max_bytes),
-           '--gradient_repacking and --agg_small_grads_max_bytes: use one '
-           'packing, not both')
-  reduces = manager_cls.uses_all_reduce
-  for name, default in (('all_reduce_spec', None), ('gradient_repacking', 0),
-                        ('agg_small_grads_max_bytes', 0),
-                        ('variable_consistency', 'strong')):
-    _require(reduces or getattr(p, name) == default,
-             '--%s: only used by the managers that all-reduce (%s), not '
-             '--variable_update=%s' % (
-                 name, ', '.join(variable_mgr.all_reduce_names()),
-                 p.variable_update))
+    _require(
+      getattr(p, name) >= 1, '--%s=%d: must be >= 1' % (name, getattr(p, name))
+    )
+  _require(
+    not (p.gradient_repacking and p.agg_small_grads_max_bytes),
+    '--gradient_repacking and --agg_small_grads_max_bytes: use one '
+    'packing, not both',
+  )
+  reduces = manager_cls.traits.all_reduce
+  for name, default in (
+    ('all_reduce_spec', None),
+    ('gradient_repacking', 0),
+    ('agg_small_grads_max_bytes', 0),
+    ('variable_consistency', 'strong'),
+  ):
+    _require(
+      reduces or getattr(p, name) == default,
+      '--%s: only used by the managers that all-reduce (%s), not '
+      '--variable_update=%s'
+      % (name, ', '.join(variable_mgr.all_reduce_names()), p.variable_update),
+    )
   if p.all_reduce_spec is None:
     return
   try:
     spec = allreduce.parse_all_reduce_spec(p.all_reduce_spec)
   except allreduce.AllReduceSpecError as e:
     raise ParamsError(str(e)) from None
-  gpu_only = sorted(spec.algorithms - set(allreduce.algorithm_names(
-      cpu_only=True)))
-  _require(device == 'gpu' or not gpu_only,
-           '--all_reduce_spec=%s: %s needs GPUs; on cpu use one of %s' % (
-               p.all_reduce_spec, ', '.join(gpu_only),
-               ', '.join(allreduce.algorithm_names(cpu_only=True))))
+  gpu_only = sorted(
+    spec.algorithms - set(allreduce.algorithm_names(cpu_only=True))
+  )
+  _require(
+    device == 'gpu' or not gpu_only,
+    '--all_reduce_spec=%s: %s needs GPUs; on cpu use one of %s'
+    % (
+      p.all_reduce_spec,
+      ', '.join(gpu_only),
+      ', '.join(allreduce.algorithm_names(cpu_only=True)),
+    ),
+  )
 
 
 def _check_precision(p: Params) -> None:
   """fp16 / bf16 flags: one precision, fp16-only flags only with fp16."""
-  _require(not (p.use_fp16 and p.use_bf16),
-           '--use_fp16 and --use_bf16: choose one compute precision')
+  _require(
+    not (p.use_fp16 and p.use_bf16),
+    '--use_fp16 and --use_bf16: choose one compute precision',
+  )
   for name in ('fp16_vars', 'fp16_enable_auto_loss_scale'):
-    _require(p.use_fp16 or not getattr(p, name),
-             '--%s: only with --use_fp16' % name)
-  _require(p.use_fp16 or p.fp16_loss_scale is None,
-           '--fp16_loss_scale: only with --use_fp16')
-  _require(p.fp16_loss_scale is None or p.fp16_loss_scale > 0,
-           '--fp16_loss_scale=%s: must be > 0' % p.fp16_loss_scale)
-  _require(p.fp16_inc_loss_scale_every_n >= 1,
-           '--fp16_inc_loss_scale_every_n=%d: must be >= 1'
-           % p.fp16_inc_loss_scale_every_n)
-  _require(not (p.fp16_enable_auto_loss_scale and p.use_resource_vars is False),
-           '--fp16_enable_auto_loss_scale needs resource variables; drop '
-           '--nouse_resource_vars')
+    _require(
+      p.use_fp16 or not getattr(p, name), '--%s: only with --use_fp16' % name
+    )
+  _require(
+    p.use_fp16 or p.fp16_loss_scale is None,
+    '--fp16_loss_scale: only with --use_fp16',
+  )
+  _require(
+    p.fp16_loss_scale is None or p.fp16_loss_scale > 0,
+    '--fp16_loss_scale=%s: must be > 0' % p.fp16_loss_scale,
+  )
+  _require(
+    p.fp16_inc_loss_scale_every_n >= 1,
+    '--fp16_inc_loss_scale_every_n=%d: must be >= 1'
+    % p.fp16_inc_loss_scale_every_n,
+  )
+  _require(
+    not (p.fp16_enable_auto_loss_scale and p.use_resource_vars is False),
+    '--fp16_enable_auto_loss_scale needs resource variables; drop '
+    '--nouse_resource_vars',
+  )
 
 
 def _check_data_and_outputs(p: Params, cluster) -> None:
   """Real data, checkpoint, evaluation and observability flags."""
-  for name in ('save_model_steps', 'eval_during_training_every_n_steps',
-               'num_eval_batches', 'datasets_parallel_interleave_cycle_length',
-               'datasets_num_private_threads'):
+  for name in (
+    'save_model_steps',
+    'eval_during_training_every_n_steps',
+    'num_eval_batches',
+    'datasets_parallel_interleave_cycle_length',
+    'datasets_num_private_threads',
+  ):
     value = getattr(p, name)
-    _require(value is None or value >= 1,
-             '--%s=%s: must be >= 1' % (name, value))
-  for name in ('save_model_secs', 'eval_interval_secs', 'eval_timeout_secs',
-               'save_summaries_steps', 'datasets_prefetch_buffer_size'):
-    _require(getattr(p, name) >= 0, '--%s=%s: must be >= 0'
-             % (name, getattr(p, name)))
-  _require(p.max_ckpts_to_keep >= 1,
-           '--max_ckpts_to_keep=%d: must be >= 1' % p.max_ckpts_to_keep)
-  _require(0 <= p.summary_verbosity <= 3,
-           '--summary_verbosity=%d: must be 0, 1, 2 or 3' % p.summary_verbosity)
+    _require(
+      value is None or value >= 1, '--%s=%s: must be >= 1' % (name, value)
+    )
+  for name in (
+    'save_model_secs',
+    'eval_interval_secs',
+    'eval_timeout_secs',
+    'save_summaries_steps',
+    'datasets_prefetch_buffer_size',
+  ):
+    _require(
+      getattr(p, name) >= 0, '--%s=%s: must be >= 0' % (name, getattr(p, name))
+    )
+  _require(
+    p.max_ckpts_to_keep >= 1,
+    '--max_ckpts_to_keep=%d: must be >= 1' % p.max_ckpts_to_keep,
+  )
+  _require(
+    0 <= p.summary_verbosity <= 3,
+    '--summary_verbosity=%d: must be 0, 1, 2 or 3' % p.summary_verbosity,
+  )
   for name in ('save_model_steps', 'save_model_secs', 'save_summaries_steps'):
-    _require(not getattr(p, name) or p.train_dir,
-             '--%s: needs --train_dir (where checkpoints and summaries go)'
-             % name)
-  _require(not (p.summary_verbosity and not p.save_summaries_steps),
-           '--summary_verbosity=%d: give --save_summaries_steps=N (and '
-           '--train_dir) to write them' % p.summary_verbosity)
-  _require(not (p.save_summaries_steps and not p.summary_verbosity),
-           '--save_summaries_steps: give --summary_verbosity=1, 2 or 3')
-  _require(not p.eval or p.train_dir,
-           '--eval: needs --train_dir (the checkpoints to evaluate)')
-  _require(not (p.eval and p.forward_only),
-           '--eval and --forward_only: choose one (--eval is inference on '
-           'the validation split of a checkpoint)')
-  _require(not (p.eval and cluster is not None),
-           '--eval: runs in one process; drop the cluster flags')
-  _require(not p.eval_interval_secs or p.eval,
-           '--eval_interval_secs: only with --eval')
-  _require(not p.eval_during_training_every_n_steps or not (
-      p.eval or p.forward_only),
-           '--eval_during_training_every_n_steps: only when training')
-  _require(not p.datasets_repeat_cached_sample or p.data_dir,
-           '--datasets_repeat_cached_sample: only with --data_dir')
+    _require(
+      not getattr(p, name) or p.train_dir,
+      '--%s: needs --train_dir (where checkpoints and summaries go)' % name,
+    )
+  _require(
+    not (p.summary_verbosity and not p.save_summaries_steps),
+    '--summary_verbosity=%d: give --save_summaries_steps=N (and '
+    '--train_dir) to write them' % p.summary_verbosity,
+  )
+  _require(
+    not (p.save_summaries_steps and not p.summary_verbosity),
+    '--save_summaries_steps: give --summary_verbosity=1, 2 or 3',
+  )
+  _require(
+    not p.eval or p.train_dir,
+    '--eval: needs --train_dir (the checkpoints to evaluate)',
+  )
+  _require(
+    not (p.eval and p.forward_only),
+    '--eval and --forward_only: choose one (--eval is inference on '
+    'the validation split of a checkpoint)',
+  )
+  _require(
+    not (p.eval and cluster is not None),
+    '--eval: runs in one process; drop the cluster flags',
+  )
+  _require(
+    not p.eval_interval_secs or p.eval, '--eval_interval_secs: only with --eval'
+  )
+  _require(
+    not p.eval_during_training_every_n_steps or not (p.eval or p.forward_only),
+    '--eval_during_training_every_n_steps: only when training',
+  )
+  _require(
+    not p.datasets_repeat_cached_sample or p.data_dir,
+    '--datasets_repeat_cached_sample: only with --data_dir',
+  )
   for name in ('train_dir', 'data_dir'):
     value = getattr(p, name)
-    _require(value is None or value.strip(),
-             '--%s: empty path' % name)
-
-
-def compute_dtype(p: Params):
-  """The dtype the towers compute in."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if p.use_fp16:
-    return tf.float16
-  if p.use_bf16:
-    return tf.bfloat16
-  return tf.float32
+    _require(value is None or value.strip(), '--%s: empty path' % name)
 
 
 def as_dict(p: Params) -> dict:

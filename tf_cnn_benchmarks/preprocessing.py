@@ -30,8 +30,14 @@ import typing
 
 import tensorflow as tf
 
-RESIZE_METHODS = ('crop', 'nearest', 'bilinear', 'bicubic', 'area',
-                  'round_robin')
+RESIZE_METHODS = (
+  'crop',
+  'nearest',
+  'bilinear',
+  'bicubic',
+  'area',
+  'round_robin',
+)
 # The methods 'round_robin' cycles through, in order.
 ROUND_ROBIN_METHODS = ('nearest', 'bilinear', 'bicubic', 'area')
 
@@ -59,9 +65,10 @@ _BBOX_KEYS = ('ymin', 'xmin', 'ymax', 'xmax')
 
 class ImagenetRecord(typing.NamedTuple):
   """The fields of an ImageNet example the benchmark uses."""
-  encoded: tf.Tensor   # scalar string: the JPEG bytes ('' when missing)
-  label: tf.Tensor     # scalar int64 ('image/class/label'; -1 when missing)
-  bboxes: tf.Tensor    # float32 [N, 4] as (ymin, xmin, ymax, xmax) in [0, 1]
+
+  encoded: tf.Tensor  # scalar string: the JPEG bytes ('' when missing)
+  label: tf.Tensor  # scalar int64 ('image/class/label'; -1 when missing)
+  bboxes: tf.Tensor  # float32 [N, 4] as (ymin, xmin, ymax, xmax) in [0, 1]
 
 
 def parse_imagenet_record(serialized: tf.Tensor) -> ImagenetRecord:
@@ -80,22 +87,30 @@ def parse_imagenet_record(serialized: tf.Tensor) -> ImagenetRecord:
     An ImagenetRecord.
   """
   features = {
-      'image/encoded': tf.io.FixedLenFeature([], tf.string, default_value=''),
-      'image/class/label': tf.io.FixedLenFeature([], tf.int64,
-                                                 default_value=-1),
+    'image/encoded': tf.io.FixedLenFeature([], tf.string, default_value=''),
+    'image/class/label': tf.io.FixedLenFeature([], tf.int64, default_value=-1),
   }
   for key in _BBOX_KEYS:
     features['image/object/bbox/' + key] = tf.io.VarLenFeature(tf.float32)
   parsed = tf.io.parse_single_example(serialized, features)
-  coords = [tf.sparse.to_dense(parsed['image/object/bbox/' + key])
-            for key in _BBOX_KEYS]
+  coords = [
+    tf.sparse.to_dense(parsed['image/object/bbox/' + key]) for key in _BBOX_KEYS
+  ]
   ymin, xmin, ymax, xmax = [tf.clip_by_value(c, 0.0, 1.0) for c in coords]
   # Order each pair so a box written with swapped corners is still a box
   # (sample_distorted_bounding_box rejects min > max outright).
-  bboxes = tf.stack([tf.minimum(ymin, ymax), tf.minimum(xmin, xmax),
-                     tf.maximum(ymin, ymax), tf.maximum(xmin, xmax)], axis=1)
-  return ImagenetRecord(parsed['image/encoded'], parsed['image/class/label'],
-                        bboxes)
+  bboxes = tf.stack(
+    [
+      tf.minimum(ymin, ymax),
+      tf.minimum(xmin, xmax),
+      tf.maximum(ymin, ymax),
+      tf.maximum(xmin, xmax),
+    ],
+    axis=1,
+  )
+  return ImagenetRecord(
+    parsed['image/encoded'], parsed['image/class/label'], bboxes
+  )
 
 
 def _sub_seeds(seed: tf.Tensor, count: int) -> list[tf.Tensor]:
@@ -112,8 +127,9 @@ def _resize_with(image: tf.Tensor, image_size: int, method: str) -> tf.Tensor:
   return tf.clip_by_value(tf.cast(resized, tf.float32) / 255.0, 0.0, 1.0)
 
 
-def resize(image: tf.Tensor, image_size: int, resize_method: str,
-           index: tf.Tensor) -> tf.Tensor:
+def resize(
+  image: tf.Tensor, image_size: int, resize_method: str, index: tf.Tensor
+) -> tf.Tensor:
   """Resizes a uint8 HWC image to a square float32 image in [0, 1].
 
   Args:
@@ -127,12 +143,15 @@ def resize(image: tf.Tensor, image_size: int, resize_method: str,
     float32 [image_size, image_size, C] in [0, 1].
   """
   if resize_method not in RESIZE_METHODS:
-    raise ValueError('resize_method=%r: must be one of %s'
-                     % (resize_method, ', '.join(RESIZE_METHODS)))
+    raise ValueError(
+      'resize_method=%r: must be one of %s'
+      % (resize_method, ', '.join(RESIZE_METHODS))
+    )
   if resize_method != 'round_robin':
     return _resize_with(image, image_size, resize_method)
-  branches = [lambda m=m: _resize_with(image, image_size, m)
-              for m in ROUND_ROBIN_METHODS]
+  branches = [
+    lambda m=m: _resize_with(image, image_size, m) for m in ROUND_ROBIN_METHODS
+  ]
   choice = tf.cast(index % len(ROUND_ROBIN_METHODS), tf.int32)
   resized = tf.switch_case(choice, branches)
   return tf.ensure_shape(resized, [image_size, image_size, image.shape[-1]])
@@ -154,21 +173,27 @@ def distort_color(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
   """
   order_seed, b_seed, s_seed, h_seed, c_seed = _sub_seeds(seed, 5)
   steps = (
-      lambda x: tf.image.stateless_random_brightness(
-          x, BRIGHTNESS_MAX_DELTA, b_seed),
-      lambda x: tf.image.stateless_random_saturation(
-          x, *SATURATION_RANGE, seed=s_seed),
-      lambda x: tf.image.stateless_random_hue(x, HUE_MAX_DELTA, h_seed),
-      lambda x: tf.image.stateless_random_contrast(
-          x, *CONTRAST_RANGE, seed=c_seed),
+    lambda x: tf.image.stateless_random_brightness(
+      x, BRIGHTNESS_MAX_DELTA, b_seed
+    ),
+    lambda x: tf.image.stateless_random_saturation(
+      x, *SATURATION_RANGE, seed=s_seed
+    ),
+    lambda x: tf.image.stateless_random_hue(x, HUE_MAX_DELTA, h_seed),
+    lambda x: tf.image.stateless_random_contrast(
+      x, *CONTRAST_RANGE, seed=c_seed
+    ),
   )
   order = tf.argsort(tf.random.stateless_uniform([len(steps)], order_seed))
   for position in range(len(steps)):
     shape = image.shape
     image = tf.switch_case(
-        order[position],
-        [lambda step=step, x=image: tf.clip_by_value(step(x), 0.0, 1.0)
-         for step in steps])
+      order[position],
+      [
+        lambda step=step, x=image: tf.clip_by_value(step(x), 0.0, 1.0)
+        for step in steps
+      ],
+    )
     image.set_shape(shape)
   return image
 
@@ -178,10 +203,16 @@ def to_symmetric_range(image: tf.Tensor) -> tf.Tensor:
   return image * 2.0 - 1.0
 
 
-def imagenet_train_image(encoded: tf.Tensor, bboxes: tf.Tensor, *,
-                         image_size: int, resize_method: str,
-                         distortions: bool, seed: tf.Tensor,
-                         index: tf.Tensor) -> tf.Tensor:
+def imagenet_train_image(
+  encoded: tf.Tensor,
+  bboxes: tf.Tensor,
+  *,
+  image_size: int,
+  resize_method: str,
+  distortions: bool,
+  seed: tf.Tensor,
+  index: tf.Tensor,
+) -> tf.Tensor:
   """A training image from JPEG bytes: random box crop, resize, flip, colour.
 
   Args:
@@ -201,10 +232,15 @@ def imagenet_train_image(encoded: tf.Tensor, bboxes: tf.Tensor, *,
   # is decoded: most of a large JPEG's decode cost is skipped.
   shape = tf.io.extract_jpeg_shape(encoded)
   begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
-      shape, bounding_boxes=tf.expand_dims(bboxes, 0), seed=crop_seed,
-      min_object_covered=MIN_OBJECT_COVERED,
-      aspect_ratio_range=ASPECT_RATIO_RANGE, area_range=AREA_RANGE,
-      max_attempts=MAX_CROP_ATTEMPTS, use_image_if_no_bounding_boxes=True)
+    shape,
+    bounding_boxes=tf.expand_dims(bboxes, 0),
+    seed=crop_seed,
+    min_object_covered=MIN_OBJECT_COVERED,
+    aspect_ratio_range=ASPECT_RATIO_RANGE,
+    area_range=AREA_RANGE,
+    max_attempts=MAX_CROP_ATTEMPTS,
+    use_image_if_no_bounding_boxes=True,
+  )
   window = tf.stack([begin[0], begin[1], size[0], size[1]])
   image = tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
   image = resize(image, image_size, resize_method, index)
@@ -214,8 +250,9 @@ def imagenet_train_image(encoded: tf.Tensor, bboxes: tf.Tensor, *,
   return to_symmetric_range(image)
 
 
-def imagenet_eval_image(encoded: tf.Tensor, *, image_size: int,
-                        resize_method: str, index: tf.Tensor) -> tf.Tensor:
+def imagenet_eval_image(
+  encoded: tf.Tensor, *, image_size: int, resize_method: str, index: tf.Tensor
+) -> tf.Tensor:
   """An evaluation image from JPEG bytes: central 87.5% crop, then resize.
 
   Args:
@@ -229,14 +266,15 @@ def imagenet_eval_image(encoded: tf.Tensor, *, image_size: int,
   """
   shape = tf.io.extract_jpeg_shape(encoded)
   height, width = shape[0], shape[1]
-  crop_h = tf.cast(tf.cast(height, tf.float32) * EVAL_CENTRAL_FRACTION,
-                   tf.int32)
-  crop_w = tf.cast(tf.cast(width, tf.float32) * EVAL_CENTRAL_FRACTION,
-                   tf.int32)
+  crop_h = tf.cast(
+    tf.cast(height, tf.float32) * EVAL_CENTRAL_FRACTION, tf.int32
+  )
+  crop_w = tf.cast(tf.cast(width, tf.float32) * EVAL_CENTRAL_FRACTION, tf.int32)
   # A 1-pixel image would otherwise crop to nothing.
   crop_h, crop_w = tf.maximum(crop_h, 1), tf.maximum(crop_w, 1)
-  window = tf.stack([(height - crop_h) // 2, (width - crop_w) // 2,
-                     crop_h, crop_w])
+  window = tf.stack(
+    [(height - crop_h) // 2, (width - crop_w) // 2, crop_h, crop_w]
+  )
   image = tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
   return to_symmetric_range(resize(image, image_size, resize_method, index))
 
@@ -256,8 +294,9 @@ def _cifar_finish(image: tf.Tensor, image_size: int) -> tf.Tensor:
   return to_symmetric_range(image)
 
 
-def cifar_train_image(image: tf.Tensor, *, image_size: int,
-                      seed: tf.Tensor) -> tf.Tensor:
+def cifar_train_image(
+  image: tf.Tensor, *, image_size: int, seed: tf.Tensor
+) -> tf.Tensor:
   """CIFAR-10 training image: zero-pad 4, random 32x32 crop, random flip.
 
   Args:
@@ -270,10 +309,12 @@ def cifar_train_image(image: tf.Tensor, *, image_size: int,
   """
   crop_seed, flip_seed = _sub_seeds(seed, 2)
   padded_size = CIFAR_IMAGE_SIZE + 2 * CIFAR_PADDING
-  image = tf.image.pad_to_bounding_box(image, CIFAR_PADDING, CIFAR_PADDING,
-                                       padded_size, padded_size)
+  image = tf.image.pad_to_bounding_box(
+    image, CIFAR_PADDING, CIFAR_PADDING, padded_size, padded_size
+  )
   image = tf.image.stateless_random_crop(
-      image, [CIFAR_IMAGE_SIZE, CIFAR_IMAGE_SIZE, CIFAR_DEPTH], crop_seed)
+    image, [CIFAR_IMAGE_SIZE, CIFAR_IMAGE_SIZE, CIFAR_DEPTH], crop_seed
+  )
   image = tf.image.stateless_random_flip_left_right(image, flip_seed)
   return _cifar_finish(image, image_size)
 

@@ -40,6 +40,7 @@ def load_tensorflow():
   """Imports TensorFlow (graph mode, quiet Python logger) and probes devices."""
   with captured_stderr_fd():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
     tf.get_logger().setLevel('ERROR')
     tf.compat.v1.disable_eager_execution()
     tf.config.list_physical_devices('GPU')

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
-import json
 import os
 import platform
 import socket
@@ -12,10 +12,109 @@ import subprocess
 
 SCHEMA_VERSION = 1
 
+MODES = ('train', 'forward_only', 'eval')
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+  """How the run was made; keys `mode` and `data_dir` of every driver line."""
+
+  mode: str  # one of MODES; 'eval': one evaluated checkpoint
+  data_dir: str | None  # the real dataset read; None: synthetic data
+
+  def __post_init__(self):
+    if self.mode not in MODES:
+      raise ValueError('mode %r is not one of %s' % (self.mode, MODES))
+
+  def to_keys(self) -> dict:
+    """This part's keys of the results line."""
+    return {'mode': self.mode, 'data_dir': self.data_dir}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalInfo:
+  """One evaluation of one checkpoint: the keys of an eval line.
+
+  Also each entry of TrainInfo.evals (evaluations during training).
+  """
+
+  checkpoint_step: int
+  top_1_accuracy: float
+  top_5_accuracy: float
+  eval_examples: int
+  eval_examples_per_sec: float
+
+  def to_keys(self) -> dict:
+    """This part's keys of the results line."""
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainInfo:
+  """The steps a training (or forward-only) run went through; not in eval lines.
+
+  Keys `start_step`, `end_step` and `evals` (null when there was none).
+  """
+
+  start_step: int  # global step when the run started (>0: resumed)
+  end_step: int  # global step when it ended
+  evals: tuple[EvalInfo, ...] = ()  # --eval_during_training_every_n_steps
+
+  def to_keys(self) -> dict:
+    """This part's keys of the results line."""
+    return {
+      'start_step': self.start_step,
+      'end_step': self.end_step,
+      'evals': [e.to_keys() for e in self.evals] or None,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionInfo:
+  """Loss scaling of a training run: keys `loss_scale`, `skipped_steps`."""
+
+  loss_scale: float | None  # final loss scale; None: no loss scaling
+  skipped_steps: int  # steps skipped for a non-finite gradient
+
+  def to_keys(self) -> dict:
+    """This part's keys of the results line."""
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+  """A cluster task: key `task` of a multi-worker line."""
+
+  job_name: str  # 'worker' or 'controller'
+  task_index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+  """Multi-worker runs: keys `images_per_sec_per_worker` and `task`."""
+
+  images_per_sec_per_worker: float
+  task: TaskInfo  # the task that wrote the line
+
+  def to_keys(self) -> dict:
+    """This part's keys of the results line."""
+    return dataclasses.asdict(self)
+
+
+# BenchmarkResult fields that are optional parts: None leaves their keys out.
+_PARTS = ('run', 'precision_info', 'training', 'evaluation', 'cluster')
+
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkResult:
-  """What a run measured; the console table and the JSON line are views of it."""
+  """What a run measured; the console table and the JSON line are views of it.
+
+  The fields up to `mfu` are the keys of every line. The optional parts after
+  them add their keys (see their classes) when set: the driver sets `run` on
+  every line, `precision_info` and `training` on training and forward-only
+  lines, `evaluation` on eval lines, and `cluster` in multi-worker runs.
+  """
+
   params: dict
   env: dict
   model: str
@@ -37,7 +136,11 @@ class BenchmarkResult:
   tflops_per_sec: float | None
   peak_tflops_per_device: float | None
   mfu: float | None
-  extra: dict = dataclasses.field(default_factory=dict)
+  run: RunInfo | None = None
+  precision_info: PrecisionInfo | None = None
+  training: TrainInfo | None = None
+  evaluation: EvalInfo | None = None
+  cluster: ClusterInfo | None = None
 
   @property
   def final_loss(self) -> float | None:
@@ -45,33 +148,23 @@ class BenchmarkResult:
 
   def to_record(self) -> dict:
     """The JSON object of this run (schema_version 1)."""
-    record = {'schema_version': SCHEMA_VERSION, 'status': 'ok', 'error': None,
-              'utc_time': datetime.datetime.now(datetime.timezone.utc)
-                          .isoformat(timespec='seconds')}
-    fields = dataclasses.asdict(self)
-    extra = fields.pop('extra')
-    record.update(fields)
+    record = {
+      'schema_version': SCHEMA_VERSION,
+      'status': 'ok',
+      'error': None,
+      'utc_time': datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec='seconds'
+      ),
+    }
+    for field in dataclasses.fields(self):
+      if field.name not in _PARTS:
+        record[field.name] = copy.deepcopy(getattr(self, field.name))
     record['final_loss'] = self.final_loss
-    record.update(extra)
+    for name in _PARTS:
+      part = getattr(self, name)
+      if part is not None:
+        record.update(part.to_keys())
     return record
-
-
-def append_json_line(path: str, record: dict) -> None:
-  """Appends `record` as one line with a single write on an O_APPEND file.
-
-  One write of the whole line means a killed run leaves either the full line or
-  nothing, never half a line (and concurrent appenders do not interleave).
-  """
-  line = (json.dumps(record, sort_keys=True, allow_nan=True) + '\n').encode()
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-  try:
-    written = os.write(fd, line)
-    if written != len(line):
-      raise OSError('short write to %s' % path)
-  finally:
-    os.close(fd)
 
 
 def _cpu_model() -> str:
@@ -88,8 +181,14 @@ def _cpu_model() -> str:
 def _git_commit() -> str | None:
   here = os.path.dirname(os.path.abspath(__file__))
   try:
-    out = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=here, timeout=5,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+      ['git', 'rev-parse', 'HEAD'],
+      cwd=here,
+      timeout=5,
+      capture_output=True,
+      text=True,
+      check=True,
+    )
     return out.stdout.strip() or None
   except (OSError, subprocess.SubprocessError):
     return None
@@ -98,7 +197,14 @@ def _git_commit() -> str | None:
 def environment(device_kind: str, gpu_model: str | None = None) -> dict:
   """Where the run happened: versions, CPU, device kind, git commit, host."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return {'tensorflow': tf.__version__, 'python': platform.python_version(),
-          'cpu_model': _cpu_model(), 'num_cores': os.cpu_count(),
-          'device_kind': device_kind, 'gpu_model': gpu_model,
-          'git_commit': _git_commit(), 'hostname': socket.gethostname()}
+
+  return {
+    'tensorflow': tf.__version__,
+    'python': platform.python_version(),
+    'cpu_model': _cpu_model(),
+    'num_cores': os.cpu_count(),
+    'device_kind': device_kind,
+    'gpu_model': gpu_model,
+    'git_commit': _git_commit(),
+    'hostname': socket.gethostname(),
+  }

@@ -10,13 +10,17 @@ import numpy as np
 @dataclasses.dataclass(frozen=True)
 class SpeedSummary:
   """images/sec over some steps: mean, its standard error, and jitter."""
+
   mean: float
   uncertainty: float
   jitter: float
 
   def __str__(self) -> str:
     return 'images/sec: %.1f +/- %.1f (jitter = %.1f)' % (
-        self.mean, self.uncertainty, self.jitter)
+      self.mean,
+      self.uncertainty,
+      self.jitter,
+    )
 
 
 def speed_summary(images_per_step: int, step_times) -> SpeedSummary:
@@ -39,5 +43,8 @@ def step_time_ms(step_times) -> dict:
   ms = np.asarray(step_times, dtype=np.float64) * 1e3
   if not len(ms):
     return {'mean': None, 'p50': None, 'p90': None}
-  return {'mean': float(ms.mean()), 'p50': float(np.percentile(ms, 50)),
-          'p90': float(np.percentile(ms, 90))}
+  return {
+    'mean': float(ms.mean()),
+    'p50': float(np.percentile(ms, 50)),
+    'p90': float(np.percentile(ms, 90)),
+  }

@@ -17,16 +17,20 @@ AUX_LOSS_WEIGHT = 0.4
 @dataclasses.dataclass(frozen=True)
 class Tower:
   """What the driver keeps of one tower."""
-  loss: tf.Tensor                 # float32 scalar: cross entropy + weight decay
+
+  loss: tf.Tensor  # float32 scalar: cross entropy + weight decay
   logits: tf.Tensor
-  grads_and_vars: list            # [] when forward only
-  update_ops: tuple               # batch-norm statistic updates
+  grads_and_vars: list  # [] when forward only
+  update_ops: tuple  # batch-norm statistic updates
 
 
 def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-  """Mean softmax cross entropy, computed in float32 whatever the logits' dtype."""
-  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=labels, logits=tf.cast(logits, tf.float32)))
+  """Mean softmax cross entropy, in float32 whatever the logits' dtype."""
+  return tf.reduce_mean(
+    tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=tf.cast(logits, tf.float32)
+    )
+  )
 
 
 def l2_penalty(variables: Sequence[tf.Variable], weight_decay: float):
@@ -35,7 +39,8 @@ def l2_penalty(variables: Sequence[tf.Variable], weight_decay: float):
   if not weight_decay or not decayed:
     return tf.constant(0.0)
   return weight_decay * tf.add_n(
-      [tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in decayed])
+    [tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in decayed]
+  )
 
 
 @contextlib.contextmanager
@@ -45,23 +50,38 @@ def float16_variables():
   fused_batch_norm needs float32 scale, offset and statistics, so the
   batch-norm variables stay float32.
   """
+
   def float16_getter(getter, name, *args, **kwargs):
     if kwargs.get('dtype') == tf.float32 and 'batchnorm' not in name:
       kwargs['dtype'] = tf.float16
       if isinstance(kwargs.get('initializer'), tf.Tensor):
         kwargs['initializer'] = tf.cast(kwargs['initializer'], tf.float16)
     return getter(name, *args, **kwargs)
-  with tf1.variable_scope(tf1.get_variable_scope(), custom_getter=float16_getter,
-                          auxiliary_name_scope=False):
+
+  with tf1.variable_scope(
+    tf1.get_variable_scope(),
+    custom_getter=float16_getter,
+    auxiliary_name_scope=False,
+  ):
     yield
 
 
-def build_tower(model, images, labels, *, num_classes: int, data_format: str,
-                compute_dtype: tf.DType, seed: int, weight_decay: float,
-                trainable_variables: Callable[[], list],
-                forward_only: bool = False, float16_vars: bool = False,
-                scale_loss: Callable | None = None) -> Tower:
-  """Builds the model on `images`, its loss, and (unless forward_only) gradients.
+def build_tower(
+  model,
+  images,
+  labels,
+  *,
+  num_classes: int,
+  data_format: str,
+  compute_dtype: tf.DType,
+  seed: int,
+  weight_decay: float,
+  trainable_variables: Callable[[], list],
+  forward_only: bool = False,
+  float16_vars: bool = False,
+  scale_loss: Callable | None = None,
+) -> Tower:
+  """Builds the model on `images`, its loss and (unless forward_only) grads.
 
   Call inside the variable manager's tower scope; `trainable_variables` is
   called after the model is built and returns the variables to differentiate.
@@ -70,9 +90,14 @@ def build_tower(model, images, labels, *, num_classes: int, data_format: str,
   """
   storage = float16_variables() if float16_vars else contextlib.nullcontext()
   with storage:
-    out = model.build(images, num_classes, is_training=not forward_only,
-                      data_format=data_format, compute_dtype=compute_dtype,
-                      seed=seed)
+    out = model.build(
+      images,
+      num_classes,
+      is_training=not forward_only,
+      data_format=data_format,
+      compute_dtype=compute_dtype,
+      seed=seed,
+    )
   with tf1.name_scope('loss'):
     loss = cross_entropy(out.logits, labels)
     if out.aux_logits is not None:
@@ -86,5 +111,6 @@ def build_tower(model, images, labels, *, num_classes: int, data_format: str,
   missing = [v.op.name for g, v in zip(grads, variables) if g is None]
   if missing:
     raise ValueError('model %s: no gradient for %s' % (model.name, missing[:3]))
-  return Tower(loss, out.logits, list(zip(grads, variables)),
-               tuple(out.update_ops))
+  return Tower(
+    loss, out.logits, list(zip(grads, variables)), tuple(out.update_ops)
+  )

@@ -2,11 +2,38 @@
 
 The driver talks to every manager through `VariableMgr` (base.py) and never asks
 which one it has. Importing this package registers the built-in managers.
+
+Modules:
+  base: the contract (VariableMgr), PerTowerCopies, ClusterDevices.
+  naming: replica prefixes (tower i's vI/, the shared v/), checkpoint names.
+  local: parameter_server, replicated, independent; the greedy placer.
+  distributed: the cluster managers (PsClusterMixin for the ps-held ones).
+  batch_allreduce: BatchAllReduce, how replicated sums its gradients
+    (packing, 16-bit transfer); allreduce: the algorithms and spec grammar.
+  relaxed: the one-step delay of --variable_consistency=relaxed.
+  loss_scale: fp16 loss scaling; sizes: byte counts and even splits;
+  collective_keys: keys for collective ops; registry, traits.
 """
 
-from variable_mgr.registry import all_reduce_names, create, get, local_names, names, register
+# Importing the manager modules registers them.
+from variable_mgr import distributed  # noqa: F401
+from variable_mgr import local  # noqa: F401
 from variable_mgr.base import VariableMgr
-from variable_mgr import local  # pylint: disable=unused-import  (registers)
-from variable_mgr import distributed  # pylint: disable=unused-import  (registers)
+from variable_mgr.registry import all_reduce_names
+from variable_mgr.registry import cluster_names
+from variable_mgr.registry import create
+from variable_mgr.registry import get
+from variable_mgr.registry import local_names
+from variable_mgr.registry import names
+from variable_mgr.registry import register
 
-__all__ = ['all_reduce_names', 'create', 'get', 'local_names', 'names', 'register', 'VariableMgr']
+__all__ = [
+  'all_reduce_names',
+  'cluster_names',
+  'create',
+  'get',
+  'local_names',
+  'names',
+  'register',
+  'VariableMgr',
+]

@@ -31,6 +31,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from variable_mgr import collective_keys as collective_keys_lib
+from variable_mgr import sizes
 
 tf1 = tf.compat.v1
 
@@ -61,8 +62,9 @@ class _Traits:
 _TRAITS: Dict[str, _Traits] = {}
 
 
-def register_algorithm(name, *, needs_gpu=False, uses_collective_keys=False,
-                       lockstep=False):
+def register_algorithm(
+  name, *, needs_gpu=False, uses_collective_keys=False, lockstep=False
+):
   """Decorator adding an all-reduce function to ALGORITHMS under `name`."""
 
   def decorate(fn):
@@ -80,8 +82,9 @@ def algorithm_names(cpu_only=False) -> Tuple[str, ...]:
 
   With cpu_only=True, only those that run without a GPU.
   """
-  return tuple(name for name in ALGORITHMS
-               if not (cpu_only and _TRAITS[name].needs_gpu))
+  return tuple(
+    name for name in ALGORITHMS if not (cpu_only and _TRAITS[name].needs_gpu)
+  )
 
 
 # --------------------------------------------------------------------------
@@ -95,6 +98,7 @@ _SUFFIX_POWER = {'': 0, 'k': 1, 'm': 2, 'g': 3, 't': 4}
 @dataclasses.dataclass(frozen=True)
 class AlgSpec:
   """One range's algorithm: `intra[#shards][/inter[#inter_shards]]`."""
+
   intra: str
   inter: Optional[str] = None
   shards: int = 1
@@ -110,6 +114,7 @@ class AlgSpec:
 @dataclasses.dataclass(frozen=True)
 class SpecRange:
   """Tensors with at most `limit` elements (None: no limit) use `alg`."""
+
   limit: Optional[int]
   alg: AlgSpec
 
@@ -117,13 +122,15 @@ class SpecRange:
 @dataclasses.dataclass(frozen=True)
 class AllReduceSpec:
   """A parsed --all_reduce_spec: ranges sorted by increasing limit."""
+
   ranges: Tuple[SpecRange, ...]
 
   @property
   def is_hybrid(self) -> bool:
     """True for several size ranges or an intra/inter split."""
     return len(self.ranges) > 1 or any(
-        r.alg.inter is not None for r in self.ranges)
+      r.alg.inter is not None for r in self.ranges
+    )
 
   @property
   def algorithms(self) -> FrozenSet[str]:
@@ -168,15 +175,19 @@ def _spec_error(text, pos, what):
   """Builds the one-line error naming the spec, the position and the grammar."""
   names = ', '.join(algorithm_names())
   return AllReduceSpecError(
-      f'--all_reduce_spec={text!r}: position {pos}: {what}; '
-      f'grammar: {_GRAMMAR}; algorithms: {names}')
+    f'--all_reduce_spec={text!r}: position {pos}: {what}; '
+    f'grammar: {_GRAMMAR}; algorithms: {names}'
+  )
 
 
 def _parse_count(text, pos, count_text, name):
   """Parses the N of `name#N`, starting at position `pos`."""
   if not count_text.isdigit() or not count_text.isascii():
-    raise _spec_error(text, pos, f"bad count {count_text!r} after '{name}#' "
-                      '(want a positive integer)')
+    raise _spec_error(
+      text,
+      pos,
+      f"bad count {count_text!r} after '{name}#' (want a positive integer)",
+    )
   count = int(count_text)
   if count < 1:
     raise _spec_error(text, pos, f"count after '{name}#' must be >= 1")
@@ -202,8 +213,9 @@ def _parse_range(text, pos, piece):
   halves = piece.split('/')
   if len(halves) > 2:
     second_slash = pos + len(halves[0]) + 1 + len(halves[1])
-    raise _spec_error(text, second_slash,
-                      "more than one '/' (want intra/inter)")
+    raise _spec_error(
+      text, second_slash, "more than one '/' (want intra/inter)"
+    )
   intra, shards = _parse_alg(text, pos, halves[0])
   if len(halves) == 1:
     return AlgSpec(intra, None, shards)
@@ -215,8 +227,9 @@ def _parse_limit(text, pos, piece):
   """Parses LIMIT (digits with optional K/M/G/T) starting at `pos`."""
   match = _LIMIT_RE.match(piece)
   if not match:
-    raise _spec_error(text, pos, f'bad limit {piece!r} '
-                      '(want digits with optional K/M/G/T)')
+    raise _spec_error(
+      text, pos, f'bad limit {piece!r} (want digits with optional K/M/G/T)'
+    )
   power = _SUFFIX_POWER[match.group(2).lower()]
   limit = int(match.group(1)) * 1024**power
   if limit < 1:
@@ -241,7 +254,8 @@ def parse_all_reduce_spec(text: str) -> AllReduceSpec:
   """
   if not isinstance(text, str):
     raise AllReduceSpecError(
-        f'--all_reduce_spec={text!r}: not a string; grammar: {_GRAMMAR}')
+      f'--all_reduce_spec={text!r}: not a string; grammar: {_GRAMMAR}'
+    )
   if not text:
     raise _spec_error(text, 0, 'empty spec')
   pieces = _split_with_positions(text, ':')
@@ -254,13 +268,20 @@ def parse_all_reduce_spec(text: str) -> AllReduceSpec:
       limit_pos, limit_piece = pieces[k + 1]
       limit = _parse_limit(text, limit_pos, limit_piece)
       if previous is not None and limit <= previous:
-        raise _spec_error(text, limit_pos, f'limit {limit_piece!r} must be '
-                          f'larger than the previous limit ({previous})')
+        raise _spec_error(
+          text,
+          limit_pos,
+          f'limit {limit_piece!r} must be '
+          f'larger than the previous limit ({previous})',
+        )
       previous = limit
     ranges.append(SpecRange(limit, alg))
   if ranges[-1].limit is not None:
-    raise _spec_error(text, len(text), 'missing algorithm after the last '
-                      'limit (the last range needs no limit)')
+    raise _spec_error(
+      text,
+      len(text),
+      'missing algorithm after the last limit (the last range needs no limit)',
+    )
   return AllReduceSpec(tuple(ranges))
 
 
@@ -278,8 +299,9 @@ def _worker_of(device):
   if spec.job is None:
     return ''
   # An unspecified replica or task means 0, as TF's placer reads it.
-  return tf.DeviceSpec(job=spec.job, replica=spec.replica or 0,
-                       task=spec.task or 0).to_string()
+  return tf.DeviceSpec(
+    job=spec.job, replica=spec.replica or 0, task=spec.task or 0
+  ).to_string()
 
 
 def _cpu_of(device):
@@ -297,19 +319,24 @@ def _check_inputs(tensors, devices):
   if not devices:
     raise ValueError('all-reduce needs at least one device')
   if len(tensors) != len(devices):
-    raise ValueError(f'all-reduce got {len(tensors)} tensors for '
-                     f'{len(devices)} devices')
+    raise ValueError(
+      f'all-reduce got {len(tensors)} tensors for {len(devices)} devices'
+    )
   converted = []
   for t, d in zip(tensors, devices):
     with tf.device(d):
       converted.append(tf.convert_to_tensor(t))
   first = converted[0]
   if not first.shape.is_fully_defined():
-    raise ValueError(f'all-reduce needs fully defined shapes, got {first.shape}')
+    raise ValueError(
+      f'all-reduce needs fully defined shapes, got {first.shape}'
+    )
   for t in converted[1:]:
     if t.dtype != first.dtype or t.shape != first.shape:
-      raise ValueError(f'all-reduce inputs differ: {first.dtype.name}'
-                       f'{first.shape} vs {t.dtype.name}{t.shape}')
+      raise ValueError(
+        f'all-reduce inputs differ: {first.dtype.name}'
+        f'{first.shape} vs {t.dtype.name}{t.shape}'
+      )
   return converted
 
 
@@ -317,17 +344,11 @@ def _num_elements(tensor):
   return tensor.shape.num_elements()
 
 
-def _even_sizes(total, parts):
-  """Splits `total` into `parts` sizes differing by at most one."""
-  base, extra = divmod(total, parts)
-  return [base + 1 if i < extra else base for i in range(parts)]
-
-
-def _split_flat(tensor, sizes, device):
-  """Flattens `tensor` on `device` and cuts it into pieces of `sizes`."""
+def _split_flat(tensor, lengths, device):
+  """Flattens `tensor` on `device` and cuts it into pieces of `lengths`."""
   with tf.device(device):
     flat = tf.reshape(tensor, [-1])
-    return tf.split(flat, sizes) if len(sizes) > 1 else [flat]
+    return tf.split(flat, lengths) if len(lengths) > 1 else [flat]
 
 
 def _join_flat(pieces, shape, device):
@@ -361,11 +382,12 @@ def _per_shard(core, tensors, devices, num_shards):
   if num_shards <= 1:
     return core(tensors, devices)
   shape = tensors[0].shape
-  sizes = _even_sizes(_num_elements(tensors[0]), num_shards)
-  pieces = [_split_flat(t, sizes, d) for t, d in zip(tensors, devices)]
+  lengths = sizes.even_sizes(_num_elements(tensors[0]), num_shards)
+  pieces = [_split_flat(t, lengths, d) for t, d in zip(tensors, devices)]
   reduced = [core([p[s] for p in pieces], devices) for s in range(num_shards)]
-  return [_join_flat([r[i] for r in reduced], shape, d)
-          for i, d in enumerate(devices)]
+  return [
+    _join_flat([r[i] for r in reduced], shape, d) for i, d in enumerate(devices)
+  ]
 
 
 def _shuffle(tensors, devices, gather_devices, num_pieces):
@@ -374,10 +396,12 @@ def _shuffle(tensors, devices, gather_devices, num_pieces):
   Every device then concatenates all the summed pieces.
   """
   shape = tensors[0].shape
-  sizes = _even_sizes(_num_elements(tensors[0]), num_pieces)
-  pieces = [_split_flat(t, sizes, d) for t, d in zip(tensors, devices)]
-  sums = [_sum_on([p[s] for p in pieces], gather_devices[s % len(gather_devices)])
-          for s in range(num_pieces)]
+  lengths = sizes.even_sizes(_num_elements(tensors[0]), num_pieces)
+  pieces = [_split_flat(t, lengths, d) for t, d in zip(tensors, devices)]
+  sums = [
+    _sum_on([p[s] for p in pieces], gather_devices[s % len(gather_devices)])
+    for s in range(num_pieces)
+  ]
   return [_join_flat(sums, shape, d) for d in devices]
 
 
@@ -393,8 +417,12 @@ def copy_all_reduce(tensors, devices, num_shards=1):
   """
   tensors = _check_inputs(tensors, devices)
   with tf1.name_scope('allreduce_copy'):
-    return _per_shard(lambda ts, ds: _broadcast(_sum_on(ts, ds[0]), ds),
-                      tensors, devices, num_shards)
+    return _per_shard(
+      lambda ts, ds: _broadcast(_sum_on(ts, ds[0]), ds),
+      tensors,
+      devices,
+      num_shards,
+    )
 
 
 @register_algorithm('pscpu')
@@ -469,13 +497,14 @@ def ring_all_reduce(tensors, devices, num_shards=1):
     return _broadcast(tensors[0], devices)
   shape = tensors[0].shape
   with tf1.name_scope('allreduce_xring'):
-    sizes = _even_sizes(_num_elements(tensors[0]), rings * n)
-    pieces = [_split_flat(t, sizes, d) for t, d in zip(tensors, devices)]
+    lengths = sizes.even_sizes(_num_elements(tensors[0]), rings * n)
+    pieces = [_split_flat(t, lengths, d) for t, d in zip(tensors, devices)]
     for r in range(rings):
       order = _ring_order(n, r)
       span = slice(r * n, (r + 1) * n)
-      done = _ring_reduce([pieces[i][span] for i in order],
-                          [devices[i] for i in order])
+      done = _ring_reduce(
+        [pieces[i][span] for i in order], [devices[i] for i in order]
+      )
       for pos, i in enumerate(order):
         pieces[i][span] = done[pos]
     return [_join_flat(pieces[i], shape, d) for i, d in enumerate(devices)]
@@ -532,12 +561,19 @@ def _rechd_core(tensors, devices):
   members = []  # (device index, flat tensor) of the p ranks
   for i in range(extra):
     with tf.device(devices[2 * i]):
-      members.append((2 * i, tf.add(tf.reshape(tensors[2 * i], [-1]),
-                                    tf.reshape(tensors[2 * i + 1], [-1]))))
+      members.append(
+        (
+          2 * i,
+          tf.add(
+            tf.reshape(tensors[2 * i], [-1]),
+            tf.reshape(tensors[2 * i + 1], [-1]),
+          ),
+        )
+      )
   members += [(j, tensors[j]) for j in range(2 * extra, n)]
-  sizes = _even_sizes(_num_elements(tensors[0]), p)
+  lengths = sizes.even_sizes(_num_elements(tensors[0]), p)
   rank_devices = [devices[j] for j, _ in members]
-  chunks = [_split_flat(t, sizes, devices[j]) for j, t in members]
+  chunks = [_split_flat(t, lengths, devices[j]) for j, t in members]
   done = _halving_doubling(chunks, rank_devices)
   outputs = [None] * n
   for (j, _), row in zip(members, done):
@@ -574,8 +610,9 @@ def shuffle_all_reduce(tensors, devices, num_shards=1):
 
 
 @register_algorithm('collective', uses_collective_keys=True, lockstep=True)
-def collective_all_reduce(tensors, devices, num_shards=1, *,
-                          collective_keys=None):
+def collective_all_reduce(
+  tensors, devices, num_shards=1, *, collective_keys=None
+):
   """CollectiveReduceV2 (Add/Id) over the devices of one graph.
 
   #N sets max_subdivs_per_device (ring communication subdivisions). Keys come
@@ -595,10 +632,18 @@ def collective_all_reduce(tensors, devices, num_shards=1, *,
   with tf1.name_scope('allreduce_collective'):
     for t, d in zip(tensors, devices):
       with tf.device(d):
-        outputs.append(tf.raw_ops.CollectiveReduceV2(
-            input=t, group_size=n, group_key=group_key,
-            instance_key=instance_key, ordering_token=[], merge_op='Add',
-            final_op='Id', max_subdivs_per_device=subdivs))
+        outputs.append(
+          tf.raw_ops.CollectiveReduceV2(
+            input=t,
+            group_size=n,
+            group_key=group_key,
+            instance_key=instance_key,
+            ordering_token=[],
+            merge_op='Add',
+            final_op='Id',
+            max_subdivs_per_device=subdivs,
+          )
+        )
   return outputs
 
 
@@ -607,12 +652,12 @@ def _require_nccl(devices):
   not_gpu = [d for d in devices if not _is_gpu(d)]
   visible = tf.config.list_physical_devices('GPU')
   if not_gpu or not visible:
-    reason = (f'non-GPU devices {not_gpu}' if not_gpu else
-              'no GPU is visible')
+    reason = f'non-GPU devices {not_gpu}' if not_gpu else 'no GPU is visible'
     cpu_names = ', '.join(algorithm_names(cpu_only=True))
     raise AllReduceUnavailableError(
-        f'nccl all-reduce needs GPU devices and a visible GPU ({reason}); '
-        f'use a CPU algorithm instead: {cpu_names}')
+      f'nccl all-reduce needs GPU devices and a visible GPU ({reason}); '
+      f'use a CPU algorithm instead: {cpu_names}'
+    )
 
 
 def _nccl_core(tensors, devices):
@@ -625,8 +670,9 @@ def _nccl_core(tensors, devices):
     with tf.device(d):
       # NcclAllReduce has no bfloat16 kernel: sum those in float32.
       wide = tf.cast(t, tf.float32) if t.dtype == tf.bfloat16 else t
-      summed = tf.raw_ops.NcclAllReduce(input=wide, reduction='sum',
-                                        num_devices=n, shared_name=shared_name)
+      summed = tf.raw_ops.NcclAllReduce(
+        input=wide, reduction='sum', num_devices=n, shared_name=shared_name
+      )
       outputs.append(tf.cast(summed, t.dtype) if wide is not t else summed)
   return outputs
 
@@ -658,8 +704,9 @@ def _hierarchical_copy_core(tensors, devices):
     total_a = tf.add(part_a, part_b)
   with tf.device(heads[1]):
     total_b = tf.add(part_b, part_a)
-  return _broadcast(total_a, devices[:half]) + _broadcast(total_b,
-                                                          devices[half:])
+  return _broadcast(total_a, devices[:half]) + _broadcast(
+    total_b, devices[half:]
+  )
 
 
 @register_algorithm('hierarchical_copy')
@@ -698,15 +745,20 @@ def _two_level(alg, tensors, devices, workers, collective_keys):
   intra_out = [None] * len(devices)
   heads = []
   for members in workers:
-    outs = _run_algorithm(alg.intra, [tensors[i] for i in members],
-                          [devices[i] for i in members], alg.shards,
-                          collective_keys)
+    outs = _run_algorithm(
+      alg.intra,
+      [tensors[i] for i in members],
+      [devices[i] for i in members],
+      alg.shards,
+      collective_keys,
+    )
     for i, o in zip(members, outs):
       intra_out[i] = o
     heads.append(outs[0])
   head_devices = [devices[m[0]] for m in workers]
-  across = _run_algorithm(alg.inter, heads, head_devices, alg.inter_shards,
-                          collective_keys)
+  across = _run_algorithm(
+    alg.inter, heads, head_devices, alg.inter_shards, collective_keys
+  )
   lockstep = _TRAITS[alg.intra].lockstep
   outputs = [None] * len(devices)
   for w, members in enumerate(workers):
@@ -719,8 +771,13 @@ def _two_level(alg, tensors, devices, workers, collective_keys):
   return outputs
 
 
-def all_reduce(tensors: Sequence[tf.Tensor], devices: Sequence[str], spec,
-               *, collective_keys=None) -> List[tf.Tensor]:
+def all_reduce(
+  tensors: Sequence[tf.Tensor],
+  devices: Sequence[str],
+  spec,
+  *,
+  collective_keys=None,
+) -> List[tf.Tensor]:
   """Sums `tensors` (tensor i on devices[i]) as `spec` says.
 
   Args:
@@ -740,6 +797,7 @@ def all_reduce(tensors: Sequence[tf.Tensor], devices: Sequence[str], spec,
   alg = spec.alg_for(_num_elements(tensors[0]))
   workers = group_by_worker(devices)
   if alg.inter is None or len(workers) == 1:
-    return _run_algorithm(alg.intra, tensors, devices, alg.shards,
-                          collective_keys)
+    return _run_algorithm(
+      alg.intra, tensors, devices, alg.shards, collective_keys
+    )
   return _two_level(alg, tensors, devices, workers, collective_keys)

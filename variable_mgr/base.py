@@ -11,16 +11,22 @@ A manager decides, for one data-parallel strategy:
     (`savable_variables`).
 The driver only calls these methods; anything that differs between strategies
 belongs here, not in the driver.
+
+Also here, shared by local.py and distributed.py: PerTowerCopies (the base
+of the managers with a copy per tower), tower_copies (every tower's copy of a
+variable, by relative name; see naming.py) and ClusterDevices.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from typing import Callable, ClassVar, Iterator, Sequence
 
 import tensorflow as tf
+
+from variable_mgr import naming
+from variable_mgr.traits import Traits
 
 tf1 = tf.compat.v1
 
@@ -38,6 +44,7 @@ class Reduction:
   consistent: True if the updates must wait for every gradient of the step
     (strong consistency); False lets them overlap the step's computation.
   """
+
   sites: list
   side_ops: tuple = ()
   consistent: bool = True
@@ -51,41 +58,34 @@ class VariableMgr:
   """
 
   name: ClassVar[str] = ''
-  # True for modes that only make sense with --job_name/--worker_hosts.
-  requires_cluster: ClassVar[bool] = False
-  # True for modes that reduce with an --all_reduce_spec.
-  uses_all_reduce: ClassVar[bool] = False
-  # True for modes that can run in a cluster (given a ClusterDevices).
-  supports_cluster: ClassVar[bool] = False
-  # True for modes that keep variables on ps tasks (need --ps_hosts).
-  needs_ps: ClassVar[bool] = False
-  # True for modes where one controller builds one graph spanning every
-  # worker's devices (the workers only serve).
-  needs_controller: ClassVar[bool] = False
-  # True for modes whose graph ops reach other workers (collectives), so a
-  # session cannot be filtered down to this worker and the ps tasks.
-  talks_to_other_workers: ClassVar[bool] = False
+  traits: ClassVar[Traits] = Traits()
 
-  def __init__(self, tower_devices: Sequence[str], *, cpu_device: str = '/cpu:0',
-               use_resource_vars: bool = False, cluster=None):
+  def __init__(
+    self,
+    tower_devices: Sequence[str],
+    *,
+    cpu_device: str = '/cpu:0',
+    use_resource_vars: bool = False,
+    cluster=None,
+  ):
     if not tower_devices:
       raise ValueError('a variable manager needs at least one tower device')
     self.tower_devices = tuple(tower_devices)
     self.cpu_device = cpu_device
     self.use_resource_vars = use_resource_vars
-    self.cluster = cluster   # ClusterDevices, or None for a local run
+    self.cluster = cluster  # ClusterDevices, or None for a local run
 
   @classmethod
-  def from_params(cls, params, tower_devices: Sequence[str],
-                  cluster=None) -> 'VariableMgr':
-    """Builds the manager from run Params (reads only the fields it needs)."""
-    del cluster
-    return cls(tower_devices, use_resource_vars=params.use_resource_vars)
+  def from_params(
+    cls, params, tower_devices: Sequence[str], cluster=None
+  ) -> 'VariableMgr':
+    """Builds the manager from run Params (reads only the fields it needs).
 
-  @property
-  def workers_in_lockstep(self) -> bool:
-    """True when every step of a worker waits for the other workers."""
-    return self.talks_to_other_workers
+    cluster: a ClusterDevices in a cluster run, else None.
+    """
+    return cls(
+      tower_devices, use_resource_vars=params.use_resource_vars, cluster=cluster
+    )
 
   # ---- where things live -------------------------------------------------
 
@@ -117,7 +117,9 @@ class VariableMgr:
   def tower_trainable_variables(self, index: int) -> list:
     """The trainable variables tower `index` computes gradients for."""
     prefix = self.variable_prefix(index)
-    return [v for v in tf1.trainable_variables() if v.op.name.startswith(prefix)]
+    return [
+      v for v in tf1.trainable_variables() if v.op.name.startswith(prefix)
+    ]
 
   # ---- from gradients to updates ----------------------------------------
 
@@ -128,11 +130,14 @@ class VariableMgr:
     """
     raise NotImplementedError
 
-  def build_train_op(self, tower_grads: Sequence[GradsAndVars],
-                     make_optimizer: Callable[[], tf1.train.Optimizer],
-                     global_step: tf.Variable,
-                     clip_norm: float | None = None,
-                     loss_scale=None) -> tf.Operation:
+  def build_train_op(
+    self,
+    tower_grads: Sequence[GradsAndVars],
+    make_optimizer: Callable[[], tf1.train.Optimizer],
+    global_step: tf.Variable,
+    clip_norm: float | None = None,
+    loss_scale=None,
+  ) -> tf.Operation:
     """Reduces, (unscales, checks,) clips and applies the gradients.
 
     global_step moves once per applied step. With a LossScale, towers must
@@ -147,15 +152,21 @@ class VariableMgr:
         if clip_norm is not None:
           grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
         with tf.device(device), self._apply_name_scope(k):
-          updates.append(make_optimizer().apply_gradients(
-              grads_and_vars, global_step=global_step if k == 0 else None))
+          updates.append(
+            make_optimizer().apply_gradients(
+              grads_and_vars, global_step=global_step if k == 0 else None
+            )
+          )
       return updates
 
     # Updates run in place on the variables' buffers: without this barrier an
     # update could land while another op of the same step (the backprop of an
     # earlier layer) still reads the old value, and the step would mix both.
-    barrier = ([g for grads in tower_grads for g, _ in grads]
-               if reduction.consistent else [])
+    barrier = (
+      [g for grads in tower_grads for g, _ in grads]
+      if reduction.consistent
+      else []
+    )
     with tf.control_dependencies(barrier):
       if loss_scale is None:
         update = tf.group(*apply(reduction.sites))
@@ -203,25 +214,63 @@ class VariableMgr:
     created outside the towers) keeps its own name. Other towers' copies are
     not saved: post_init_ops makes them equal to tower 0's.
     """
-    prefix = self.variable_prefix(0)
+    saved_prefix = self.variable_prefix(0)
     saved = {}
     for v in tf1.global_variables():
-      name = v.op.name
-      if name.startswith(prefix):
-        saved[name[len(prefix):]] = v
-      elif not _REPLICA_PREFIX.match(name):
+      name = naming.checkpoint_name(v.op.name, saved_prefix)
+      if name is not None:
         saved[name] = v
     return saved
 
 
-# 'v/', 'v0/', 'v12/': variables of a tower (or of the shared copy).
-_REPLICA_PREFIX = re.compile(r'^v\d*/')
+class PerTowerCopies(VariableMgr):
+  """Base of the managers that keep one copy of the variables per tower.
+
+  Tower i builds its model under 'vI/' (see naming) on its own device; an
+  apply site k is tower k's copy, so its optimizer's own variables get
+  tower k's prefix too.
+  """
+
+  def variable_prefix(self, index: int) -> str:
+    return naming.tower_prefix(index)
+
+  def tower_scope(self, index: int):
+    return replica_scope(
+      naming.tower_scope_name(index),
+      self.tower_devices[index],
+      use_resource=self.use_resource_vars,
+    )
+
+  def _apply_name_scope(self, site: int):
+    return tf1.name_scope(self.variable_prefix(site))
 
 
 def shared_copy_variables() -> dict:
   """The shared copies 'v/NAME' (and their optimizer slots), keyed NAME."""
-  return {v.op.name[len('v/'):]: v for v in tf1.global_variables()
-          if v.op.name.startswith('v/')}
+  saved = {}
+  for v in tf1.global_variables():
+    relative = naming.relative_name(v.op.name, naming.SHARED_PREFIX)
+    if relative is not None:
+      saved[relative] = v
+  return saved
+
+
+def tower_copies(variables, num_towers: int) -> dict:
+  """Every tower's copy of each variable tower 0 has, by relative name.
+
+  Returns {relative name: [tower 0's copy, tower 1's copy, ...]}, sorted by
+  name (every worker lists them in the same order); a tower without a copy
+  of that name has None in its place.
+  """
+  by_name = {v.op.name: v for v in variables}
+  copies = {}
+  for name in sorted(by_name):
+    relative = naming.relative_name(name, naming.tower_prefix(0))
+    if relative is not None:
+      copies[relative] = [
+        by_name.get(naming.tower_name(i, relative)) for i in range(num_towers)
+      ]
+  return copies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +283,7 @@ class ClusterDevices:
   is_chief: whether this process initialises shared state.
   cross_replica_sync: whether the workers' gradients of a step are averaged.
   """
+
   ps_devices: tuple
   worker_devices: tuple
   task_index: int
@@ -248,6 +298,16 @@ class ClusterDevices:
   def worker_device(self) -> str:
     return self.worker_devices[self.task_index]
 
+  @property
+  def worker_cpu_device(self) -> str:
+    """The CPU of this worker (where its step-local state lives)."""
+    return cpu_of_task(self.worker_device)
+
+
+def cpu_of_task(task_device: str) -> str:
+  """The first CPU of the task '/job:J/replica:R/task:K'."""
+  return task_device + '/device:CPU:0'
+
 
 def on_task(variable, task_prefix: str) -> bool:
   """Whether `variable` lives on the task whose device prefix is given."""
@@ -256,8 +316,9 @@ def on_task(variable, task_prefix: str) -> bool:
   return spec.job == task.job and (spec.task or 0) == (task.task or 0)
 
 
-def clip_by_global_norm(grads_and_vars: GradsAndVars,
-                        clip_norm: float) -> GradsAndVars:
+def clip_by_global_norm(
+  grads_and_vars: GradsAndVars, clip_norm: float
+) -> GradsAndVars:
   """Clips the gradients of one apply site to `clip_norm` global norm."""
   grads = [g for g, _ in grads_and_vars]
   clipped, _ = tf.clip_by_global_norm(grads, clip_norm)
@@ -273,11 +334,16 @@ def mean_of(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
 
 
 @contextlib.contextmanager
-def replica_scope(prefix: str, device, *, reuse: bool = False,
-                  use_resource: bool = False) -> Iterator[None]:
+def replica_scope(
+  prefix: str, device, *, reuse: bool = False, use_resource: bool = False
+) -> Iterator[None]:
   """Variable scope `prefix` + device for one tower's model."""
-  with tf1.variable_scope(prefix, reuse=reuse, use_resource=use_resource,
-                          auxiliary_name_scope=not reuse):
+  with tf1.variable_scope(
+    prefix,
+    reuse=reuse,
+    use_resource=use_resource,
+    auxiliary_name_scope=not reuse,
+  ):
     # tf1.device also takes a device function (parameter_server's placer).
     with tf1.device(device):
       yield

@@ -19,14 +19,18 @@ builds the same names on the same ps devices, so their graphs use one copy.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import tensorflow as tf
 
 from variable_mgr import base
 from variable_mgr import collective_keys
 from variable_mgr import local
+from variable_mgr import naming
+from variable_mgr import sizes
 from variable_mgr.registry import register
 from variable_mgr.registry import register_cluster_variant
+from variable_mgr.traits import Traits
 
 tf1 = tf.compat.v1
 
@@ -58,8 +62,9 @@ class SyncAccumulators:
   their counts agree.
   """
 
-  def __init__(self, cluster: base.ClusterDevices, token_device: str,
-               counter_device: str):
+  def __init__(
+    self, cluster: base.ClusterDevices, token_device: str, counter_device: str
+  ):
     self.cluster = cluster
     self.token_device = token_device
     self.counter_device = counter_device
@@ -69,8 +74,12 @@ class SyncAccumulators:
     # control inputs cannot be run by the initialiser.
     with tf.control_dependencies(None), tf.device(self.counter_device):
       return tf1.get_variable(
-          'sync_step', initializer=tf.constant(0, tf.int64), trainable=False,
-          use_resource=True, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        'sync_step',
+        initializer=tf.constant(0, tf.int64),
+        trainable=False,
+        use_resource=True,
+        collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+      )
 
   def step(self, grads_and_vars, apply_fn) -> tf.Operation:
     """Ops of one synchronous step; apply_fn(grads_and_vars) -> update op."""
@@ -82,15 +91,23 @@ class SyncAccumulators:
     for grad, var in grads_and_vars:
       with tf.device(var.device):
         acc = tf1.ConditionalAccumulator(
-            grad.dtype, shape=var.shape, shared_name='sync_acc/' + var.op.name,
-            name='sync_acc/' + var.op.name.replace(':', '_'))
+          grad.dtype,
+          shape=var.shape,
+          shared_name='sync_acc/' + var.op.name,
+          name='sync_acc/' + var.op.name.replace(':', '_'),
+        )
         pushes.append(acc.apply_grad(grad, local_step=stamp))
         accumulators.append(acc)
     with tf.device(self.counter_device), tf.control_dependencies(pushes):
       count = counter.assign_add(1)
     with tf.device(self.token_device):
-      tokens = tf1.FIFOQueue(-1, [tf.int32], shapes=[[]],
-                             shared_name='sync_tokens', name='sync_tokens')
+      tokens = tf1.FIFOQueue(
+        -1,
+        [tf.int32],
+        shapes=[[]],
+        shared_name='sync_tokens',
+        name='sync_tokens',
+      )
     if not self.cluster.is_chief:
       with tf.control_dependencies(pushes):
         return tf.group(tokens.dequeue(), count, name='sync_wait')
@@ -105,47 +122,81 @@ class SyncAccumulators:
     return tf.group(update, release, count, name='sync_apply')
 
 
-class _ClusterMixin:
-  """Initialisation rules shared by the managers whose variables sit on ps."""
+class PsClusterMixin:
+  """What the managers whose shared variables sit on ps tasks have in common.
+
+  Put it first among the bases (class M(PsClusterMixin, SomeManager)); it
+  has no __init__ and reads only what VariableMgr.__init__ sets (`cluster`,
+  `cpu_device`), so the manager's own __init__ simply calls super().
+
+  The chief initialises every variable, another worker only its own (the
+  shared ones it waits for); the global step lives on the first ps task;
+  a checkpoint holds the shared copy of a variable, not a tower's cache of
+  it. Updates of shared variables are averaged over the workers
+  (SyncAccumulators) or applied by each worker alone (async).
+  """
 
   cluster: base.ClusterDevices
+
+  @property
+  def ps_devices(self) -> tuple:
+    """One device per ps task."""
+    return tuple(self.cluster.ps_devices)
+
+  @property
+  def global_step_device(self) -> str:
+    return self.ps_devices[0]
 
   def initialized_variables(self):
     if self.cluster.is_chief:
       return tf1.global_variables()
-    return [v for v in tf1.global_variables()
-            if base.on_task(v, self.cluster.worker_device)]
+    return [
+      v
+      for v in tf1.global_variables()
+      if base.on_task(v, self.cluster.worker_device)
+    ]
 
   def shared_variables(self):
-    return [v for v in tf1.global_variables()
-            if not base.on_task(v, self.cluster.worker_device)]
+    return [
+      v
+      for v in tf1.global_variables()
+      if not base.on_task(v, self.cluster.worker_device)
+    ]
 
-  @property
-  def workers_in_lockstep(self) -> bool:
-    return self.cluster.cross_replica_sync
+  def savable_variables(self):
+    # The ps copy 'v/NAME' (and its optimizer slots) is the variable; a
+    # tower's copy, where there is one, is a cache of it.
+    saved = super().savable_variables()
+    saved.update(base.shared_copy_variables())
+    return saved
 
   def _apply(self, grads_and_vars, make_optimizer, global_step, clip_norm):
     if clip_norm is not None:
       grads_and_vars = base.clip_by_global_norm(grads_and_vars, clip_norm)
-    return make_optimizer().apply_gradients(grads_and_vars,
-                                            global_step=global_step)
+    return make_optimizer().apply_gradients(
+      grads_and_vars, global_step=global_step
+    )
 
-  def _sync_or_async(self, grads_and_vars, make_optimizer, global_step,
-                     clip_norm, *, bump_global_step=True, guard=None):
+  def _sync_or_async(
+    self, grads_and_vars, make_optimizer, global_step, clip_norm, guard=None
+  ):
     """The update: averaged over workers (sync) or this worker's own.
 
+    global_step: moved by the update, or None to leave it alone.
     guard(grads_and_vars, apply) -> op wraps the apply in the loss-scale
     check; it runs where the apply runs (the chief, in sync mode).
     """
+
     def apply(gvs):
-      return self._apply(gvs, make_optimizer,
-                         global_step if bump_global_step else None, clip_norm)
+      return self._apply(gvs, make_optimizer, global_step, clip_norm)
 
     def apply_fn(gvs):
       return guard(gvs, apply) if guard else apply(gvs)
+
     if self.cluster.cross_replica_sync and self.cluster.num_workers > 1:
-      return SyncAccumulators(self.cluster, self.ps_devices[0],
-                              self.cpu_device).step(grads_and_vars, apply_fn)
+      return SyncAccumulators(
+        self.cluster, self.ps_devices[0], self.cpu_device
+      ).step(grads_and_vars, apply_fn)
     return apply_fn(grads_and_vars)
 
   def _loss_scale_guard(self, loss_scale):
@@ -159,8 +210,10 @@ class _ClusterMixin:
 
     def guard(grads_and_vars, apply):
       return loss_scale.guarded_update(
-          [(self.global_step_device, grads_and_vars)],
-          lambda sites: [apply(sites[0][1])])
+        [(self.global_step_device, grads_and_vars)],
+        lambda sites: [apply(sites[0][1])],
+      )
+
     return guard
 
 
@@ -179,42 +232,77 @@ def _local_means(tower_grads, device):
   out = []
   with tf.device(device):
     for grads_and_vars in zip(*tower_grads):
-      out.append((base.mean_of([g for g, _ in grads_and_vars]),
-                  grads_and_vars[0][1]))
+      out.append(
+        (base.mean_of([g for g, _ in grads_and_vars]), grads_and_vars[0][1])
+      )
   return out
 
 
+def _requested_shape(getter_kwargs) -> tf.TensorShape:
+  """The shape a variable getter is asked for (the initializer's if none)."""
+  shape = getter_kwargs.get('shape')
+  initializer = getter_kwargs.get('initializer')
+  if shape is None and hasattr(initializer, 'shape'):
+    shape = initializer.shape
+  return tf.TensorShape(shape)
+
+
+def _requested_bytes(getter_kwargs) -> int:
+  """Bytes of the variable a getter is asked for (see sizes.num_bytes)."""
+  return sizes.num_bytes(
+    _requested_shape(getter_kwargs), getter_kwargs.get('dtype') or tf.float32
+  )
+
+
 @register_cluster_variant
-class ClusterParameterServer(_ClusterMixin, local.ParameterServer):
+class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
   """parameter_server across workers: the variables on the ps tasks."""
 
   name = 'parameter_server'
-  supports_cluster = True
-  needs_ps = True
+  traits = Traits(runs_local=False, runs_in_cluster=True, needs_ps=True)
 
-  def __init__(self, tower_devices, *, cluster: base.ClusterDevices,
-               partition_threshold_bytes: int = 0, **kwargs):
-    self.ps_devices = tuple(cluster.ps_devices)
-    super().__init__(tower_devices, param_devices=self.ps_devices,
-                     cpu_device=cluster.worker_device + '/device:CPU:0',
-                     cluster=cluster, **kwargs)
+  def __init__(
+    self,
+    tower_devices,
+    *,
+    cluster: base.ClusterDevices,
+    partition_threshold_bytes: int = 0,
+    **kwargs,
+  ):
+    super().__init__(
+      tower_devices,
+      param_devices=cluster.ps_devices,
+      cpu_device=cluster.worker_cpu_device,
+      cluster=cluster,
+      **kwargs,
+    )
     self.partition_threshold_bytes = partition_threshold_bytes
-    self._parts = {}    # variable name -> its part variables
+    self._parts = {}  # variable name -> its part variables
 
   @classmethod
   def from_params(cls, params, tower_devices, cluster=None):
-    return cls(tower_devices, cluster=cluster,
-               partition_threshold_bytes=params.ps_partition_threshold_bytes,
-               use_resource_vars=params.use_resource_vars)
+    return cls(
+      tower_devices,
+      cluster=cluster,
+      partition_threshold_bytes=params.ps_partition_threshold_bytes,
+      use_resource_vars=params.use_resource_vars,
+    )
 
   @contextlib.contextmanager
   def tower_scope(self, index: int):
-    getter = self._partitioning_getter if (
-        self.partition_threshold_bytes and len(self.ps_devices) > 1) else None
+    getter = (
+      self._partitioning_getter
+      if (self.partition_threshold_bytes and len(self.ps_devices) > 1)
+      else None
+    )
     with tf1.name_scope('tower_%d' % index):
-      with tf1.variable_scope('v', reuse=index > 0, custom_getter=getter,
-                              use_resource=self.use_resource_vars,
-                              auxiliary_name_scope=index == 0):
+      with tf1.variable_scope(
+        naming.SHARED_SCOPE,
+        reuse=index > 0,
+        custom_getter=getter,
+        use_resource=self.use_resource_vars,
+        auxiliary_name_scope=index == 0,
+      ):
         with tf1.device(self.placer.device_fn(self.tower_devices[index])):
           yield
 
@@ -224,144 +312,157 @@ class ClusterParameterServer(_ClusterMixin, local.ParameterServer):
     The parts are variables 'NAME/part_K' on ps task K; the model gets their
     concatenation (read on the tower's device), so it never knows.
     """
-    initializer = kwargs.get('initializer')
-    shape = kwargs.get('shape')
-    if shape is None and hasattr(initializer, 'shape'):
-      shape = initializer.shape
-    shape = tf.TensorShape(shape)
-    dtype = kwargs.get('dtype') or tf.float32
-    num = min(len(self.ps_devices), shape[0] if shape.rank else 1)
-    if (name not in self._parts and (
-        not kwargs.get('trainable', True) or shape.rank is None or
-        shape.rank < 1 or num < 2 or
-        _bytes_of(shape, dtype) <= self.partition_threshold_bytes or
-        not hasattr(initializer, 'shape'))):
-      return getter(name, *args, **kwargs)
     if name not in self._parts:
-      self._parts[name] = self._make_parts(getter, name, initializer, shape,
-                                           num, kwargs)
+      num = self._num_parts(kwargs)
+      if num < 2:
+        return getter(name, *args, **kwargs)
+      self._parts[name] = self._make_parts(getter, name, num, kwargs)
     return tf.concat([p.read_value() for p in self._parts[name]], 0)
 
-  def _make_parts(self, getter, name, initializer, shape, num, kwargs):
-    rows = [shape[0] // num + (1 if k < shape[0] % num else 0)
-            for k in range(num)]
+  def _num_parts(self, kwargs) -> int:
+    """How many parts a new variable is split into (1: not split)."""
+    shape = _requested_shape(kwargs)
+    if (
+      not kwargs.get('trainable', True)
+      or not hasattr(kwargs.get('initializer'), 'shape')
+      or not shape.rank
+      or shape[0] is None
+      or _requested_bytes(kwargs) <= self.partition_threshold_bytes
+    ):
+      return 1
+    return min(len(self.ps_devices), shape[0])
+
+  def _make_parts(self, getter, name, num, kwargs):
+    initializer = kwargs['initializer']
+    rows = sizes.even_sizes(_requested_shape(kwargs)[0], num)
     parts, start = [], 0
     for k, count in enumerate(rows):
-      part_kwargs = dict(kwargs, shape=None,
-                         initializer=initializer[start:start + count])
+      part_kwargs = dict(
+        kwargs, shape=None, initializer=initializer[start : start + count]
+      )
       # Not the byte-balancing placer: part K goes to ps task K.
       with tf1.device(None), tf.device(self.ps_devices[k]):
         parts.append(getter('%s/part_%d' % (name, k), **part_kwargs))
       start += count
     return parts
 
-  @property
-  def global_step_device(self) -> str:
-    return self.ps_devices[0]
-
   def describe(self) -> str:
-    split = (', variables > %d bytes split over the ps tasks'
-             % self.partition_threshold_bytes
-             if self.partition_threshold_bytes else '')
+    split = (
+      ', variables > %d bytes split over the ps tasks'
+      % self.partition_threshold_bytes
+      if self.partition_threshold_bytes
+      else ''
+    )
     return '%s (variables on %d ps task(s), %s%s)' % (
-        self.name, len(self.ps_devices),
-        'sync' if self.cluster.cross_replica_sync else 'async', split)
+      self.name,
+      len(self.ps_devices),
+      'sync' if self.cluster.cross_replica_sync else 'async',
+      split,
+    )
 
-  def build_train_op(self, tower_grads, make_optimizer, global_step,
-                     clip_norm=None, loss_scale=None):
+  def build_train_op(
+    self,
+    tower_grads,
+    make_optimizer,
+    global_step,
+    clip_norm=None,
+    loss_scale=None,
+  ):
     # Average this worker's towers locally, so each gradient crosses once.
     means = _local_means(tower_grads, self.cpu_device)
     with tf.control_dependencies(_all_grads(tower_grads)):
-      return tf.group(self._sync_or_async(
-          means, make_optimizer, global_step, clip_norm,
-          guard=self._loss_scale_guard(loss_scale)), name='train_op')
+      return tf.group(
+        self._sync_or_async(
+          means,
+          make_optimizer,
+          global_step,
+          clip_norm,
+          guard=self._loss_scale_guard(loss_scale),
+        ),
+        name='train_op',
+      )
 
 
 @register
-class DistributedReplicated(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected-access
+class DistributedReplicated(PsClusterMixin, base.PerTowerCopies):
   """A copy per tower on each worker; the shared copy ('v/...') on the ps."""
 
   name = 'distributed_replicated'
-  requires_cluster = True
-  supports_cluster = True
-  needs_ps = True
+  traits = Traits(runs_local=False, runs_in_cluster=True, needs_ps=True)
 
-  def __init__(self, tower_devices, *, cluster: base.ClusterDevices,
-               **kwargs):
-    self.ps_devices = tuple(cluster.ps_devices)
-    super().__init__(tower_devices,
-                     cpu_device=cluster.worker_device + '/device:CPU:0',
-                     cluster=cluster, **kwargs)
+  def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
+    super().__init__(
+      tower_devices,
+      cpu_device=cluster.worker_cpu_device,
+      cluster=cluster,
+      **kwargs,
+    )
     self._placer = local.GreedyVariablePlacer(self.ps_devices)
-    self._ps_copies = {}
-
-  @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
-    return cls(tower_devices, cluster=cluster,
-               use_resource_vars=params.use_resource_vars)
-
-  @property
-  def global_step_device(self) -> str:
-    return self.ps_devices[0]
+    self._ps_copies = {}  # relative name -> the shared copy on a ps task
 
   def describe(self) -> str:
     return '%s (shared copy on %d ps task(s), %s)' % (
-        self.name, len(self.ps_devices),
-        'sync' if self.cluster.cross_replica_sync else 'async')
+      self.name,
+      len(self.ps_devices),
+      'sync' if self.cluster.cross_replica_sync else 'async',
+    )
 
-  def _ps_copy(self, v0):
+  def _ps_copy(self, relative, v0):
     """The shared copy of tower 0's variable v0 (created once)."""
-    rel = v0.op.name[len('v0/'):]
-    if rel not in self._ps_copies:
-      device = self._placer.device_fn(None)(v0.op)
+    if relative not in self._ps_copies:
+      device = self._placer.place(sizes.num_bytes(v0.shape, v0.dtype))
       with tf.device(device), tf1.name_scope(None):
-        self._ps_copies[rel] = tf1.Variable(
-            v0.initial_value, trainable=False, name='v/' + rel,
-            use_resource=self.use_resource_vars)
-    return self._ps_copies[rel]
+        self._ps_copies[relative] = tf1.Variable(
+          v0.initial_value,
+          trainable=False,
+          name=naming.shared_name(relative),
+          use_resource=self.use_resource_vars,
+        )
+    return self._ps_copies[relative]
 
-  def build_train_op(self, tower_grads, make_optimizer, global_step,
-                     clip_norm=None, loss_scale=None):
+  def build_train_op(
+    self,
+    tower_grads,
+    make_optimizer,
+    global_step,
+    clip_norm=None,
+    loss_scale=None,
+  ):
     means = _local_means(tower_grads, self.cpu_device)
-    shared = [(g, self._ps_copy(v)) for g, v in means]
+    relatives = [
+      naming.relative_name(v.op.name, self.variable_prefix(0)) for _, v in means
+    ]
+    shared = [
+      (g, self._ps_copy(relative, v))
+      for relative, (g, v) in zip(relatives, means)
+    ]
     with tf.control_dependencies(_all_grads(tower_grads)):
       update = self._sync_or_async(
-          shared, make_optimizer, global_step, clip_norm,
-          guard=self._loss_scale_guard(loss_scale))
+        shared,
+        make_optimizer,
+        global_step,
+        clip_norm,
+        guard=self._loss_scale_guard(loss_scale),
+      )
     with tf.control_dependencies([update]):
-      copies = self._copy_back([v for _, v in means])
+      copies = self._copy_back(relatives)
     return tf.group(update, *copies, name='train_op')
 
-  def _copy_back(self, v0_vars):
-    """Every tower's copy of each variable <- the shared copy."""
+  def _copy_back(self, relatives):
+    """Every tower's copy of each variable named <- its shared copy."""
+    tower_copies = base.tower_copies(tf1.global_variables(), self.num_towers)
     ops = []
-    for v0 in v0_vars:
-      shared = self._ps_copies[v0.op.name[len('v0/'):]]
+    for relative in relatives:
       with tf.device(self.cpu_device):
-        value = tf.identity(shared.read_value())
-      for i in range(self.num_towers):
-        with tf.device(self.tower_devices[i]):
-          target = v0 if i == 0 else self._tower_variable(i, v0)
+        value = tf.identity(self._ps_copies[relative].read_value())
+      for device, target in zip(self.tower_devices, tower_copies[relative]):
+        with tf.device(device):
           ops.append(target.assign(value))
     return ops
 
-  def _tower_variable(self, index, v0):
-    name = 'v%d/%s' % (index, v0.op.name[len('v0/'):])
-    return [v for v in tf1.global_variables() if v.op.name == name][0]
-
   def post_init_ops(self):
-    if not self._ps_copies:   # forward only: nothing shared to copy from
-      return []
-    v0_vars = [v for v in tf1.global_variables()
-               if v.op.name[len('v0/'):] in self._ps_copies
-               and v.op.name.startswith('v0/')]
-    return self._copy_back(v0_vars)
-
-  def savable_variables(self):
-    # The ps copy (and its optimizer slots) is the variable; v0's is a cache.
-    saved = super().savable_variables()
-    saved.update(base.shared_copy_variables())
-    return saved
+    # Forward only: no shared copies, nothing to copy.
+    return self._copy_back(list(self._ps_copies))
 
 
 @register
@@ -369,30 +470,36 @@ class DistributedAllReduce(local.Replicated):
   """Replicated over every tower of every worker, run by one controller."""
 
   name = 'distributed_all_reduce'
-  requires_cluster = True
-  supports_cluster = True
-  needs_controller = True
+  traits = Traits(
+    runs_local=False, runs_in_cluster=True, one_graph=True, all_reduce=True
+  )
 
-  @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
-    sixteen_bit = (tf.float16 if params.use_fp16 else
-                   tf.bfloat16 if params.use_bf16 else None)
-    return cls(tower_devices,
-               reducer=local.GradientReducer.from_params(params, sixteen_bit),
-               relaxed=params.variable_consistency == 'relaxed',
-               use_resource_vars=params.use_resource_vars,
-               cpu_device=cluster.worker_devices[0] + '/device:CPU:0',
-               cluster=cluster)
+  def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
+    # The controller's ops outside the towers run on worker 0's CPU.
+    super().__init__(
+      tower_devices,
+      cpu_device=base.cpu_of_task(cluster.worker_devices[0]),
+      cluster=cluster,
+      **kwargs,
+    )
 
 
 def collective_group(tower_devices, cluster: base.ClusterDevices) -> list:
   """Every worker's versions of this worker's tower devices, worker-major."""
-  return [_device_of(w, d) for w in cluster.worker_devices
-          for d in tower_devices]
+  return [
+    _device_of(w, d) for w in cluster.worker_devices for d in tower_devices
+  ]
 
 
-def collective_reduce(tensors, tower_devices, group, keys, *,
-                      merge_op: str = 'Add', final_op: str = 'Div') -> list:
+def collective_reduce(
+  tensors,
+  tower_devices,
+  group,
+  keys,
+  *,
+  merge_op: str = 'Add',
+  final_op: str = 'Div',
+) -> list:
   """CollectiveReduceV2 of `tensors` (one per local tower) over `group`.
 
   Defaults give the mean; merge_op='Min', final_op='Id' the minimum.
@@ -402,10 +509,18 @@ def collective_reduce(tensors, tower_devices, group, keys, *,
   out = []
   for t, d in zip(tensors, tower_devices):
     with tf.device(d):
-      out.append(tf.raw_ops.CollectiveReduceV2(
-          input=t, group_size=len(group), group_key=group_key,
-          instance_key=instance_key, ordering_token=[], merge_op=merge_op,
-          final_op=final_op, timeout_seconds=COLLECTIVE_TIMEOUT_S))
+      out.append(
+        tf.raw_ops.CollectiveReduceV2(
+          input=t,
+          group_size=len(group),
+          group_key=group_key,
+          instance_key=instance_key,
+          ordering_token=[],
+          merge_op=merge_op,
+          final_op=final_op,
+          timeout_seconds=COLLECTIVE_TIMEOUT_S,
+        )
+      )
   return out
 
 
@@ -420,24 +535,38 @@ def collective_broadcast(variables, tower_devices, group, keys, is_source):
   for i, (var, device) in enumerate(zip(variables, tower_devices)):
     with tf.device(device):
       if is_source and i == 0:
-        ops.append(tf.raw_ops.CollectiveBcastSendV2(
-            input=var.read_value(), group_size=len(group),
-            group_key=group_key, instance_key=instance_key,
-            timeout_seconds=COLLECTIVE_TIMEOUT_S).op)
+        ops.append(
+          tf.raw_ops.CollectiveBcastSendV2(
+            input=var.read_value(),
+            group_size=len(group),
+            group_key=group_key,
+            instance_key=instance_key,
+            timeout_seconds=COLLECTIVE_TIMEOUT_S,
+          ).op
+        )
       else:
         value = tf.raw_ops.CollectiveBcastRecvV2(
-            group_size=len(group), group_key=group_key,
-            instance_key=instance_key, shape=var.shape.as_list(),
-            T=var.dtype.base_dtype, timeout_seconds=COLLECTIVE_TIMEOUT_S)
+          group_size=len(group),
+          group_key=group_key,
+          instance_key=instance_key,
+          shape=var.shape.as_list(),
+          T=var.dtype.base_dtype,
+          timeout_seconds=COLLECTIVE_TIMEOUT_S,
+        )
         ops.append(var.assign(value))
   return ops
 
 
 def collective_min(value, tower_devices, group) -> list:
   """Per tower device: the minimum of `value` over every tower of the group."""
-  return collective_reduce([value] * len(tower_devices), tower_devices, group,
-                           collective_keys.keys_for_graph(), merge_op='Min',
-                           final_op='Id')
+  return collective_reduce(
+    [value] * len(tower_devices),
+    tower_devices,
+    group,
+    collective_keys.keys_for_graph(),
+    merge_op='Min',
+    final_op='Id',
+  )
 
 
 def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
@@ -446,76 +575,95 @@ def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
   per_tower = [[] for _ in tower_grads]
   with tf1.name_scope('collective_allreduce'):
     for grads_and_vars in zip(*tower_grads):
-      means = collective_reduce([g for g, _ in grads_and_vars],
-                                tower_devices, group, keys)
+      means = collective_reduce(
+        [g for g, _ in grads_and_vars], tower_devices, group, keys
+      )
       for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
         per_tower[i].append((mean, var))
   return per_tower
 
 
 @register
-class CollectiveAllReduce(local._PerTowerCopies):  # pylint: disable=protected-access
+class CollectiveAllReduce(base.PerTowerCopies):
   """Per-worker graphs; gradients averaged by collectives over all towers."""
 
   name = 'collective_all_reduce'
-  requires_cluster = True
-  supports_cluster = True
-  talks_to_other_workers = True
+  traits = Traits(runs_local=False, runs_in_cluster=True, cross_worker_ops=True)
 
-  def __init__(self, tower_devices, *, cluster: base.ClusterDevices,
-               **kwargs):
-    tower_devices = [_device_of(cluster.worker_device, d)
-                     for d in tower_devices]
-    super().__init__(tower_devices,
-                     cpu_device=cluster.worker_device + '/device:CPU:0',
-                     cluster=cluster, **kwargs)
+  def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
+    tower_devices = [
+      _device_of(cluster.worker_device, d) for d in tower_devices
+    ]
+    super().__init__(
+      tower_devices,
+      cpu_device=cluster.worker_cpu_device,
+      cluster=cluster,
+      **kwargs,
+    )
     self.group = collective_group(self.tower_devices, cluster)
-
-  @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
-    return cls(tower_devices, cluster=cluster,
-               use_resource_vars=params.use_resource_vars)
 
   def all_reduce_description(self):
     return 'CollectiveReduceV2 over %d device(s)' % len(self.group)
 
   def reduce_gradients(self, tower_grads):
-    per_tower = collective_means_per_tower(tower_grads, self.tower_devices,
-                                           self.group)
-    return base.Reduction([(d, gv) for d, gv in
-                           zip(self.tower_devices, per_tower)])
+    per_tower = collective_means_per_tower(
+      tower_grads, self.tower_devices, self.group
+    )
+    return base.Reduction(
+      [(d, gv) for d, gv in zip(self.tower_devices, per_tower)]
+    )
 
   def post_init_ops(self):
-    return broadcast_tower_copies(self.num_towers, self.tower_devices,
-                                  self.group, self.cluster.is_chief)
+    return broadcast_tower_copies(
+      self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
+    )
 
 
 def broadcast_tower_copies(num_towers, tower_devices, group, is_source):
-  """Every 'vI/name' of every worker <- worker 0's 'v0/name' (broadcast)."""
+  """Every tower's copy on every worker <- worker 0's tower 0 copy."""
   keys = collective_keys.keys_for_graph()
-  by_name = {v.op.name: v for v in tf1.global_variables()}
   ops = []
   with tf1.name_scope('broadcast_init'):
-    for name in sorted(by_name):
-      if not name.startswith('v0/'):
-        continue
-      copies = [by_name.get('v%d/%s' % (i, name[3:]))
-                for i in range(num_towers)]
+    for copies in base.tower_copies(
+      tf1.global_variables(), num_towers
+    ).values():
       if any(c is None for c in copies):
         continue
-      ops.extend(collective_broadcast(copies, tower_devices, group, keys,
-                                      is_source))
+      ops.extend(
+        collective_broadcast(copies, tower_devices, group, keys, is_source)
+      )
   return ops
 
 
-def _bytes_of(shape, dtype) -> int:
-  shape = tf.TensorShape(shape)
-  elements = shape.num_elements() if shape.is_fully_defined() else 0
-  return elements * tf.as_dtype(dtype).size
+@dataclasses.dataclass(frozen=True)
+class _SkipGuard:
+  """The inf/nan verdict of one hybrid step, shared by all its updates.
+
+  finite: None without automatic loss scaling (every update runs), else a
+    bool tensor every worker agrees on.
+  """
+
+  loss_scale: object = None
+  finite: object = None
+
+  def run(self, make_updates) -> list:
+    """The ops make_updates() builds, skipped together unless finite."""
+    if self.finite is None:
+      return make_updates()
+    return [self.loss_scale.apply_if(self.finite, make_updates)]
+
+  def count_step(self, global_step):
+    """Moves the global step (not on a skipped step) and the loss scale."""
+    if self.finite is None:
+      return global_step.assign_add(1)
+    return tf.group(
+      global_step.assign_add(tf.cast(self.finite, tf.int64)),
+      self.loss_scale.adjust(self.finite),
+    )
 
 
 @register
-class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected-access
+class Hybrid(PsClusterMixin, base.PerTowerCopies):
   """Big variables on the ps (synchronised), small ones all-reduced.
 
   A variable of more than `threshold_bytes` has one shared copy, 'v/name',
@@ -525,28 +673,38 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
   """
 
   name = 'hybrid'
-  requires_cluster = True
-  supports_cluster = True
-  needs_ps = True
-  talks_to_other_workers = True
+  traits = Traits(
+    runs_local=False, runs_in_cluster=True, needs_ps=True, cross_worker_ops=True
+  )
 
-  def __init__(self, tower_devices, *, cluster: base.ClusterDevices,
-               threshold_bytes: int = 1 << 20, **kwargs):
-    self.ps_devices = tuple(cluster.ps_devices)
-    super().__init__(tower_devices,
-                     cpu_device=cluster.worker_device + '/device:CPU:0',
-                     cluster=cluster, **kwargs)
+  def __init__(
+    self,
+    tower_devices,
+    *,
+    cluster: base.ClusterDevices,
+    threshold_bytes: int = 1 << 20,
+    **kwargs,
+  ):
+    super().__init__(
+      tower_devices,
+      cpu_device=cluster.worker_cpu_device,
+      cluster=cluster,
+      **kwargs,
+    )
     self.threshold_bytes = threshold_bytes
     self.group = collective_group(self.tower_devices, cluster)
     self._placer = local.GreedyVariablePlacer(self.ps_devices)
-    self._shared = {}                       # rel name -> ps variable
+    self._shared = {}  # relative name -> ps variable
     self._tower_vars = [[] for _ in self.tower_devices]
 
   @classmethod
   def from_params(cls, params, tower_devices, cluster=None):
-    return cls(tower_devices, cluster=cluster,
-               threshold_bytes=params.hybrid_threshold_bytes,
-               use_resource_vars=params.use_resource_vars)
+    return cls(
+      tower_devices,
+      cluster=cluster,
+      threshold_bytes=params.hybrid_threshold_bytes,
+      use_resource_vars=params.use_resource_vars,
+    )
 
   @property
   def global_step_device(self) -> str:
@@ -556,108 +714,133 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
     # count is the step number the sync accumulators need as a stamp.
     return self.cpu_device
 
-  @property
-  def workers_in_lockstep(self) -> bool:
-    return True
-
   def describe(self) -> str:
     return '%s (variables > %d bytes on %d ps task(s), the rest collective)' % (
-        self.name, self.threshold_bytes, len(self.ps_devices))
+      self.name,
+      self.threshold_bytes,
+      len(self.ps_devices),
+    )
 
   def all_reduce_description(self):
     return 'CollectiveReduceV2 over %d device(s)' % len(self.group)
 
+  # ---- building the towers ----------------------------------------------
+
   @contextlib.contextmanager
   def tower_scope(self, index: int):
-    prefix = 'v%d/' % index
-
     def route(getter, name, *args, **kwargs):
-      shape = kwargs.get('shape')
-      initializer = kwargs.get('initializer')
-      if shape is None and hasattr(initializer, 'shape'):
-        shape = initializer.shape
-      trainable = kwargs.get('trainable', True)
-      var = None
-      if (name.startswith(prefix) and trainable and shape is not None and
-          _bytes_of(shape, kwargs.get('dtype') or tf.float32) >
-          self.threshold_bytes):
-        var = self._shared_variable(name[len(prefix):], getter, shape, args,
-                                    kwargs)
-      if var is None:
-        var = getter(name, *args, **kwargs)
-      if trainable:
-        self._tower_vars[index].append(var)
-      return var
+      return self._route(index, getter, name, *args, **kwargs)
 
-    with tf1.variable_scope('v%d' % index, custom_getter=route,
-                            use_resource=self.use_resource_vars):
+    with tf1.variable_scope(
+      naming.tower_scope_name(index),
+      custom_getter=route,
+      use_resource=self.use_resource_vars,
+    ):
       with tf1.device(self.tower_devices[index]):
         yield
 
-  def _shared_variable(self, rel, getter, shape, args, kwargs):
-    """The one ps copy 'v/REL' (created by the first tower that asks)."""
-    if rel not in self._shared:
-      k = min(range(len(self.ps_devices)),
-              key=self._placer.bytes_on.__getitem__)
-      self._placer.bytes_on[k] += _bytes_of(
-          shape, kwargs.get('dtype') or tf.float32)
-      with tf1.device(None), tf.device(self.ps_devices[k]):
-        self._shared[rel] = getter('v/' + rel, *args, **kwargs)
-    return self._shared[rel]
+  def _route(self, index, getter, name, *args, **kwargs):
+    """Custom getter of tower `index`: big variables to their ps copy."""
+    trainable = kwargs.get('trainable', True)
+    relative = naming.relative_name(name, self.variable_prefix(index))
+    num_bytes = _requested_bytes(kwargs)
+    if (
+      trainable and relative is not None and (num_bytes > self.threshold_bytes)
+    ):
+      var = self._shared_variable(relative, num_bytes, getter, args, kwargs)
+    else:
+      var = getter(name, *args, **kwargs)
+    if trainable:
+      self._tower_vars[index].append(var)
+    return var
+
+  def _shared_variable(self, relative, num_bytes, getter, args, kwargs):
+    """The one ps copy 'v/RELATIVE' (created by the first tower that asks)."""
+    if relative not in self._shared:
+      with tf1.device(None), tf.device(self._placer.place(num_bytes)):
+        self._shared[relative] = getter(
+          naming.shared_name(relative), *args, **kwargs
+        )
+    return self._shared[relative]
 
   def tower_trainable_variables(self, index: int) -> list:
     return list(self._tower_vars[index])
 
-  def build_train_op(self, tower_grads, make_optimizer, global_step,
-                     clip_norm=None, loss_scale=None):
-    with tf.control_dependencies(_all_grads(tower_grads)):
-      return self._build_updates(tower_grads, make_optimizer, global_step,
-                                 clip_norm, loss_scale)
+  # ---- the update ---------------------------------------------------------
 
-  def _build_updates(self, tower_grads, make_optimizer, global_step,
-                     clip_norm, loss_scale):
+  def build_train_op(
+    self,
+    tower_grads,
+    make_optimizer,
+    global_step,
+    clip_norm=None,
+    loss_scale=None,
+  ):
+    with tf.control_dependencies(_all_grads(tower_grads)):
+      sites, means = self._reduce(tower_grads)
+      if loss_scale is not None:
+        # Every worker's scale is its own variable (on its step counter's
+        # device) but moves identically: each worker sees the same decision.
+        sites = [loss_scale.unscale(gv) for gv in sites]
+        means = loss_scale.unscale(means)
+      guard = self._skip_guard(loss_scale, sites, means)
+      updates = (
+        guard.run(lambda: self._tower_updates(sites, make_optimizer, clip_norm))
+        if sites
+        else []
+      )
+      if means:
+        updates.append(self._ps_update(means, make_optimizer, clip_norm, guard))
+        updates.append(self._end_of_step_barrier(updates))
+      with tf.device(self.global_step_device), tf.control_dependencies(updates):
+        bump = guard.count_step(global_step)
+      return tf.group(*updates, bump, name='train_op')
+
+  def _reduce(self, tower_grads):
+    """Reduces the step's gradients; returns (sites, means).
+
+    sites[i]: tower i's (mean over every tower of every worker, variable)
+    pairs of the per-tower variables; means: (mean over this worker's
+    towers, variable) pairs of the ps-held ones.
+    """
     shared_ids = {id(v) for v in self._shared.values()}
     big = [[(g, v) for g, v in gv if id(v) in shared_ids] for gv in tower_grads]
-    small = [[(g, v) for g, v in gv if id(v) not in shared_ids]
-             for gv in tower_grads]
-    sites = (collective_means_per_tower(small, self.tower_devices, self.group)
-             if small[0] else [])
+    small = [
+      [(g, v) for g, v in gv if id(v) not in shared_ids] for gv in tower_grads
+    ]
+    sites = (
+      collective_means_per_tower(small, self.tower_devices, self.group)
+      if small[0]
+      else []
+    )
     means = _local_means(big, self.cpu_device) if big[0] else []
-    if loss_scale is not None:
-      # Every worker's scale is its own variable (on its step counter's
-      # device) but moves identically: each worker sees the same decision.
-      sites = [loss_scale.unscale(gv) for gv in sites]
-      means = loss_scale.unscale(means)
-    finite = (self._finite_everywhere(loss_scale, sites, means)
-              if loss_scale is not None and loss_scale.config.auto else None)
+    return sites, means
 
-    def guarded(make_updates):
-      if finite is None:
-        return make_updates()
-      return [loss_scale.apply_if(finite, make_updates)]
+  def _skip_guard(self, loss_scale, sites, means) -> _SkipGuard:
+    """The step's inf/nan verdict (only with automatic loss scaling)."""
+    if loss_scale is None or not loss_scale.config.auto:
+      return _SkipGuard()
+    return _SkipGuard(
+      loss_scale, self._finite_everywhere(loss_scale, sites, means)
+    )
 
-    def small_updates():
-      updates = []
-      for i, gv in enumerate(sites):
-        with tf.device(self.tower_devices[i]), self._apply_name_scope(i):
-          updates.append(self._apply(gv, make_optimizer, None, clip_norm))
-      return updates
-    updates = guarded(small_updates) if sites else []
-    if means:
-      updates.append(self._sync_or_async(
-          means, make_optimizer, global_step, clip_norm,
-          bump_global_step=False,
-          guard=lambda gvs, apply: tf.group(*guarded(lambda: [apply(gvs)]))))
-    if means:
-      updates.append(self._end_of_step_barrier(updates))
-    with tf.device(self.global_step_device), \
-        tf.control_dependencies(updates):
-      if finite is None:
-        bump = global_step.assign_add(1)
-      else:
-        bump = tf.group(global_step.assign_add(tf.cast(finite, tf.int64)),
-                        loss_scale.adjust(finite))
-    return tf.group(*updates, bump, name='train_op')
+  def _tower_updates(self, sites, make_optimizer, clip_norm) -> list:
+    """Every tower applies the means of its small variables."""
+    updates = []
+    for i, gv in enumerate(sites):
+      with tf.device(self.tower_devices[i]), self._apply_name_scope(i):
+        updates.append(self._apply(gv, make_optimizer, None, clip_norm))
+    return updates
+
+  def _ps_update(self, means, make_optimizer, clip_norm, guard):
+    """The ps-held variables' update (averaged over workers if sync)."""
+
+    def guarded(gvs, apply):
+      return tf.group(*guard.run(lambda: [apply(gvs)]))
+
+    return self._sync_or_async(
+      means, make_optimizer, None, clip_norm, guard=guarded
+    )
 
   def _finite_everywhere(self, loss_scale, sites, means) -> tf.Tensor:
     """True iff every worker's gradients of this step are finite.
@@ -668,9 +851,11 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
     """
     checked = list(sites) + [means]
     local_ok = loss_scale.all_finite(
-        [(self.cpu_device, gv) for gv in checked if gv])
-    verdicts = collective_min(tf.cast(local_ok, tf.float32),
-                              self.tower_devices, self.group)
+      [(self.cpu_device, gv) for gv in checked if gv]
+    )
+    verdicts = collective_min(
+      tf.cast(local_ok, tf.float32), self.tower_devices, self.group
+    )
     with tf.device(self.cpu_device):
       return verdicts[0] > 0.5
 
@@ -685,14 +870,11 @@ class Hybrid(_ClusterMixin, local._PerTowerCopies):  # pylint: disable=protected
     """
     with tf.device(self.cpu_device), tf.control_dependencies(updates):
       done = tf.identity(tf.zeros([]))
-    return tf.group(*collective_min(done, self.tower_devices, self.group),
-                    name='step_barrier')
+    return tf.group(
+      *collective_min(done, self.tower_devices, self.group), name='step_barrier'
+    )
 
   def post_init_ops(self):
-    return broadcast_tower_copies(self.num_towers, self.tower_devices,
-                                  self.group, self.cluster.is_chief)
-
-  def savable_variables(self):
-    saved = super().savable_variables()
-    saved.update(base.shared_copy_variables())
-    return saved
+    return broadcast_tower_copies(
+      self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
+    )

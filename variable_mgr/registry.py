@@ -31,23 +31,35 @@ def names() -> list[str]:
 
 def local_names() -> list[str]:
   """Names of the managers that run in one process without a cluster."""
-  return sorted(n for n, c in _MANAGERS.items() if not c.requires_cluster)
+  return sorted(n for n in _MANAGERS if get(n).traits.runs_local)
+
+
+def cluster_names() -> list[str]:
+  """Names of the managers that run in a cluster."""
+  return sorted(
+    n for n in _MANAGERS if get(n, in_cluster=True).traits.runs_in_cluster
+  )
 
 
 def all_reduce_names() -> list[str]:
   """Names of the managers that reduce gradients with an all-reduce spec."""
-  return sorted(n for n, c in _MANAGERS.items() if c.uses_all_reduce)
+  return sorted(n for n in _MANAGERS if get(n).traits.all_reduce)
 
 
-def get(name: str, cluster: bool = False):
-  """The manager class registered as `name` (its cluster variant if any)."""
-  if cluster and name in _CLUSTER_VARIANTS:
+def get(name: str, *, in_cluster: bool = False):
+  """The manager class registered as `name`.
+
+  in_cluster: the run is a cluster task; a name with a cluster variant (e.g.
+    parameter_server across ps tasks) then gives that variant.
+  """
+  if in_cluster and name in _CLUSTER_VARIANTS:
     return _CLUSTER_VARIANTS[name]
   try:
     return _MANAGERS[name]
   except KeyError:
-    raise ValueError('unknown variable manager %r; one of %s' %
-                     (name, ', '.join(names()))) from None
+    raise ValueError(
+      'unknown variable manager %r; one of %s' % (name, ', '.join(names()))
+    ) from None
 
 
 def create(name: str, params, tower_devices, cluster=None):
@@ -55,5 +67,6 @@ def create(name: str, params, tower_devices, cluster=None):
 
   cluster: a base.ClusterDevices for a multi-worker run, else None.
   """
-  return get(name, cluster is not None).from_params(
-      params, tuple(tower_devices), cluster=cluster)
+  return get(name, in_cluster=cluster is not None).from_params(
+    params, tuple(tower_devices), cluster=cluster
+  )

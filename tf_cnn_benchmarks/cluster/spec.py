@@ -1,0 +1,213 @@
+"""Who is in the cluster: the flags (or TF_CONFIG) parsed into a `Cluster`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+JOBS = ('ps', 'worker', 'controller')
+PROTOCOLS = ('grpc', 'grpc+verbs', 'grpc+mpi', 'grpc+gdr')
+
+
+class ClusterError(ValueError):
+  """A bad cluster description; the message is one line naming the flag."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+  """Who is in the cluster and which task this process is.
+
+  worker_hosts, ps_hosts, controller_host: the tasks' HOST:PORT addresses.
+  """
+
+  job_name: str
+  task_index: int
+  worker_hosts: tuple
+  ps_hosts: tuple = ()
+  controller_host: Optional[str] = None
+  protocol: str = 'grpc'
+
+  @property
+  def num_workers(self) -> int:
+    return len(self.worker_hosts)
+
+  @property
+  def num_ps(self) -> int:
+    return len(self.ps_hosts)
+
+  @property
+  def me(self) -> tuple:
+    """(job, index) of this task."""
+    return (self.job_name, self.task_index)
+
+  @property
+  def task_name(self) -> str:
+    """e.g. 'worker:0', as the launcher prefixes lines."""
+    return '%s:%d' % self.me
+
+  def spec_dict(self) -> dict:
+    """The ClusterSpec as {job: [host:port, ...]}."""
+    spec = {'worker': list(self.worker_hosts)}
+    if self.ps_hosts:
+      spec['ps'] = list(self.ps_hosts)
+    if self.controller_host:
+      spec['controller'] = [self.controller_host]
+    return spec
+
+  def address_of(self, job: str, index: int) -> str:
+    return self.spec_dict()[job][index]
+
+  def all_tasks(self) -> list:
+    """(job, index) of every task."""
+    return [
+      (job, k)
+      for job, hosts in sorted(self.spec_dict().items())
+      for k in range(len(hosts))
+    ]
+
+
+def task_device(job: str, index: int) -> str:
+  """Fully qualified device prefix of one task."""
+  return '/job:%s/replica:0/task:%d' % (job, index)
+
+
+def _addresses(flag: str, text: Optional[str]) -> tuple:
+  """'h:p,h:p' -> ('h:p', 'h:p'), validated."""
+  if not text:
+    return ()
+  addresses = tuple(h.strip() for h in text.split(','))
+  for address in addresses:
+    name, _, port = address.rpartition(':')
+    if not name or not port.isdigit() or not 0 < int(port) < 65536:
+      raise ClusterError(
+        '--%s=%s: each entry must be HOST:PORT with a port '
+        'in 1..65535' % (flag, text)
+      )
+  if len(set(addresses)) != len(addresses):
+    raise ClusterError('--%s=%s: an address appears twice' % (flag, text))
+  return addresses
+
+
+def from_tf_config(text: str) -> dict:
+  """Cluster flag values from a TF_CONFIG JSON string."""
+  try:
+    config = json.loads(text)
+    spec = config['cluster']
+    task = config['task']
+    values = {
+      'job_name': task['type'],
+      'task_index': int(task['index']),
+      'worker_hosts': ','.join(spec.get('worker', [])),
+      'ps_hosts': ','.join(spec.get('ps', [])) or None,
+    }
+    controller = spec.get('controller') or []
+    if controller:
+      values['controller_host'] = controller[0]
+  except (ValueError, KeyError, TypeError, AttributeError) as e:
+    raise ClusterError(
+      'TF_CONFIG: must be JSON {"cluster": {"worker": '
+      '[...], "ps": [...]}, "task": {"type": ..., "index": '
+      '...}} (%s)' % type(e).__name__
+    ) from None
+  if values['job_name'] not in JOBS:
+    raise ClusterError(
+      'TF_CONFIG: task type %r: must be one of %s (this '
+      'harness has no "chief" job: worker 0 is the chief)'
+      % (values['job_name'], ', '.join(JOBS))
+    )
+  return values
+
+
+def resolve(
+  job_name,
+  task_index,
+  worker_hosts,
+  ps_hosts,
+  controller_host,
+  protocol,
+  env=None,
+) -> Optional[Cluster]:
+  """The Cluster the flags (or, without --job_name, TF_CONFIG) describe.
+
+  Returns None for a local run. Flags win over TF_CONFIG.
+  """
+  env = os.environ if env is None else env
+  if job_name is None and env.get('TF_CONFIG'):
+    values = from_tf_config(env['TF_CONFIG'])
+    job_name = values['job_name']
+    task_index = values['task_index'] if task_index is None else task_index
+    worker_hosts = worker_hosts or values['worker_hosts']
+    ps_hosts = ps_hosts or values['ps_hosts']
+    controller_host = controller_host or values.get('controller_host')
+  task_index = 0 if task_index is None else task_index
+  if job_name is None:
+    for flag, value in (
+      ('worker_hosts', worker_hosts),
+      ('ps_hosts', ps_hosts),
+      ('controller_host', controller_host),
+    ):
+      if value:
+        raise ClusterError(
+          '--%s: only with --job_name (one of %s)' % (flag, ', '.join(JOBS))
+        )
+    return None
+  return _checked(
+    job_name, task_index, worker_hosts, ps_hosts, controller_host, protocol
+  )
+
+
+def _checked(
+  job_name, task_index, worker_hosts, ps_hosts, controller_host, protocol
+) -> Cluster:
+  """The Cluster of a task's flag values, each validated."""
+  if job_name not in JOBS:
+    raise ClusterError(
+      '--job_name=%s: must be one of %s' % (job_name, ', '.join(JOBS))
+    )
+  workers = _addresses('worker_hosts', worker_hosts)
+  if not workers:
+    raise ClusterError(
+      '--worker_hosts: required with --job_name (HOST:PORT,...)'
+    )
+  ps = _addresses('ps_hosts', ps_hosts)
+  controller = _addresses('controller_host', controller_host)
+  if len(controller) > 1:
+    raise ClusterError(
+      '--controller_host=%s: exactly one HOST:PORT' % controller_host
+    )
+  if protocol not in PROTOCOLS:
+    raise ClusterError(
+      '--server_protocol=%s: must be grpc (or grpc+verbs, '
+      'grpc+mpi, grpc+gdr where built in)' % protocol
+    )
+  count = {
+    'worker': len(workers),
+    'ps': len(ps),
+    'controller': len(controller),
+  }[job_name]
+  if count == 0:
+    raise ClusterError(
+      '--job_name=%s: needs --%s'
+      % (job_name, 'ps_hosts' if job_name == 'ps' else 'controller_host')
+    )
+  if not 0 <= task_index < count:
+    raise ClusterError(
+      '--task_index=%d: must be in 0..%d for --job_name=%s'
+      % (task_index, count - 1, job_name)
+    )
+  everyone = workers + ps + controller
+  if len(set(everyone)) != len(everyone):
+    raise ClusterError(
+      '--worker_hosts/--ps_hosts/--controller_host: an '
+      'address is used by two tasks'
+    )
+  return Cluster(
+    job_name,
+    task_index,
+    workers,
+    ps,
+    controller[0] if controller else None,
+    protocol,
+  )

@@ -1,0 +1,73 @@
+"""Relaxed consistency (--variable_consistency=relaxed): updates a step late.
+
+With strong consistency a step's updates wait for every gradient of the
+step. Relaxed, the replicated manager applies the gradients reduced in the
+*previous* step (zeros in the first), so the updates need not wait for this
+step's reduction and overlap its computation; this step's reduced gradients
+are stored for the next one.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+
+class OneStepDelay:
+  """Holds last step's reduced values per device, to apply them a step late.
+
+  For every tower tensor, a non-trainable LOCAL variable on that tower's
+  device starts at zeros. `delayed[i][j]` reads the stored value and
+  `update_op` stores the new one; each write waits for its variable's read,
+  so one session.run of both sees the old value and leaves the new one.
+  Initialize with tf1.local_variables_initializer().
+
+  Attributes:
+    variables: variables[i][j] stores tensor j of tower i.
+    delayed: delayed[i][j] is last step's tensor j of tower i (on its device).
+    update_op: stores this step's tensors.
+  """
+
+  def __init__(self, tower_tensors, devices, name='one_step_delay'):
+    if len(tower_tensors) != len(devices):
+      raise ValueError(
+        'got %d towers for %d devices' % (len(tower_tensors), len(devices))
+      )
+    self.variables: List[List[tf.Variable]] = []
+    self.delayed: List[List[tf.Tensor]] = []
+    writes = []
+    with tf1.name_scope(name):
+      for i, (tensors, device) in enumerate(zip(tower_tensors, devices)):
+        with tf.device(device):
+          variables, reads = [], []
+          for j, t in enumerate(tensors):
+            var, read, write = _delay_one(
+              tf.convert_to_tensor(t), 'tower%d_value%d' % (i, j)
+            )
+            variables.append(var)
+            reads.append(read)
+            writes.append(write)
+        self.variables.append(variables)
+        self.delayed.append(reads)
+      self.update_op = tf.group(*writes, name='update')
+
+
+def _delay_one(tensor, name):
+  """(store variable, read of last step's value, write of `tensor`)."""
+  # The store starts at zeros whatever control dependencies the caller's
+  # scope holds: its initializer must run at init time.
+  with tf.control_dependencies(None):
+    var = tf1.Variable(
+      tf.zeros(tensor.shape, tensor.dtype),
+      trainable=False,
+      collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+      use_resource=True,
+      name=name,
+    )
+  read = var.read_value()
+  with tf.control_dependencies([read]):
+    write = var.assign(tensor, read_value=False)
+  return var, read, write
