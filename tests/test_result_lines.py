@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests.result_testing import make_result
 from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
 
@@ -66,33 +67,6 @@ def test_non_finite_numbers_are_written_as_null(tmp_path):
     'nested': {'x': [None, 1]},
     'n': 3,
   }
-
-
-def make_result(**parts) -> results.BenchmarkResult:
-  return results.BenchmarkResult(
-    params={'model': 'x'},
-    env={'hostname': 'h'},
-    model='x',
-    data_name='cifar10',
-    variable_update='replicated',
-    all_reduce_spec='copy',
-    precision='float32',
-    num_devices=2,
-    num_workers=2,
-    batch_size_per_device=4,
-    global_batch_size=16,
-    num_steps=3,
-    num_warmup_steps=1,
-    images_per_sec=10.0,
-    images_per_sec_per_device=2.5,
-    step_time_ms={'mean': 1.0, 'p50': 1.0, 'p90': 1.0},
-    losses=[3.0, 2.0],
-    flops_per_image=100,
-    tflops_per_sec=1e-9,
-    peak_tflops_per_device=None,
-    mfu=None,
-    **parts,
-  )
 
 
 def test_a_diverged_loss_is_null_in_the_results_line(tmp_path):

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from tests import result_testing
 from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
 from tf_cnn_benchmarks import timing
@@ -61,28 +62,10 @@ def documented_keys(table_heading: str) -> dict:
 
 
 def test_record_has_the_schema_keys():
-  result = results.BenchmarkResult(
-    params={'model': 'x'},
-    env={},
-    model='x',
-    data_name='cifar10',
-    variable_update='replicated',
-    all_reduce_spec='copy',
-    precision='float32',
-    num_devices=2,
+  result = result_testing.make_result(
     num_workers=1,
-    batch_size_per_device=4,
     global_batch_size=8,
-    num_steps=3,
-    num_warmup_steps=1,
-    images_per_sec=10.0,
     images_per_sec_per_device=5.0,
-    step_time_ms={'mean': 1, 'p50': 1, 'p90': 1},
-    losses=[3.0, 2.0],
-    flops_per_image=100,
-    tflops_per_sec=1e-9,
-    peak_tflops_per_device=None,
-    mfu=None,
     precision_info=results.PrecisionInfo(loss_scale=128.0, skipped_steps=0),
   )
   record = result.to_record()
