@@ -21,6 +21,7 @@ tower's statistics to keep.
 
 import collections
 import contextlib
+import contextvars
 import zlib
 
 import tensorflow as tf
@@ -30,6 +31,25 @@ from models import initializers
 tf1 = tf.compat.v1
 
 _16BIT = (tf.float16, tf.bfloat16)
+
+# The global index of the tower being built (see `random_stream`).
+_STREAM = contextvars.ContextVar('random_stream', default=0)
+
+
+@contextlib.contextmanager
+def random_stream(index: int):
+  """Builders made inside draw the random masks of global tower `index`.
+
+  Dropout's op seed is derived from (seed, index, layer name): every tower
+  (and every worker's) draws its own mask, tower w*T+t of a cluster the
+  mask of a local run's tower w*T+t, and a run stays reproducible. Without
+  this context the index is 0.
+  """
+  token = _STREAM.set(int(index))
+  try:
+    yield
+  finally:
+    _STREAM.reset(token)
 
 
 def _pair(value):
@@ -93,6 +113,7 @@ class NetBuilder:
     self.channel_axis = 3 if data_format == 'NHWC' else 1
     self.compute_dtype = compute_dtype
     self.seed = int(seed)
+    self.stream = _STREAM.get()
     self.batch_norm_decay = batch_norm_decay
     self.batch_norm_epsilon = batch_norm_epsilon
     self.batch_norm_scale = bool(batch_norm_scale)
@@ -548,9 +569,13 @@ class NetBuilder:
     name = self._unique('dropout')
     if self.is_training and rate > 0:
       # A fresh mask every step needs a stateful op; its op-level seed,
-      # derived like the variables' from (seed, relative name), keeps
-      # runs reproducible.
-      seed_name = '%d/%s' % (self.seed, self.relative_name(name))
+      # derived from (seed, global tower index, relative name), keeps runs
+      # reproducible and gives every tower its own masks.
+      seed_name = '%d/%d/%s' % (
+        self.seed,
+        self.stream,
+        self.relative_name(name),
+      )
       op_seed = zlib.crc32(seed_name.encode())
       x = tf.nn.dropout(x, rate=rate, seed=op_seed & 0x7FFFFFFF, name=name)
     return self.set_top(x)

@@ -63,8 +63,10 @@ class MobileNet(Model):
     net.dropout(0.001)
 
 
+# Classic --model=mobilenet is MobileNet V2 (mobilenet_v2.py); V1 has its
+# own name.
 register(
-  'mobilenet',
+  'mobilenet_v1',
   'imagenet',
-  lambda: MobileNet('mobilenet', 'imagenet', 224, 32, 0.005),
+  lambda: MobileNet('mobilenet_v1', 'imagenet', 224, 32, 0.005),
 )

@@ -57,8 +57,10 @@ class MobileNetV2(Model):
     net.spatial_mean()
 
 
-register(
-  'mobilenet_v2',
-  'imagenet',
-  lambda: MobileNetV2('mobilenet_v2', 'imagenet', 224, 32, 0.005),
-)
+# The classic harness's mobilenet is V2; mobilenet_v2 stays as an alias.
+for _name in ('mobilenet', 'mobilenet_v2'):
+  register(
+    _name,
+    'imagenet',
+    lambda name=_name: MobileNetV2(name, 'imagenet', 224, 32, 0.005),
+  )

@@ -239,14 +239,16 @@ class NASNet(Model):
     filters,
     stem_filters,
     skip_reduction_input,
+    dataset='imagenet',
   ):
-    super().__init__(name, 'imagenet', image_size, batch_size, 0.005)
+    super().__init__(name, dataset, image_size, batch_size, 0.005)
     self.cells_per_stack = cells_per_stack
     self.filters = filters
     self.stem_filters = stem_filters
     self.skip_reduction_input = skip_reduction_input
 
-  def body(self, net):
+  def stem(self, net) -> list:
+    """The stem's outputs: [None, conv, reduction cell 1, reduction cell 2]."""
     x = net.conv(
       self.stem_filters,
       3,
@@ -260,6 +262,11 @@ class NASNet(Model):
     for scale in (4, 2):  # two stem reduction cells, widths F/4 and F/2
       x = cell(net, x, outputs[-2], REDUCTION_CELL, self.filters // scale, 2)
       outputs.append(x)
+    return outputs
+
+  def body(self, net):
+    outputs = self.stem(net)
+    x = outputs[-1]
     filters = self.filters
     for stack in range(3):
       if stack > 0:
@@ -297,6 +304,35 @@ register(
     filters=44,
     stem_filters=32,
     skip_reduction_input=False,
+  ),
+)
+
+
+class NASNetCifar(NASNet):
+  """NASNet-A 6 @ 768 for 32x32 CIFAR-10 (the classic cifar10 nasnet).
+
+  Stem: one 3x3 stride-1 convolution of 3 x F filters, no reduction cells.
+  """
+
+  def stem(self, net) -> list:
+    x = net.conv(
+      self.stem_filters, 3, 1, activation=None, batch_norm=True, use_bias=False
+    )
+    return [None, x]
+
+
+register(
+  'nasnet',
+  'cifar10',
+  lambda: NASNetCifar(
+    'nasnet',
+    32,
+    32,
+    cells_per_stack=6,
+    filters=32,
+    stem_filters=96,
+    skip_reduction_input=False,
+    dataset='cifar10',
   ),
 )
 register(

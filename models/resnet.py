@@ -21,7 +21,16 @@ from models.registry import register
 
 # Bottleneck width of each stage; the block output is 4x wider.
 _STAGE_WIDTHS = (64, 128, 256, 512)
-_LAYER_COUNTS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
+_LAYER_COUNTS = {
+  18: (2, 2, 2, 2),
+  34: (3, 4, 6, 3),
+  50: (3, 4, 6, 3),
+  101: (3, 4, 23, 3),
+  152: (3, 8, 36, 3),
+  200: (3, 24, 36, 3),
+}
+# Depths built from basic (two 3x3) blocks rather than bottlenecks.
+_BASIC_BLOCK_DEPTHS = (18, 34)
 
 
 def _shortcut(net, x, depth, stride, *, batch_norm):
@@ -69,6 +78,28 @@ def bottleneck_v2(net, depth, bottleneck, stride):
   return net.set_top(shortcut + residual)
 
 
+def basic_block_v1(net, depth, stride):
+  """3x3 -> 3x3, each conv-BN, ReLU after the residual sum."""
+  x = net.top_layer
+  shortcut = _shortcut(net, x, depth, stride, batch_norm=True)
+  net.conv(depth, 3, stride, 'FIXED', batch_norm=True, input_layer=x)
+  residual = net.conv(depth, 3, 1, 'FIXED', activation=None, batch_norm=True)
+  return net.set_top(tf.nn.relu(shortcut + residual))
+
+
+def basic_block_v2(net, depth, stride):
+  """Pre-activation basic block: BN-ReLU, then 3x3 -> 3x3, plain sum."""
+  x = net.top_layer
+  preact = net.relu(input_layer=net.batch_norm(input_layer=x))
+  if int(x.shape[net.channel_axis]) == depth and stride == 1:
+    shortcut = x
+  else:
+    shortcut = _shortcut(net, preact, depth, stride, batch_norm=False)
+  net.conv(depth, 3, stride, 'FIXED', batch_norm=True, input_layer=preact)
+  residual = net.conv(depth, 3, 1, 'FIXED', activation=None, use_bias=False)
+  return net.set_top(shortcut + residual)
+
+
 class ResNet(Model):
   """Bottleneck ResNet for 224x224 ImageNet."""
 
@@ -84,11 +115,12 @@ class ResNet(Model):
       name,
       'imagenet',
       224,
-      default_batch_size=64 if depth == 50 else 32,
+      default_batch_size=64 if depth <= 50 else 32,
       default_learning_rate=self.BASE_LEARNING_RATE,
     )
     self.layer_counts = _LAYER_COUNTS[depth]
     self.version = version
+    self.basic_blocks = depth in _BASIC_BLOCK_DEPTHS
 
   def body(self, net):
     net.conv(64, 7, 2, 'FIXED', batch_norm=True)
@@ -100,7 +132,10 @@ class ResNet(Model):
         # The first block of stages 2-4 halves the resolution.
         stride = 2 if stage > 0 and i == 0 else 1
         with net.scope('block'):
-          if self.version == 'v2':
+          if self.basic_blocks:
+            block = basic_block_v2 if self.version == 'v2' else basic_block_v1
+            block(net, width, stride)
+          elif self.version == 'v2':
             bottleneck_v2(net, 4 * width, width, stride)
           else:
             bottleneck_v1(
@@ -129,7 +164,7 @@ class ResNet(Model):
 
 
 def _register_all():
-  for depth in (50, 101, 152):
+  for depth in (50, 101, 152):  # the classic resnet* names
     for version, suffix in (('v1', ''), ('v1.5', '_v1.5'), ('v2', '_v2')):
       name = 'resnet%d%s' % (depth, suffix)
       register(
@@ -141,4 +176,23 @@ def _register_all():
       )
 
 
+def _register_official():
+  """The classic official_resnet* names: the TF official models' ResNets.
+
+  Their v1 strides in the 3x3 convolution of a bottleneck (what is called
+  v1.5 here); v2 is pre-activation. 18 and 34 use basic blocks.
+  """
+  for depth in sorted(_LAYER_COUNTS):
+    for version, suffix in (('v1.5', ''), ('v2', '_v2')):
+      name = 'official_resnet%d%s' % (depth, suffix)
+      register(
+        name,
+        'imagenet',
+        lambda name=name, depth=depth, version=version: ResNet(
+          name, depth, version
+        ),
+      )
+
+
 _register_all()
+_register_official()

@@ -11,6 +11,12 @@ with its task ("[worker:0] ..."). Without --num_ps/--controller, the
 variable manager (--variable_update) decides whether the cluster gets one ps
 task and a controller.
 
+TensorFlow's servers listen on every interface (a server takes a port, not
+an address), so the launcher runs itself and every task in a new network
+namespace whose only interface is loopback (`unshare -rn`) when it can;
+then no other host, and no process outside the namespace, reaches them.
+--no-private_network turns that off.
+
 The launcher ends when the workers (or the controller) and the tasks serving
 them have ended. Exit status: 0 when every task exited 0; 1 when some task
 failed; 124 when --timeout passed (every task is killed); 2 for bad input.
@@ -18,6 +24,7 @@ failed; 124 when --timeout passed (every task is killed); 2 for bad input.
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,8 +32,16 @@ import sys
 import threading
 import time
 
+import _lifetime  # beside this script
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = '127.0.0.1'  # servers have no authentication: never listen wider
+# TensorFlow's C++ log level the user chose, if any (tasks default to 3).
+_USER_LOG_LEVEL = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
+# Set in the environment of a launcher that runs in its private namespace.
+_IN_PRIVATE_NETWORK = 'LAUNCH_LOCAL_CLUSTER_PRIVATE_NETWORK'
+# "SIGNAL,PARENT_PID": the parent-death signal to set again after the re-exec.
+_DEATH_SIGNAL = 'LAUNCH_LOCAL_CLUSTER_DEATH_SIGNAL'
 # After the clients end, the serving tasks get this long to notice and exit.
 SERVE_GRACE_S = 60.0
 
@@ -62,6 +77,14 @@ def parse_args(argv):
     default=1800.0,
     help='kill every task after this many seconds',
   )
+  parser.add_argument(
+    '--private_network',
+    action=argparse.BooleanOptionalAction,
+    default=None,
+    help='run every task in a new network namespace that has only '
+    'loopback (unshare -rn), so no other host can reach the servers '
+    '(default: when unshare works here)',
+  )
   parser.add_argument('--python', default=sys.executable)
   parser.add_argument(
     '--module',
@@ -88,6 +111,58 @@ def parse_args(argv):
   return args, flags
 
 
+def private_network_works() -> bool:
+  """Whether `unshare -rn` can make a network namespace here."""
+  if not (shutil.which('unshare') and shutil.which('ip')):
+    return False
+  try:
+    return (
+      subprocess.run(
+        ['unshare', '-rn', 'ip', 'link', 'set', 'lo', 'up'],
+        capture_output=True,
+        timeout=10,
+      ).returncode
+      == 0
+    )
+  except (OSError, subprocess.SubprocessError):
+    return False
+
+
+def reexec_in_private_network(argv) -> None:
+  """Replaces this process by itself in a new network namespace.
+
+  TensorFlow's gRPC server listens on every interface whatever host its
+  cluster entry names (tf.distribute.Server takes a port, never an address),
+  so binding 127.0.0.1 is not possible; a namespace whose only interface is
+  loopback gives the same guarantee. exec keeps this pid, so signals sent to
+  the launcher still reach it.
+  """
+  # Entering a user namespace clears the parent-death signal (a sweep's);
+  # the new launcher sets it again.
+  env = dict(
+    os.environ,
+    **{
+      _IN_PRIVATE_NETWORK: '1',
+      _DEATH_SIGNAL: '%d,%d' % (_lifetime.parent_death_signal(), os.getppid()),
+    },
+  )
+  os.execvpe(
+    'unshare',
+    [
+      'unshare',
+      '-rn',
+      '--',
+      'sh',
+      '-c',
+      'ip link set lo up && exec "$0" "$@"',
+      sys.executable,
+      os.path.abspath(__file__),
+      *argv,
+    ],
+    env,
+  )
+
+
 def _flag_value(flags, name, default=None):
   for flag in flags:
     if flag.startswith('--%s=' % name):
@@ -99,7 +174,11 @@ def manager_needs(flags):
   """(needs ps tasks, needs a controller) of `flags`' --variable_update."""
   sys.path.insert(0, REPO_ROOT)
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  import variable_mgr  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks import quiet
+
+  with quiet.captured_stderr_fd():  # TensorFlow's load-time lines
+    import variable_mgr
 
   name = _flag_value(flags, 'variable_update', 'parameter_server')
   try:
@@ -170,16 +249,22 @@ class Cluster:
     self.pumps = []
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     env.pop('TF_CONFIG', None)  # the flags describe the cluster
+    # Errors too: a lost peer made TensorFlow log ~30 lines ("Aborting
+    # RingReduce") before the task's own one line naming the lost task.
+    env['TF_CPP_MIN_LOG_LEVEL'] = _USER_LOG_LEVEL or '3'
     for name, argv in commands.items():
-      proc = subprocess.Popen(
+      self.procs[name] = subprocess.Popen(
         argv,
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # No task outlives the launcher, even one killed by SIGKILL.
+        preexec_fn=_lifetime.die_with_parent_preexec(),
       )
-      self.procs[name] = proc
+    # Pumps start after every fork: preexec_fn and threads do not mix.
+    for name, proc in self.procs.items():
       pump = threading.Thread(
         target=_pump, args=(name, proc.stdout, self.lock), daemon=True
       )
@@ -246,7 +331,28 @@ class Cluster:
 
 def main(argv=None):
   """Entry point; returns the exit status."""
-  args, flags = parse_args(sys.argv[1:] if argv is None else argv)
+  argv = sys.argv[1:] if argv is None else argv
+  args, flags = parse_args(argv)
+  sig, parent = map(int, os.environ.pop(_DEATH_SIGNAL, '0,0').split(','))
+  if sig:
+    _lifetime.die_with(parent, sig)
+  if args.private_network is not False and not os.environ.get(
+    _IN_PRIVATE_NETWORK
+  ):
+    if private_network_works():
+      reexec_in_private_network(argv)
+    if args.private_network:
+      print(
+        'error: --private_network: unshare -rn does not work here '
+        '(no user namespaces?)',
+        file=sys.stderr,
+      )
+      return 2
+    print(
+      'launcher: no private network namespace (unshare -rn unavailable): '
+      'the servers listen on every interface',
+      flush=True,
+    )
   num_ps, controller = args.num_ps, args.controller
   if num_ps is None or controller is None:
     needs_ps, needs_controller = manager_needs(flags)

@@ -83,6 +83,7 @@ import subprocess
 import sys
 import time
 
+import _lifetime
 import _results_io as rio
 
 # After _results_io, which puts the repository root on sys.path.
@@ -403,6 +404,9 @@ def run_process(command, log_path, timeout, env):
       stderr=subprocess.STDOUT,
       env=env,
       start_new_session=True,
+      # Killed with the sweep (even by SIGKILL): an orphan would keep
+      # running and write the point's results after the rerun did.
+      preexec_fn=_lifetime.die_with_parent_preexec(),
     )
     try:
       returncode = proc.wait(timeout=timeout)

@@ -542,11 +542,15 @@ def test_caching_private_threads_and_cached_sample(imagenet_dir):
   graph, inputs = build(opts, batch_size=4, num_streams=2)
   steps = run_batches(graph, inputs, 8)  # past one epoch (6 batches)
   assert len(steps) == 8
+  # The classic meaning: one raw record repeated, each copy preprocessed
+  # (the training crop still differs per example).
   opts = options(imagenet_dir, repeat_cached_sample=True)
   graph, inputs = build(opts, batch_size=4)
   steps = run_batches(graph, inputs, 3)
-  for step in steps[1:]:
-    np.testing.assert_array_equal(step[0][0], steps[0][0][0])
+  labels = [int(x) for step in steps for x in step[0][1]]
+  assert len(labels) == 12 and len(set(labels)) == 1
+  images = np.concatenate([step[0][0] for step in steps])
+  assert not np.array_equal(images[0], images[1])
 
 
 # ---- bad data while running -------------------------------------------------

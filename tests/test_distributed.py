@@ -104,7 +104,7 @@ def local_losses(**kw):
 def worker_losses(records, num_workers):
   """Each worker's per-step losses, from its own results line."""
   by_task = {
-    r['task']['task_index']: r['losses']
+    r['task']['task_index']: r.get('worker_losses') or r['losses']
     for r in records
     if r['task']['job_name'] == 'worker'
   }

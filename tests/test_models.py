@@ -44,7 +44,7 @@ _SLOW = {
     'nasnet',
     'nasnetlarge',
   )
-} | {('densenet100_k24', 'cifar10')}
+} | {('densenet100_k24', 'cifar10'), ('nasnet', 'cifar10')}
 
 # The models also stepped in NCHW by the default run: one per kind of layer
 # (LRN, depthwise, concat, residual). NASNet's separable convs and factorised
@@ -56,7 +56,7 @@ _FAST_NCHW = {
   ('alexnet', 'cifar10'),
   ('resnet20', 'cifar10'),
   ('resnet20_v2', 'cifar10'),
-  ('mobilenet', 'imagenet'),
+  ('mobilenet_v1', 'imagenet'),
   ('mobilenet_v2', 'imagenet'),
   ('densenet40_k12', 'cifar10'),
   ('googlenet', 'imagenet'),
@@ -66,6 +66,12 @@ _FAST_NCHW = {
 def _is_heavy(name, dataset):
   """The `_SLOW` models and the ImageNet ResNet-101/152 (any version)."""
   if (name, dataset) in _SLOW:
+    return True
+  if name == 'mobilenet':  # the classic alias of mobilenet_v2
+    return True
+  # official_resnet50+ are the resnet*_v1.5 / _v2 networks stepped here
+  # already; their basic-block official_resnet18 is the new code, kept fast.
+  if re.match(r'official_resnet(34|50|101|152|200)', name):
     return True
   return (
     dataset == 'imagenet' and re.match(r'resnet(101|152)', name) is not None
@@ -169,7 +175,8 @@ def test_registry_lists_the_classic_models():
       'vgg19',
       'inception3',
       'inception4',
-      'mobilenet',
+      'mobilenet',  # V2, as in the classic harness
+      'mobilenet_v1',
       'mobilenet_v2',
       'nasnet',
       'nasnetlarge',
@@ -179,11 +186,17 @@ def test_registry_lists_the_classic_models():
       for d in (50, 101, 152)
       for v in ('', '_v1.5', '_v2')
     ]
+    + [
+      'official_resnet%d%s' % (d, v)
+      for d in (18, 34, 50, 101, 152, 200)
+      for v in ('', '_v2')
+    ]
   )
   assert _zoo_names('cifar10') == sorted(
     [
       'trivial',
       'alexnet',
+      'nasnet',
       'densenet40_k12',
       'densenet100_k12',
       'densenet100_k24',
@@ -260,6 +273,7 @@ def test_model_attributes():
     ('inception3', 299, 32, 0.005),
     ('inception4', 299, 32, 0.005),
     ('mobilenet', 224, 32, 0.005),
+    ('mobilenet_v1', 224, 32, 0.005),
     ('mobilenet_v2', 224, 32, 0.005),
     ('nasnet', 224, 32, 0.005),
     ('nasnetlarge', 331, 16, 0.005),
@@ -557,11 +571,13 @@ def _inference_counts(name, num_classes=1000):
     ('inception3', 23_817_352, 23_851_784, 5.72e9),
     # keras-applications MobileNet (alpha 1.0, 224): 4,253,864 total /
     # 4,231,976 trainable. Howard et al. 2017, Table 1: 4.2M, 569M mult-adds.
-    ('mobilenet', 4_231_976, 4_253_864, 569e6),
+    ('mobilenet_v1', 4_231_976, 4_253_864, 569e6),
     # keras-applications MobileNetV2 (alpha 1.0, 224): 3,538,984 total;
     # trainable 3,504,872 = torchvision mobilenet_v2. Sandler et al. 2018,
     # Table 4: 3.4M, 300M mult-adds.
     ('mobilenet_v2', 3_504_872, 3_538_984, 300e6),
+    # The classic --model=mobilenet is MobileNet V2 (0.60 GFLOPs/image).
+    ('mobilenet', 3_504_872, 3_538_984, 300e6),
     # keras-applications NASNetMobile: 5,326,716 total (it has no auxiliary
     # head either). Zoph et al. 2017, Table 2: NASNet-A (4 @ 1056) 5.3M, 564M
     # mult-adds.
@@ -619,7 +635,7 @@ def test_depthwise_convolutions_are_counted():
   """MobileNet's depthwise layers, exactly: sum of H_out * W_out * C * 9."""
   graph = tf.Graph()
   with graph.as_default():
-    models.create_model('mobilenet', 'imagenet').build(
+    models.create_model('mobilenet_v1', 'imagenet').build(
       tf.zeros([1, 224, 224, 3]), 1000, is_training=False
     )
   depthwise = [

@@ -23,7 +23,13 @@ PER_DEVICE_BATCH = 4
 STEPS = 5
 WEIGHT_DECAY = 0.01
 NUM_CLASSES = 10
-LEARNING_RATES = {'sgd': 0.5, 'momentum': 0.1, 'rmsprop': 0.05, 'adam': 0.05}
+LEARNING_RATES = {
+  'sgd': 0.5,
+  'momentum': 0.1,
+  'plain_momentum': 0.1,
+  'rmsprop': 0.05,
+  'adam': 0.05,
+}
 
 
 def synthetic_global_batch(count):
@@ -53,7 +59,10 @@ class NumpyOptimizer:
     )  # v1 RMSProp: ms starts at 1
     if self.name == 'sgd':
       return var - self.lr * grad
-    if self.name == 'momentum':
+    if self.name == 'momentum':  # Nesterov, the classic meaning
+      s['m'] = 0.9 * s['m'] + grad
+      return var - self.lr * (grad + 0.9 * s['m'])
+    if self.name == 'plain_momentum':
       s['m'] = 0.9 * s['m'] + grad
       return var - self.lr * s['m']
     if self.name == 'rmsprop':
@@ -110,7 +119,9 @@ def run_losses(optimizer, num_towers, variable_update):
   return np.array(result.losses)
 
 
-@pytest.mark.parametrize('optimizer', ['sgd', 'momentum', 'rmsprop', 'adam'])
+@pytest.mark.parametrize(
+  'optimizer', ['sgd', 'momentum', 'plain_momentum', 'rmsprop', 'adam']
+)
 @pytest.mark.parametrize('variable_update', ['parameter_server', 'replicated'])
 @pytest.mark.parametrize('num_towers', [1, 2, 3])
 def test_losses_match_numpy(optimizer, variable_update, num_towers):

@@ -125,10 +125,12 @@ def test_resume_on_real_data_starts_at_the_saved_step(cifar_dir, tmp_path):
   first = run(num_batches=5, **common)
   second = run(num_batches=2, **common)
   assert second.training.start_step == 5
-  # The same (cached) batch every step and weights that move a little per
-  # step: the first loss after resuming is within 1% of the last one saved,
-  # not the loss of freshly initialised weights.
-  assert second.losses[0] == pytest.approx(first.losses[-1], rel=0.01)
+  # The same (cached) record every step and weights that move a little per
+  # step: the first loss after resuming is one step from the last one saved,
+  # not the loss of freshly initialised weights (four steps back).
+  assert abs(second.losses[0] - first.losses[-1]) < 0.5 * abs(
+    first.losses[-1] - first.losses[0]
+  )
   assert abs(first.losses[-1] - first.losses[0]) > 0.01 * first.losses[0]
 
 

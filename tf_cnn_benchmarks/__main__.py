@@ -4,7 +4,7 @@ Exit status: 0 on success, 2 on a bad flag or combination, bad data (a
 missing or malformed --data_dir, a corrupt record or image) or an unusable
 checkpoint (one line on stderr naming the flag or file and what is wrong, no
 traceback), 1 if the run fails (in a cluster: one line naming the lost task,
-or the failed RPC).
+or the failed RPC), 130 on Ctrl-C (one line).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tf_cnn_benchmarks import quiet
 quiet.load_tensorflow()  # before any import that loads TensorFlow
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from tf_cnn_benchmarks import classic_flags  # noqa: E402
 from tf_cnn_benchmarks import params as params_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -28,6 +29,7 @@ flags.DEFINE_bool(
   'count and GFLOPs, then exit.',
 )
 params_lib.define_flags(FLAGS)
+classic_flags.define_flags(FLAGS)
 
 
 def _usage_error(message: str) -> int:
@@ -35,12 +37,38 @@ def _usage_error(message: str) -> int:
   return 2
 
 
+def _print_help(argv: list[str], *, full: bool) -> int:
+  """-h, --help, --helpshort, --helpfull: help grouped by topic, status 0."""
+  classic_script = bool(argv) and argv[0].endswith('tf_cnn_benchmarks.py')
+  program = argv[0] if classic_script else 'python -m tf_cnn_benchmarks'
+  own = [*params_lib.FIELDS, 'list_models']
+  print(classic_flags.render_help(FLAGS, own, program, full))
+  return 0
+
+
 def main(argv: list[str], *, reports_results: bool | None = None) -> int:
   """Runs the benchmark the command line describes; returns the exit status.
+
+  Ctrl-C is one line and status 130 (128 + SIGINT), no traceback.
+  """
+  try:
+    return _main(argv, reports_results=reports_results)
+  except KeyboardInterrupt:
+    # Results lines are appended whole, checkpoints renamed into place:
+    # an interrupt loses only the unfinished run.
+    print('interrupted', file=sys.stderr, flush=True)
+    return 130
+
+
+def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
+  """main() without the Ctrl-C handling.
 
   reports_results: None (default) lets the chief alone write the results line;
   True makes this process write it whatever its task (tests of clusters).
   """
+  help_kind = classic_flags.help_requested(argv)
+  if help_kind:
+    return _print_help(argv, full=help_kind == 'full')
   try:
     rest = FLAGS(argv, known_only=False)
   except flags.Error as e:
@@ -57,8 +85,12 @@ def main(argv: list[str], *, reports_results: bool | None = None) -> int:
     return 0
   try:
     plan = params_lib.plan_from_flags(FLAGS)
-  except params_lib.ParamsError as e:
+    for line in classic_flags.check_command_line(FLAGS, plan.params.device):
+      print(line, file=sys.stderr, flush=True)
+  except (params_lib.ParamsError, classic_flags.ClassicFlagError) as e:
     return _usage_error(str(e))
+  if 'only_check_args' in FLAGS and FLAGS.only_check_args:
+    return 0  # absl's --only_check_args: the flags are valid, do not run
   try:
     return _dispatch(plan, reports_results)
   except _bad_input_errors() as e:
@@ -71,11 +103,15 @@ def _bad_input_errors() -> tuple:
   from tf_cnn_benchmarks import checkpoints
   from tf_cnn_benchmarks import data_sources
   from tf_cnn_benchmarks import evaluation
+  from tf_cnn_benchmarks import outputs
+  from tf_cnn_benchmarks.cluster import spec
 
   return (
     data_sources.DataError,
     checkpoints.CheckpointError,
     evaluation.EvalError,
+    outputs.OutputError,
+    spec.ClusterError,  # e.g. tasks started with different run flags
   )
 
 

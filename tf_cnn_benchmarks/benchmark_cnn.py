@@ -17,6 +17,8 @@ import tensorflow as tf
 
 import models
 from tf_cnn_benchmarks import checkpoints
+from tf_cnn_benchmarks import classic_api
+from tf_cnn_benchmarks import cpu_features
 from tf_cnn_benchmarks import data_sources
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
@@ -25,21 +27,28 @@ from tf_cnn_benchmarks import input_failures
 from tf_cnn_benchmarks import inputs
 from tf_cnn_benchmarks import observability
 from tf_cnn_benchmarks import optimizers
+from tf_cnn_benchmarks import outputs
 from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
 from tf_cnn_benchmarks import timing
 from tf_cnn_benchmarks import towers
+from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import layout as layout_lib
 from tf_cnn_benchmarks.cluster import run_context as run_context_lib
 from variable_mgr import loss_scale as loss_scale_lib
 
 tf1 = tf.compat.v1
 
+# The classic Python API (see classic_api.py).
+make_params = classic_api.make_params
+make_params_from_flags = classic_api.make_params_from_flags
+setup = classic_api.setup
+
 _RULE = '-' * 64
 _HEADER_MODES = {
   params_lib.Mode.TRAIN: 'training',
-  params_lib.Mode.FORWARD_ONLY: 'forward-only',
+  params_lib.Mode.FORWARD_ONLY: 'forward only',
   params_lib.Mode.EVAL: 'evaluation',
 }
 
@@ -60,6 +69,9 @@ class BuiltGraph:
   report: dict  # name -> tensor, fetched once at the end
   checkpointer: checkpoints.Checkpointer | None
   summary_op: tf.Tensor | None
+  # A cluster run: this process's own loss (`loss` is the cluster's where
+  # the manager averages it); None in a local run.
+  worker_loss: tf.Tensor | None = None
 
 
 class BenchmarkCNN:
@@ -119,6 +131,7 @@ class BenchmarkCNN:
       devices.logical_cpu_count(params.device, params.num_gpus),
       cross_replica_sync=params.cross_replica_sync,
       reports_results=reports_results,
+      run_flags=fingerprint.run_flags(params),
     )
     # Checkpoints for evaluations during training without --train_dir.
     self._scratch: str | None = None
@@ -148,6 +161,8 @@ class BenchmarkCNN:
       % ('GPU visible' if p.device == 'gpu' else 'no GPU visible')
     )
     mode = _HEADER_MODES[self.plan.mode]
+    if p.eval_during_training_every_n_steps and self.training:
+      mode = 'training + evaluation'  # the classic value
     rows = [
       ('TensorFlow', tf.__version__),
       ('Model', p.model),
@@ -156,6 +171,7 @@ class BenchmarkCNN:
       ('Batch size', '%d global' % self.global_batch_size),
       ('', '%d per device' % p.batch_size),
       ('Num batches', str(p.num_batches)),
+      *([('Num epochs', '%.2f' % p.num_epochs)] if p.num_epochs else []),
       ('Num warmup', str(p.num_warmup_batches)),
       ('Devices', str(list(self.devices))),
       ('Device kind', p.device + auto),
@@ -171,11 +187,27 @@ class BenchmarkCNN:
     ]
     if p.train_dir:
       rows.append(('Train dir', p.train_dir))
+    note = self.slow_16bit_note()
+    if note:
+      rows.append(('Note', note))
+      print('warning: %s' % note, file=sys.stderr, flush=True)
     if self.run_context.describe:
       rows.append(('Cluster', self.run_context.describe))
     for key, value in rows:
       self.print_line('%-12s %s' % (key + ':' if key else '', value))
     self.print_line('=' * 10)
+
+  def slow_16bit_note(self) -> str | None:
+    """The header's warning for 16-bit compute without native CPU kernels."""
+    if self.params.device != 'cpu':
+      return None
+    return cpu_features.slow_16bit_note(
+      self.compute_dtype.name, cpu_features.read_cpuinfo()
+    )
+
+  def print_info(self) -> None:
+    """The classic API's name for the header block."""
+    self.print_header()
 
   # ---- inputs -------------------------------------------------------------
 
@@ -252,8 +284,13 @@ class BenchmarkCNN:
       with tf.device(self.manager.cpu_device):
         loss = tf.add_n([t.loss for t in built_towers]) / len(built_towers)
       step_op, learning_rate = self._build_step(
-        built_towers, global_step, loss_scale
+        built_towers, global_step, loss_scale, loss
       )
+      # In a cluster: the loss of every worker's towers where the manager
+      # averages it; this process's own stays under worker_losses.
+      worker_loss = loss if self.cluster else None
+      if self.manager.cluster_loss is not None:
+        loss = self.manager.cluster_loss
       report = loss_scale.report() if loss_scale else {}
       summary_op = observability.build_summaries(
         self.params.summary_verbosity,
@@ -262,6 +299,7 @@ class BenchmarkCNN:
         extra_scalars={'loss_scale': report['loss_scale']} if report else {},
         grads_and_vars=built_towers[0].grads_and_vars,
         device=self.manager.cpu_device,
+        gradient_norm=self.manager.applied_gradient_norm,
       )
       checkpointer = self._checkpointer()
       init_ops, shared_ready, post_init = self._build_init(
@@ -278,6 +316,7 @@ class BenchmarkCNN:
       report,
       checkpointer,
       summary_op,
+      worker_loss,
     )
 
   @property
@@ -285,7 +324,7 @@ class BenchmarkCNN:
     """Whether the graph trains (else: forward passes only)."""
     return self.plan.mode is params_lib.Mode.TRAIN
 
-  def _build_step(self, built_towers, global_step, loss_scale) -> tuple:
+  def _build_step(self, built_towers, global_step, loss_scale, loss) -> tuple:
     """(the op of one step, the learning rate or None when not training)."""
     stat_updates = self.manager.stat_update_ops(
       [t.update_ops for t in built_towers]
@@ -293,7 +332,7 @@ class BenchmarkCNN:
     if not self.training:
       return tf.group(*stat_updates, name='forward_only'), None
     return self._build_update(
-      built_towers, global_step, stat_updates, loss_scale
+      built_towers, global_step, stat_updates, loss_scale, loss
     )
 
   def _build_init(self, checkpointer, input_init) -> tuple:
@@ -320,7 +359,8 @@ class BenchmarkCNN:
     """Saver ops for --train_dir (or a scratch dir for evals in training)."""
     p = self.params
     train_dir = p.train_dir or self._scratch_dir()
-    if train_dir is None or not self.training:
+    # Classic: --forward_only with --train_dir infers with the checkpoint.
+    if train_dir is None or not (self.training or p.train_dir):
       return None
     saved = self.manager.savable_variables()
     latest = checkpoints.latest_checkpoint(p.train_dir)
@@ -345,7 +385,7 @@ class BenchmarkCNN:
       restore_variables=restore,
       max_to_keep=p.max_ckpts_to_keep,
       policy=checkpoints.SavePolicy(p.save_model_steps, p.save_model_secs),
-      writes=self.run_context.is_chief,
+      writes=self.run_context.is_chief and self.training,
     )
 
   def _scratch_dir(self) -> str | None:
@@ -379,9 +419,12 @@ class BenchmarkCNN:
         forward_only=not self.training,
         float16_vars=p.fp16_vars,
         scale_loss=loss_scale.scale_loss if loss_scale else None,
+        tower_index=self.layout.first_tower_index + index,
       )
 
-  def _build_update(self, built_towers, global_step, stat_updates, loss_scale):
+  def _build_update(
+    self, built_towers, global_step, stat_updates, loss_scale, loss
+  ):
     p = self.params
     with tf.device(self.manager.global_step_device):
       lr = optimizers.learning_rate(
@@ -402,9 +445,12 @@ class BenchmarkCNN:
         [t.grads_and_vars for t in built_towers],
         make_optimizer,
         global_step,
-        clip_norm=p.gradient_clip,
+        clip_norm=optimizers.gradient_clip(p),
         loss_scale=loss_scale,
+        loss=loss,
       )
+    if loss_scale is not None:  # a skipped step moves no statistic either
+      stat_updates = loss_scale.guard_statistics(stat_updates)
     return tf.group(train_op, *stat_updates, name='step'), lr
 
   def eval_setup(self, num_batches: int | None = None) -> evaluation.EvalSetup:
@@ -451,8 +497,12 @@ class BenchmarkCNN:
     """Whether this process writes the run's results line."""
     return self.run_context.reports_results
 
-  def run(self) -> results.BenchmarkResult:
-    """Builds the graph, runs warm-up and timed steps, returns the result."""
+  def run(self) -> classic_api.ClassicStats:
+    """Builds the graph, runs warm-up and timed steps, returns the result.
+
+    The result is the classic stats dict; its attributes are those of the
+    results.BenchmarkResult.
+    """
     p = self.params
     self.run_context.start()
     self.print_header()
@@ -484,7 +534,7 @@ class BenchmarkCNN:
       if self._scratch:
         shutil.rmtree(self._scratch, ignore_errors=True)
     self.run_context.finish()
-    return self._result(
+    return self._classic_result(
       loop.losses,
       loop.step_times,
       final_state,
@@ -493,7 +543,11 @@ class BenchmarkCNN:
         end_step=end_step,
         evals=tuple(e.info() for e in loop.evals),
       ),
+      worker_losses=loop.worker_losses,
     )
+
+  def _classic_result(self, *args, **kwargs) -> classic_api.ClassicStats:
+    return classic_api.ClassicStats(self._result(*args, **kwargs))
 
   def _initialize(self, sess, built: BuiltGraph) -> int:
     """Initialises (or restores) variables; returns the starting global step."""
@@ -579,7 +633,12 @@ class BenchmarkCNN:
     )
 
   def _result(
-    self, losses, step_times, final_state: dict, training: results.TrainInfo
+    self,
+    losses,
+    step_times,
+    final_state: dict,
+    training: results.TrainInfo,
+    worker_losses=None,
   ) -> results.BenchmarkResult:
     """The result of a training or forward-only run; prints its images/sec."""
     total_time = sum(step_times)
@@ -606,7 +665,7 @@ class BenchmarkCNN:
         ),
         skipped_steps=int(final_state.get('skipped_steps', 0)),
       ),
-      cluster=self._cluster_info(ips),
+      cluster=self._cluster_info(ips, worker_losses),
     )
 
   def _make_result(
@@ -667,12 +726,15 @@ class BenchmarkCNN:
       cluster=cluster,
     )
 
-  def _cluster_info(self, ips: float) -> results.ClusterInfo | None:
+  def _cluster_info(
+    self, ips: float, worker_losses=None
+  ) -> results.ClusterInfo | None:
     """Multi-worker runs: the per-worker rate and the task writing the line."""
     if self.cluster is None:
       return None
     return results.ClusterInfo(
       images_per_sec_per_worker=ips / self.num_workers,
+      worker_losses=list(worker_losses) if worker_losses is not None else None,
       task=results.TaskInfo(
         job_name=self.cluster.job_name, task_index=self.cluster.task_index
       ),
@@ -694,6 +756,8 @@ class _StepLoop:
     self.params = bench.params
     self.step = start_step  # global step, as this process counts
     self.losses, self.step_times, self.evals = [], [], []
+    # A cluster run: this process's own losses (`losses`: the cluster's).
+    self.worker_losses = [] if built.worker_loss is not None else None
     self.writer = None
     if built.summary_op is not None and bench.run_context.is_chief:
       with built.graph.as_default():
@@ -727,6 +791,8 @@ class _StepLoop:
     """Runs one step and the periodic work due after it; (loss, seconds)."""
     p, built = self.params, self.built
     fetches = {'step': built.step_op, 'loss': built.loss}
+    if built.worker_loss is not None:
+      fetches['worker_loss'] = built.worker_loss
     summarise = (
       self.writer is not None and (self.step + 1) % p.save_summaries_steps == 0
     )
@@ -737,6 +803,8 @@ class _StepLoop:
     seconds = time.perf_counter() - start
     self.step += 1
     self.losses.append(float(got['loss']))
+    if self.worker_losses is not None:
+      self.worker_losses.append(float(got['worker_loss']))
     if summarise:
       self.writer.add_summary(got['summary'], self.step)
     if built.checkpointer is not None and p.train_dir:
@@ -769,6 +837,7 @@ def run_benchmark(
   """
   bench = BenchmarkCNN(plan, out=out, reports_results=reports_results)
   p = bench.params
+  outputs.check(p)  # before the graph is built, not after the run
   if bench.plan.mode is params_lib.Mode.EVAL:
     evaluated = _naming_bad_data(bench, bench.evaluate_checkpoints)
     if not evaluated:
@@ -779,7 +848,7 @@ def run_benchmark(
     return evaluated[-1]
   result = _naming_bad_data(bench, bench.run)
   if p.result_file and bench.reports_results:
-    result_lines.append_json_line(p.result_file, result.to_record())
+    outputs.write_results(p.result_file, [result.to_record()])
   return result
 
 

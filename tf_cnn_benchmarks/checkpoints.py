@@ -32,11 +32,86 @@ class CheckpointError(ValueError):
   """A checkpoint that cannot be used; the message is one line."""
 
 
+STATE_FILE = 'checkpoint'
+
+
 def latest_checkpoint(train_dir: str | None) -> str | None:
-  """Path prefix of the newest complete checkpoint in train_dir, or None."""
+  """Path prefix of the newest checkpoint in train_dir, or None; verified.
+
+  None only when train_dir holds no checkpoint at all. A state file that
+  cannot be read or names a checkpoint that is missing or damaged, or
+  checkpoints without a state file, raise CheckpointError: starting from
+  step 0 there would write over checkpoints the run did not resume from.
+  """
   if not train_dir or not os.path.isdir(train_dir):
     return None
-  return tf.train.latest_checkpoint(train_dir)
+  state_file = os.path.join(train_dir, STATE_FILE)
+  if not os.path.exists(state_file):
+    found = existing_checkpoints(train_dir)
+    if found:
+      raise CheckpointError(
+        '%s: missing, but %s holds %d checkpoint(s) (%s); restore the state '
+        'file or move them away'
+        % (state_file, train_dir, len(found), found[-1])
+      )
+    return None
+  try:
+    state = tf.train.get_checkpoint_state(train_dir)
+  except (tf.errors.OpError, ValueError, UnicodeDecodeError) as e:
+    state = None
+    why = str(e).splitlines()[0] if str(e) else type(e).__name__
+  else:
+    why = 'no model_checkpoint_path'
+  if state is None or not state.model_checkpoint_path:
+    raise CheckpointError(
+      '%s: not a checkpoint state file (%s)' % (state_file, why)
+    )
+  path = state.model_checkpoint_path
+  if not os.path.isabs(path):
+    path = os.path.join(train_dir, path)
+  verify(path, state_file)
+  return path
+
+
+def existing_checkpoints(train_dir: str) -> list:
+  """Path prefixes of the checkpoints (`.index` files) in train_dir, by step."""
+  prefixes = [
+    os.path.join(train_dir, name[: -len('.index')])
+    for name in os.listdir(train_dir)
+    if name.startswith(CHECKPOINT_BASENAME + '-') and name.endswith('.index')
+  ]
+  return sorted(prefixes, key=_step_or_minus_one)
+
+
+def _step_or_minus_one(path: str) -> int:
+  try:
+    return int(path.rsplit('-', 1)[1])
+  except (IndexError, ValueError):
+    return -1
+
+
+def verify(path: str, named_by: str) -> None:
+  """Reads every tensor of checkpoint `path` (checksums included).
+
+  Catches a missing, truncated or corrupted `.index` or `.data-*` file
+  before the run builds on it; named_by is the file that pointed to it.
+  """
+  if not os.path.exists(path + '.index'):
+    raise CheckpointError(
+      '%s: names checkpoint %s, whose %s.index does not exist'
+      % (named_by, path, os.path.basename(path))
+    )
+  try:
+    reader = tf.train.load_checkpoint(path)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  # The reader raises IndexError for a short read, DataLossError for a bad
+  # checksum, NotFoundError for a missing file.
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    raise CheckpointError(
+      '%s (named by %s): damaged or incomplete checkpoint (%s)'
+      % (path, named_by, str(e).splitlines()[0][:200])
+    ) from None
 
 
 def step_of(checkpoint_path: str) -> int:
@@ -60,7 +135,9 @@ def restorable(
   initialiser; one of the `required` names (the model's weights) is an error.
   """
   try:
-    stored = dict(tf.train.list_variables(checkpoint_path))
+    reader = tf.train.load_checkpoint(checkpoint_path)
+    stored = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
   except (tf.errors.OpError, ValueError) as e:
     raise CheckpointError(
       '%s: cannot read checkpoint (%s)'
@@ -76,6 +153,13 @@ def restorable(
         '%s: variable %s has shape %s in the checkpoint, the model has %s '
         '(another model or dataset?)'
         % (checkpoint_path, name, list(stored[name]), want)
+      )
+    if dtypes[name] != var.dtype.base_dtype:
+      # e.g. written with --use_fp16 --fp16_vars and resumed without them.
+      raise CheckpointError(
+        '%s: variable %s is %s in the checkpoint, the model makes it %s '
+        '(resume with the same --use_fp16/--fp16_vars)'
+        % (checkpoint_path, name, dtypes[name].name, var.dtype.base_dtype.name)
       )
     out[name] = var
   missing = sorted(n for n in required if n not in stored)
@@ -138,6 +222,10 @@ class Checkpointer:
     self._saver = tf1.train.Saver(
       variables, max_to_keep=max_to_keep, save_relative_paths=True
     )
+    if writes and os.path.isdir(train_dir):
+      # A new Saver counts only what it writes: without this, every resume
+      # kept max_to_keep more checkpoints.
+      self._saver.recover_last_checkpoints(existing_checkpoints(train_dir))
     self._restorer = (
       tf1.train.Saver(restore_variables)
       if restore_from and restore_variables

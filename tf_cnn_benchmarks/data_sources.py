@@ -46,7 +46,8 @@ datasets_use_caching caches the examples as read, before the random
 preprocessing: ImageNet serialized records (still JPEG: decoded ImageNet
 would need about half a terabyte), CIFAR-10 raw pixels.
 datasets_repeat_cached_sample (training only; an evaluation pass would never
-end) repeats the first batch forever: the input costs only the copy.
+end) repeats the stream's first raw record forever, as the classic harness
+did: no file reads, but every example is still decoded and preprocessed.
 
 Bad data.
   Before any graph: check_data_dir raises DataError for a missing, non-
@@ -251,6 +252,12 @@ def check_data_dir(options: InputOptions, subset: str) -> list[str]:
         '%s: no files matching %s (ImageNet TFRecords)%s'
         % (flag, pattern, _other_dataset_hint(names, 'imagenet'))
       )
+    for path in files:
+      cut = tfrecord_cut(path)
+      if cut is not None:
+        raise DataError(
+          '%s: truncated record at byte %d (header cut off)' % (path, cut)
+        )
     return files
   wanted = CIFAR_FILES[subset]
   missing = [n for n in wanted if n not in names]
@@ -266,6 +273,29 @@ def check_data_dir(options: InputOptions, subset: str) -> list[str]:
         '%s: %s is a directory, not a CIFAR-10 batch file' % (flag, path)
       )
   return files
+
+
+def tfrecord_cut(path: str) -> Optional[int]:
+  """Where a TFRecord file is cut inside a record header, or None.
+
+  TensorFlow's reader takes a file cut inside a record's 12-byte header for
+  a shorter file and drops the records after the cut without a word; a cut
+  inside the data it reports itself (input_failures names it). Walking the
+  headers (12 bytes read per record, no checksums) finds the first kind
+  before the run starts.
+  """
+  opener = tf.io.gfile.GFile if '://' in path else open
+  with opener(path, 'rb') as f:
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    pos = 0
+    while pos < size:
+      f.seek(pos)
+      header = f.read(12)
+      if len(header) < 12:
+        return pos
+      pos += 12 + int.from_bytes(header[:8], 'little') + 4
+  return None
 
 
 def _expected(data_name: str, subset: str) -> str:
@@ -666,7 +696,7 @@ def _cifar_stream(
   def example(position, record):
     pixels, label = record
     image = preprocessing.cifar_record_image(pixels)
-    if train:
+    if train and options.distortions:  # classic: --distortions is crop/flip
       seed = tf.stack([tf.constant(stream_seed, tf.int64), position])
       image = preprocessing.cifar_train_image(
         image, image_size=image_size, seed=seed
@@ -701,7 +731,11 @@ def _finish(
   """The steps every stream shares, from the cache on (see the module doc)."""
   if options.use_caching:
     dataset = dataset.cache()
-  if train:
+  if train and options.repeat_cached_sample:
+    # Classic: one raw record repeated; decoding and preprocessing are still
+    # done (and measured) for every example.
+    dataset = dataset.take(1).cache().repeat()
+  elif train:
     dataset = dataset.shuffle(
       shuffle_buffer, seed=seed, reshuffle_each_iteration=True
     )
@@ -717,8 +751,6 @@ def _finish(
     dataset = dataset.map(
       lambda images, labels: (tf.transpose(images, [0, 3, 1, 2]), labels)
     )
-  if train and options.repeat_cached_sample:
-    dataset = dataset.take(1).cache().repeat()
   if options.prefetch_buffer_size:
     dataset = dataset.prefetch(options.prefetch_buffer_size)
   data_options = tf.data.Options()

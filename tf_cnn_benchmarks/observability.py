@@ -19,12 +19,16 @@ def build_summaries(
   extra_scalars: dict,
   grads_and_vars: Sequence,
   device: str,
+  gradient_norm: tf.Tensor | None = None,
 ) -> tf.Tensor | None:
   """The merged summary op for `verbosity` (None at 0).
 
   1: loss, learning rate and `extra_scalars` (e.g. the loss scale);
-  2: + global norms of the gradients and variables (of one tower);
+  2: + global norms of the gradient applied and of the variables;
   3: + a histogram of every variable.
+  gradient_norm: the norm of the gradient the update applies (reduced,
+  unscaled, clipped), from the manager; without it, the norm of
+  `grads_and_vars` (one tower's) divided by extra_scalars['loss_scale'].
   """
   if verbosity <= 0:
     return None
@@ -35,11 +39,13 @@ def build_summaries(
     for name, value in sorted(extra_scalars.items()):
       summaries.append(tf1.summary.scalar(name, tf.cast(value, tf.float32)))
     if verbosity >= 2 and grads_and_vars:
-      grads = [tf.cast(g, tf.float32) for g, _ in grads_and_vars]
+      if gradient_norm is None:
+        grads = [tf.cast(g, tf.float32) for g, _ in grads_and_vars]
+        gradient_norm = tf.linalg.global_norm(grads)
+        if 'loss_scale' in extra_scalars:
+          gradient_norm /= tf.cast(extra_scalars['loss_scale'], tf.float32)
       variables = [tf.cast(v, tf.float32) for _, v in grads_and_vars]
-      summaries.append(
-        tf1.summary.scalar('gradient_norm', tf.linalg.global_norm(grads))
-      )
+      summaries.append(tf1.summary.scalar('gradient_norm', gradient_norm))
       summaries.append(
         tf1.summary.scalar('variable_norm', tf.linalg.global_norm(variables))
       )

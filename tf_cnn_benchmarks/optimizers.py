@@ -41,8 +41,11 @@ def optimizer_factory(
   def make():
     if config.name == 'sgd':
       return tf1.train.GradientDescentOptimizer(learning_rate)
-    if config.name == 'momentum':
-      return tf1.train.MomentumOptimizer(learning_rate, config.momentum)
+    if config.name in ('momentum', 'plain_momentum'):
+      # Classic --optimizer=momentum is Nesterov momentum.
+      return tf1.train.MomentumOptimizer(
+        learning_rate, config.momentum, use_nesterov=config.name == 'momentum'
+      )
     if config.name == 'rmsprop':
       return tf1.train.RMSPropOptimizer(
         learning_rate,
@@ -95,3 +98,25 @@ def learning_rate(
       minimum=params.minimum_learning_rate,
     )
   return params.init_learning_rate
+
+
+def gradient_clip(params):
+  """The clip build_train_op applies to the reduced gradients, or None.
+
+  --gradient_clip=c clips each element to [-c, c] (the classic meaning, on the
+  reduced gradients before the update); --gradient_clip_norm=n clips their
+  global norm.
+  """
+  if params.gradient_clip_norm is not None:
+    return params.gradient_clip_norm
+  if params.gradient_clip is None:
+    return None
+  limit = params.gradient_clip
+
+  def clip_each_element(grads_and_vars):
+    with tf.name_scope('clip_grads'):
+      return [
+        (tf.clip_by_value(g, -limit, limit), v) for g, v in grads_and_vars
+      ]
+
+  return clip_each_element

@@ -25,6 +25,7 @@ from absl import flags
 
 import models
 from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks import limits
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 import variable_mgr
 from variable_mgr import allreduce
@@ -40,7 +41,17 @@ def _field(default: Any, help_text: str, choices: tuple = ()) -> Any:
   )
 
 
-OPTIMIZERS = ('sgd', 'momentum', 'rmsprop', 'adam')
+# momentum is Nesterov momentum, as in the classic harness; plain_momentum is
+# the heavy-ball update (a new name for a new behaviour).
+OPTIMIZERS = ('sgd', 'momentum', 'plain_momentum', 'rmsprop', 'adam')
+
+# Classic model names that are not CNNs, or not available yet: one line each.
+NOT_CNN_MODELS = {
+  'ncf': 'ncf is a recommendation model, not a CNN; this harness runs CNNs',
+  'deepspeech2': 'deepspeech2 is a speech model, not a CNN; this harness '
+  'runs CNNs',
+  'ssd300': 'ssd300 (coco) is not available yet',
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +62,8 @@ class Params:
   model: str = _field('trivial', 'Model name; see --list_models.')
   data_name: Optional[str] = _field(
     None,
-    'Dataset whose shapes the synthetic data has: imagenet (default) '
-    'or cifar10.',
+    'Dataset: imagenet or cifar10. Default: guessed from --data_dir '
+    '(the name that appears in it), else imagenet.',
     datasets.names(),
   )
   batch_size: int = _field(
@@ -62,7 +73,9 @@ class Params:
     None, 'Number of timed batches (default 100 unless --num_epochs).'
   )
   num_epochs: Optional[float] = _field(
-    None, 'Number of epochs to run instead of --num_batches.'
+    None,
+    'Number of epochs to run instead of --num_batches; an epoch counts '
+    "every worker's images (batch x towers x workers per step).",
   )
   num_warmup_batches: Optional[int] = _field(
     None, 'Untimed batches run before the timed ones (default 10).'
@@ -211,7 +224,12 @@ class Params:
   )
 
   # Optimisation.
-  optimizer: str = _field('sgd', 'Optimizer.', OPTIMIZERS)
+  optimizer: str = _field(
+    'sgd',
+    'Optimizer. momentum is Nesterov momentum (as in the classic '
+    'harness); plain_momentum is the heavy-ball update.',
+    OPTIMIZERS,
+  )
   init_learning_rate: Optional[float] = _field(
     None, "Initial learning rate; default: the model's own schedule."
   )
@@ -224,7 +242,9 @@ class Params:
   minimum_learning_rate: float = _field(
     0, 'Floor of the decayed learning rate.'
   )
-  momentum: float = _field(0.9, 'Momentum of the momentum optimizer.')
+  momentum: float = _field(
+    0.9, 'Momentum of the momentum and plain_momentum optimizers.'
+  )
   rmsprop_decay: float = _field(0.9, 'RMSProp decay.')
   rmsprop_momentum: float = _field(0.9, 'RMSProp momentum.')
   rmsprop_epsilon: float = _field(1.0, 'RMSProp epsilon.')
@@ -235,6 +255,11 @@ class Params:
     0.00004, 'L2 weight decay factor (batch-norm variables excluded).'
   )
   gradient_clip: Optional[float] = _field(
+    None,
+    'Clip each element of the reduced gradients to [-c, c] (the '
+    'classic meaning).',
+  )
+  gradient_clip_norm: Optional[float] = _field(
     None, 'Clip the reduced gradients to this global norm.'
   )
   tf_random_seed: int = _field(
@@ -249,9 +274,9 @@ class Params:
     '(data_batch_1..5, test_batch). Unset: synthetic data.',
   )
   distortions: bool = _field(
-    True,
-    'ImageNet training: colour distortion on top of the random '
-    'bounding-box crop and flip.',
+    False,
+    'Training: ImageNet colour distortion on top of the random '
+    'bounding-box crop and flip; CIFAR-10 random crop and flip.',
   )
   resize_method: str = _field(
     'bilinear',
@@ -274,7 +299,9 @@ class Params:
     None, 'Files read in parallel per input stream (None: 10).'
   )
   datasets_repeat_cached_sample: bool = _field(
-    False, 'Repeat one cached batch forever: input cost without I/O.'
+    False,
+    'Repeat the first raw record forever (no I/O; decoding and '
+    'preprocessing still done per example), as the classic harness.',
   )
 
   # Checkpoints and evaluation.
@@ -339,6 +366,10 @@ class Params:
   peak_tflops_per_device: Optional[float] = _field(
     None, 'Peak TFLOP/s of one device, for the MFU column (optional).'
   )
+
+  def _replace(self, **changes: Any) -> 'Params':
+    """A copy with some fields changed (the classic namedtuple API)."""
+    return dataclasses.replace(self, **changes)
 
   @property
   def compute_dtype(self):
@@ -423,9 +454,31 @@ def make_plan(**overrides: Any) -> RunPlan:
   unknown = sorted(set(overrides) - set(FIELDS))
   if unknown:
     raise ParamsError('unknown parameter(s): %s' % ', '.join(unknown))
-  raw = Params(**overrides)
+  raw = Params(**classic_spellings(overrides))
   _check_choices(raw)
   return _resolve(raw)
+
+
+# String flags whose classic default was '' (unset).
+_EMPTY_IS_UNSET = (
+  'job_name',
+  'ps_hosts',
+  'worker_hosts',
+  'controller_host',
+  'trace_file',
+)
+
+
+def classic_spellings(overrides: dict) -> dict:
+  """The classic spellings made ours: '' for unset, CPU/GPU for cpu/gpu."""
+  out = dict(overrides)
+  for name in _EMPTY_IS_UNSET:
+    if out.get(name) == '':
+      out[name] = None
+  for name in ('device', 'local_parameter_device'):
+    if out.get(name) in ('CPU', 'GPU'):
+      out[name] = out[name].lower()
+  return out
 
 
 def make_params(**overrides: Any) -> Params:
@@ -434,12 +487,31 @@ def make_params(**overrides: Any) -> Params:
 
 
 def as_plan(params_or_plan) -> RunPlan:
-  """A RunPlan as it is; resolved Params (Python callers) made into one."""
+  """A RunPlan as it is; Params (Python callers) made into one.
+
+  Resolved Params are taken as they are; Params with automatic defaults
+  still unset (the classic API's make_params) are validated and resolved.
+  """
   if isinstance(params_or_plan, RunPlan):
     return params_or_plan
   p = params_or_plan
+  if not is_resolved(p):
+    return make_plan(**dataclasses.asdict(p))
   cluster, manager_cls = _cluster_and_manager(p)
   return RunPlan(p, cluster, manager_cls, mode_of(p))
+
+
+def is_resolved(p: Params) -> bool:
+  """Whether every automatic default of p has its concrete value."""
+  return (
+    p.data_name is not None
+    and p.device is not None
+    and p.data_format is not None
+    and p.batch_size > 0
+    and p.num_batches is not None
+    and p.num_warmup_batches is not None
+    and p.use_resource_vars is not None
+  )
 
 
 def mode_of(p: Params) -> Mode:
@@ -473,7 +545,7 @@ def gpu_available() -> bool:
 
 def _resolve(p: Params) -> RunPlan:
   """Validates the combination and fills in every automatic default."""
-  data_name = p.data_name or 'imagenet'
+  data_name = p.data_name or _guess_data_name(p.data_dir)
   model = _checked_model(p, data_name)
   _check_counts(p)
   device, data_format = _device_and_format(p)
@@ -489,14 +561,20 @@ def _resolve(p: Params) -> RunPlan:
   _check_all_reduce(p, manager_cls, device)
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
+  limits.check(p, data_name, model, cluster, ParamsError)
 
   batch_size = p.batch_size or model.default_batch_size
   num_batches = p.num_batches
   if num_batches is None:
     if p.num_epochs is not None:
+      # As in the classic harness, one step consumes every worker's batches.
       examples = datasets.get(data_name).num_train_examples
+      workers = cluster.num_workers if cluster is not None else 1
       num_batches = max(
-        1, math.ceil(p.num_epochs * examples / (batch_size * p.num_gpus))
+        1,
+        math.ceil(
+          p.num_epochs * examples / (batch_size * p.num_gpus * workers)
+        ),
       )
     else:
       num_batches = 100
@@ -526,8 +604,18 @@ def _resolve(p: Params) -> RunPlan:
   )
 
 
+def _guess_data_name(data_dir: Optional[str]) -> str:
+  """The dataset named in --data_dir (classic rule), else imagenet."""
+  for name in datasets.names():
+    if data_dir and name in data_dir:
+      return name
+  return 'imagenet'
+
+
 def _checked_model(p: Params, data_name: str):
   """The model --model names for the dataset; the manager name is known."""
+  if p.model in NOT_CNN_MODELS:
+    raise ParamsError('--model=%s: %s' % (p.model, NOT_CNN_MODELS[p.model]))
   if p.model not in models.names(data_name):
     raise ParamsError(
       '--model=%s: no such model for --data_name=%s; one of %s'
@@ -567,10 +655,23 @@ def _check_counts(p: Params) -> None:
     p.num_warmup_batches is None or p.num_warmup_batches >= 0,
     '--num_warmup_batches=%s: must be >= 0' % p.num_warmup_batches,
   )
+  for name in ('gradient_clip', 'gradient_clip_norm'):
+    value = getattr(p, name)
+    _require(value is None or value > 0, '--%s=%s: must be > 0' % (name, value))
   _require(
-    p.gradient_clip is None or p.gradient_clip > 0,
-    '--gradient_clip=%s: must be > 0' % p.gradient_clip,
+    p.gradient_clip is None or p.gradient_clip_norm is None,
+    '--gradient_clip and --gradient_clip_norm: use one clipping, not both',
   )
+  for name in (
+    'num_epochs_per_decay',
+    'learning_rate_decay_factor',
+    'minimum_learning_rate',
+  ):
+    # Classic rule: a decay needs the rate it decays from.
+    _require(
+      not getattr(p, name) or p.init_learning_rate is not None,
+      '--%s: needs --init_learning_rate' % name,
+    )
   _require(
     p.init_learning_rate is None or p.init_learning_rate > 0,
     '--init_learning_rate=%s: must be > 0' % p.init_learning_rate,

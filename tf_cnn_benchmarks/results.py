@@ -91,14 +91,22 @@ class TaskInfo:
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
-  """Multi-worker runs: keys `images_per_sec_per_worker` and `task`."""
+  """Multi-worker runs: `images_per_sec_per_worker`, `task`, `worker_losses`.
+
+  worker_losses: the losses of the writing task's own towers (the line's
+  `losses` are the cluster's where the manager averages them).
+  """
 
   images_per_sec_per_worker: float
   task: TaskInfo  # the task that wrote the line
+  worker_losses: list | None = None
 
   def to_keys(self) -> dict:
-    """This part's keys of the results line."""
-    return dataclasses.asdict(self)
+    """This part's keys of the results line (no worker_losses if None)."""
+    keys = dataclasses.asdict(self)
+    if keys['worker_losses'] is None:
+      del keys['worker_losses']
+    return keys
 
 
 # BenchmarkResult fields that are optional parts: None leaves their keys out.

@@ -8,6 +8,8 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from models import builder
+
 tf1 = tf.compat.v1
 
 # The classic harness weighted the auxiliary head's loss (inception) by 0.4.
@@ -80,16 +82,18 @@ def build_tower(
   forward_only: bool = False,
   float16_vars: bool = False,
   scale_loss: Callable | None = None,
+  tower_index: int = 0,
 ) -> Tower:
   """Builds the model on `images`, its loss and (unless forward_only) grads.
 
   Call inside the variable manager's tower scope; `trainable_variables` is
   called after the model is built and returns the variables to differentiate.
   With `scale_loss`, the gradients are those of scale_loss(loss) (fp16 loss
-  scaling); the returned loss is unscaled.
+  scaling); the returned loss is unscaled. `tower_index` is the tower's
+  global index (worker w's tower t: w*T+t); it picks its dropout masks.
   """
   storage = float16_variables() if float16_vars else contextlib.nullcontext()
-  with storage:
+  with storage, builder.random_stream(tower_index):
     out = model.build(
       images,
       num_classes,

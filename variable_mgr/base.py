@@ -59,6 +59,14 @@ class VariableMgr:
 
   name: ClassVar[str] = ''
   traits: ClassVar[Traits] = Traits()
+  # Set by build_train_op where the manager knows it: the global norm of
+  # the (reduced, unscaled, clipped) gradient the first apply site applies.
+  applied_gradient_norm: tf.Tensor | None = None
+  # Set by build_train_op in a cluster where the step synchronises the
+  # workers: the step's loss over every tower of every worker (on the
+  # process that writes the results line, at least). None: this process's
+  # own loss is the run's (a local run, one graph, or async workers).
+  cluster_loss: tf.Tensor | None = None
 
   def __init__(
     self,
@@ -137,27 +145,22 @@ class VariableMgr:
     global_step: tf.Variable,
     clip_norm: float | None = None,
     loss_scale=None,
+    loss: tf.Tensor | None = None,
   ) -> tf.Operation:
     """Reduces, (unscales, checks,) clips and applies the gradients.
 
     global_step moves once per applied step. With a LossScale, towers must
     have differentiated the scaled loss; with an automatic one, a step whose
     reduced gradients hold inf/nan updates nothing on any replica.
+    loss: this process's mean tower loss; a cluster manager sets
+    `cluster_loss` from it (the mean over every worker's towers), riding on
+    the step's own synchronisation.
     """
+    del loss  # one process: its loss is the run's
     reduction = self.reduce_gradients(tower_grads)
 
     def apply(sites):
-      updates = []
-      for k, (device, grads_and_vars) in enumerate(sites):
-        if clip_norm is not None:
-          grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
-        with tf.device(device), self._apply_name_scope(k):
-          updates.append(
-            make_optimizer().apply_gradients(
-              grads_and_vars, global_step=global_step if k == 0 else None
-            )
-          )
-      return updates
+      return self.apply_sites(sites, make_optimizer, global_step, clip_norm)
 
     # Updates run in place on the variables' buffers: without this barrier an
     # update could land while another op of the same step (the backprop of an
@@ -168,11 +171,35 @@ class VariableMgr:
       else []
     )
     with tf.control_dependencies(barrier):
+      # Computed only when fetched (the gradient_norm summary).
+      self.applied_gradient_norm = applied_norm(
+        reduction.sites[0][1], self.cpu_device, loss_scale, clip_norm
+      )
       if loss_scale is None:
         update = tf.group(*apply(reduction.sites))
       else:
         update = loss_scale.guarded_update(reduction.sites, apply)
     return tf.group(update, *reduction.side_ops, name='train_op')
+
+  def apply_sites(
+    self,
+    sites,
+    make_optimizer: Callable[[], tf1.train.Optimizer],
+    global_step: tf.Variable,
+    clip_norm: float | None = None,
+  ) -> list:
+    """One optimizer per apply site; the first also moves global_step."""
+    updates = []
+    for k, (device, grads_and_vars) in enumerate(sites):
+      if clip_norm is not None:
+        grads_and_vars = clip_by_global_norm(grads_and_vars, clip_norm)
+      with tf.device(device), self._apply_name_scope(k):
+        updates.append(
+          make_optimizer().apply_gradients(
+            grads_and_vars, global_step=global_step if k == 0 else None
+          )
+        )
+    return updates
 
   def _apply_name_scope(self, site: int) -> contextlib.AbstractContextManager:
     """Name scope for the optimizer of apply site `site`.
@@ -219,7 +246,7 @@ class VariableMgr:
     for v in tf1.global_variables():
       name = naming.checkpoint_name(v.op.name, saved_prefix)
       if name is not None:
-        saved[name] = v
+        add_savable(saved, name, v)
     return saved
 
 
@@ -243,6 +270,21 @@ class PerTowerCopies(VariableMgr):
 
   def _apply_name_scope(self, site: int):
     return tf1.name_scope(self.variable_prefix(site))
+
+
+def add_savable(saved: dict, name: str, variable) -> None:
+  """saved[name] = variable; two variables under one name is an error.
+
+  Two variables mapping to one checkpoint name (e.g. the beta powers of two
+  optimizers) would save only one of them, and a resume would restart the
+  other silently.
+  """
+  if name in saved and saved[name] is not variable:
+    raise ValueError(
+      'checkpoint name %r would hold both %s and %s'
+      % (name, saved[name].op.name, variable.op.name)
+    )
+  saved[name] = variable
 
 
 def shared_copy_variables() -> dict:
@@ -319,10 +361,41 @@ def on_task(variable, task_prefix: str) -> bool:
 def clip_by_global_norm(
   grads_and_vars: GradsAndVars, clip_norm: float
 ) -> GradsAndVars:
-  """Clips the gradients of one apply site to `clip_norm` global norm."""
+  """Clips the gradients of one apply site to `clip_norm` global norm.
+
+  clip_norm may instead be a function of the grads_and_vars returning the
+  clipped ones (the driver's per-element --gradient_clip).
+  """
+  if callable(clip_norm):
+    return clip_norm(grads_and_vars)
   grads = [g for g, _ in grads_and_vars]
   clipped, _ = tf.clip_by_global_norm(grads, clip_norm)
   return list(zip(clipped, [v for _, v in grads_and_vars]))
+
+
+def applied_norm(grads_and_vars, device, loss_scale=None, clip_norm=None):
+  """Global norm of `grads_and_vars` as applied: unscaled, then clipped.
+
+  grads_and_vars: one apply site's reduced gradients, still multiplied by
+    the loss scale if `loss_scale` is given. None if there are none.
+  """
+  grads = [tf.cast(g, tf.float32) for g, _ in grads_and_vars]
+  if not grads:
+    return None
+  with tf.device(device):
+    if callable(clip_norm):  # per-element clip: the norm of what it leaves
+      if loss_scale is not None:
+        inverse = 1.0 / loss_scale.step_value()
+        grads = [g * inverse for g in grads]
+      return tf.linalg.global_norm(
+        [g for g, _ in clip_norm([(g, None) for g in grads])]
+      )
+    norm = tf.linalg.global_norm(grads)
+    if loss_scale is not None:
+      norm = norm / loss_scale.step_value()
+    if clip_norm is not None:
+      norm = tf.minimum(norm, clip_norm)
+  return norm
 
 
 def mean_of(tensors: Sequence[tf.Tensor]) -> tf.Tensor:

@@ -37,6 +37,16 @@ tf1 = tf.compat.v1
 # Collectives of one step wait at most this long for their peers; a lost peer
 # is normally reported sooner by the cluster watchdog.
 COLLECTIVE_TIMEOUT_S = 50.0
+# The per-step reductions have no timeout: TensorFlow arms a collective's
+# timeout with Env::SchedClosureAfter, which starts one OS thread per op
+# that sleeps out the whole timeout, so at hundreds of steps a second a
+# worker held thousands of threads and died (issue 17, item 1). The cluster
+# watchdog bounds the wait on a lost peer instead.
+STEP_COLLECTIVE_TIMEOUT_S = 0.0
+
+
+# Name scope of hybrid's ps-held variables' optimizer (see _ps_update).
+PS_OPTIMIZER_SCOPE = 'ps_optimizer/'
 
 
 def _device_of(task_prefix: str, tower_device: str) -> str:
@@ -122,6 +132,23 @@ class SyncAccumulators:
     return tf.group(update, release, count, name='sync_apply')
 
 
+@dataclasses.dataclass(frozen=True)
+class _LossSlot:
+  """Stands for a variable in SyncAccumulators: where the loss is averaged.
+
+  The accumulators need only a variable's device, shape and name.
+  """
+
+  device: str
+  shape: tf.TensorShape = tf.TensorShape([])
+  op: object = dataclasses.field(default_factory=lambda: _Named('cluster_loss'))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+  name: str
+
+
 class PsClusterMixin:
   """What the managers whose shared variables sit on ps tasks have in common.
 
@@ -167,7 +194,7 @@ class PsClusterMixin:
     # The ps copy 'v/NAME' (and its optimizer slots) is the variable; a
     # tower's copy, where there is one, is a cache of it.
     saved = super().savable_variables()
-    saved.update(base.shared_copy_variables())
+    saved.update(base.shared_copy_variables())  # the copy replaces the cache
     return saved
 
   def _apply(self, grads_and_vars, make_optimizer, global_step, clip_norm):
@@ -178,13 +205,22 @@ class PsClusterMixin:
     )
 
   def _sync_or_async(
-    self, grads_and_vars, make_optimizer, global_step, clip_norm, guard=None
+    self,
+    grads_and_vars,
+    make_optimizer,
+    global_step,
+    clip_norm,
+    guard=None,
+    loss=None,
   ):
     """The update: averaged over workers (sync) or this worker's own.
 
     global_step: moved by the update, or None to leave it alone.
     guard(grads_and_vars, apply) -> op wraps the apply in the loss-scale
     check; it runs where the apply runs (the chief, in sync mode).
+    loss: this worker's loss; in sync mode it is averaged with the
+    gradients (one more scalar accumulator), and the chief's
+    `cluster_loss` is the mean.
     """
 
     def apply(gvs):
@@ -193,11 +229,23 @@ class PsClusterMixin:
     def apply_fn(gvs):
       return guard(gvs, apply) if guard else apply(gvs)
 
-    if self.cluster.cross_replica_sync and self.cluster.num_workers > 1:
-      return SyncAccumulators(
-        self.cluster, self.ps_devices[0], self.cpu_device
-      ).step(grads_and_vars, apply_fn)
-    return apply_fn(grads_and_vars)
+    if not (self.cluster.cross_replica_sync and self.cluster.num_workers > 1):
+      return apply_fn(grads_and_vars)
+    if loss is not None:
+      grads_and_vars = list(grads_and_vars) + [
+        (
+          tf.reshape(tf.cast(loss, tf.float32), []),
+          _LossSlot(self.ps_devices[0]),
+        )
+      ]
+
+      def apply_fn_and_loss(means):
+        self.cluster_loss = means[-1][0]
+        return apply_fn(means[:-1])
+
+    return SyncAccumulators(
+      self.cluster, self.ps_devices[0], self.cpu_device
+    ).step(grads_and_vars, apply_fn_and_loss if loss is not None else apply_fn)
 
   def _loss_scale_guard(self, loss_scale):
     """guard for _sync_or_async: unscale, check, skip on inf/nan, adjust.
@@ -346,6 +394,15 @@ class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
       start += count
     return parts
 
+  def stat_update_ops(self, tower_update_ops):
+    # One shared copy of the moving statistics for the whole cluster: as in
+    # a local run, only the first tower (the chief's tower 0, global tower
+    # 0) updates it; every worker updating it would apply the decay once per
+    # worker per step, in a racy read-modify-write.
+    if not self.cluster.is_chief:
+      return []
+    return super().stat_update_ops(tower_update_ops)
+
   def describe(self) -> str:
     split = (
       ', variables > %d bytes split over the ps tasks'
@@ -367,6 +424,7 @@ class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
     global_step,
     clip_norm=None,
     loss_scale=None,
+    loss=None,
   ):
     # Average this worker's towers locally, so each gradient crosses once.
     means = _local_means(tower_grads, self.cpu_device)
@@ -378,6 +436,7 @@ class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
           global_step,
           clip_norm,
           guard=self._loss_scale_guard(loss_scale),
+          loss=loss,
         ),
         name='train_op',
       )
@@ -427,6 +486,7 @@ class DistributedReplicated(PsClusterMixin, base.PerTowerCopies):
     global_step,
     clip_norm=None,
     loss_scale=None,
+    loss=None,
   ):
     means = _local_means(tower_grads, self.cpu_device)
     relatives = [
@@ -443,6 +503,7 @@ class DistributedReplicated(PsClusterMixin, base.PerTowerCopies):
         global_step,
         clip_norm,
         guard=self._loss_scale_guard(loss_scale),
+        loss=loss,
       )
     with tf.control_dependencies([update]):
       copies = self._copy_back(relatives)
@@ -518,7 +579,7 @@ def collective_reduce(
           ordering_token=[],
           merge_op=merge_op,
           final_op=final_op,
-          timeout_seconds=COLLECTIVE_TIMEOUT_S,
+          timeout_seconds=STEP_COLLECTIVE_TIMEOUT_S,
         )
       )
   return out
@@ -613,9 +674,48 @@ class CollectiveAllReduce(base.PerTowerCopies):
       [(d, gv) for d, gv in zip(self.tower_devices, per_tower)]
     )
 
+  def build_train_op(
+    self,
+    tower_grads,
+    make_optimizer,
+    global_step,
+    clip_norm=None,
+    loss_scale=None,
+    loss=None,
+  ):
+    train_op = super().build_train_op(
+      tower_grads, make_optimizer, global_step, clip_norm, loss_scale
+    )
+    return self._with_cluster_loss(train_op, loss)
+
+  def _with_cluster_loss(self, train_op, loss):
+    """train_op, also averaging `loss` over every worker (cluster_loss)."""
+    if loss is None:
+      return train_op
+    means = collective_mean_loss(loss, self.tower_devices, self.group)
+    self.cluster_loss = means[0]
+    return tf.group(train_op, *means, name='train_op_and_loss')
+
   def post_init_ops(self):
     return broadcast_tower_copies(
       self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
+    )
+
+
+def collective_mean_loss(loss, tower_devices, group) -> list:
+  """The mean of every worker's `loss` (one scalar collective per step).
+
+  Each worker's loss is the mean over its towers and every worker has as
+  many towers, so this is the mean over every tower of the cluster. Returns
+  one result per local tower: run them all (each is a member of the
+  collective), read any.
+  """
+  with tf1.name_scope('cluster_loss'):
+    return collective_reduce(
+      [tf.cast(loss, tf.float32)] * len(tower_devices),
+      tower_devices,
+      group,
+      collective_keys.keys_for_graph(),
     )
 
 
@@ -660,6 +760,88 @@ class _SkipGuard:
       global_step.assign_add(tf.cast(self.finite, tf.int64)),
       self.loss_scale.adjust(self.finite),
     )
+
+
+def _squared_norm(grads_and_vars, device) -> tf.Tensor:
+  """Sum of the squares of every gradient (float32), on `device`."""
+  with tf.device(device):
+    return tf.add_n(
+      [tf.constant(0.0)]
+      + [
+        tf.reduce_sum(tf.square(tf.cast(g, tf.float32)))
+        for g, _ in grads_and_vars
+      ]
+    )
+
+
+class _HybridClip:
+  """--gradient_clip over the global norm of BOTH of hybrid's groups.
+
+  The all-reduced group's mean is known on every worker; the ps-held
+  group's cluster mean only where it is applied (the chief, with sync), so
+  the chief shares its squared norm with a collective minimum (the other
+  workers offer the largest float32). Every update is then scaled by
+  clip / max(global norm, clip), as tf.clip_by_global_norm does elsewhere.
+  """
+
+  _BIG = 3.0e38  # a non-chief's offer to the minimum
+
+  def __init__(self, mgr: 'Hybrid', clip_norm, tower0_sites):
+    self.mgr = mgr
+    # A per-element clip (a function; see base.clip_by_global_norm) needs
+    # no norm: each group is clipped alone.
+    self.per_element = clip_norm if callable(clip_norm) else None
+    self.clip_norm = None if callable(clip_norm) else clip_norm
+    self.small_sq = (
+      _squared_norm(tower0_sites, mgr.cpu_device)
+      if self.clip_norm is not None
+      else None
+    )
+    self.big_sq = None if mgr._shared else tf.constant(0.0)
+    self._factor = None
+
+  @property
+  def _shared_by_collective(self) -> bool:
+    cluster = self.mgr.cluster
+    return cluster.cross_replica_sync and cluster.num_workers > 1
+
+  def clipped(self, grads_and_vars, ps_group=False):
+    """`grads_and_vars` scaled by the global clip factor (or as given)."""
+    if self.per_element is not None:
+      return self.per_element(grads_and_vars)
+    if self.clip_norm is None:
+      return grads_and_vars
+    if ps_group:
+      self._set_big_sq(_squared_norm(grads_and_vars, self.mgr.cpu_device))
+    factor = self._clip_factor()
+    out = []
+    for g, v in grads_and_vars:
+      with tf.device(g.device):
+        out.append((g * tf.cast(factor, g.dtype), v))
+    return out
+
+  def receive_ps_norm(self) -> None:
+    """On a worker that applied no ps update: the chief's squared norm."""
+    if self.clip_norm is not None and self.big_sq is None:
+      self._set_big_sq(None)
+
+  def _set_big_sq(self, local_sq) -> None:
+    if not self._shared_by_collective:
+      self.big_sq = local_sq
+      return
+    with tf.device(self.mgr.cpu_device):
+      offer = tf.constant(self._BIG) if local_sq is None else local_sq
+    mins = collective_min(offer, self.mgr.tower_devices, self.mgr.group)
+    self.big_sq = mins[0]
+
+  def _clip_factor(self):
+    if self._factor is None:
+      if self.big_sq is None:
+        self.receive_ps_norm()
+      with tf.device(self.mgr.cpu_device):
+        norm = tf.sqrt(self.small_sq + self.big_sq)
+        self._factor = self.clip_norm / tf.maximum(norm, self.clip_norm)
+    return self._factor
 
 
 @register
@@ -775,6 +957,7 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
     global_step,
     clip_norm=None,
     loss_scale=None,
+    loss=None,
   ):
     with tf.control_dependencies(_all_grads(tower_grads)):
       sites, means = self._reduce(tower_grads)
@@ -784,17 +967,27 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
         sites = [loss_scale.unscale(gv) for gv in sites]
         means = loss_scale.unscale(means)
       guard = self._skip_guard(loss_scale, sites, means)
+      clip = _HybridClip(self, clip_norm, sites[0] if sites else [])
+      # The ps update first: with clipping, it learns the ps-held group's
+      # share of the global norm that the towers' updates need too.
+      ps_updates = (
+        [self._ps_update(means, make_optimizer, clip, guard)] if means else []
+      )
       updates = (
-        guard.run(lambda: self._tower_updates(sites, make_optimizer, clip_norm))
+        guard.run(lambda: self._tower_updates(sites, make_optimizer, clip))
         if sites
         else []
-      )
+      ) + ps_updates
       if means:
-        updates.append(self._ps_update(means, make_optimizer, clip_norm, guard))
         updates.append(self._end_of_step_barrier(updates))
       with tf.device(self.global_step_device), tf.control_dependencies(updates):
         bump = guard.count_step(global_step)
-      return tf.group(*updates, bump, name='train_op')
+      train_op = tf.group(*updates, bump, name='train_op')
+    if loss is None:
+      return train_op
+    means = collective_mean_loss(loss, self.tower_devices, self.group)
+    self.cluster_loss = means[0]
+    return tf.group(train_op, *means, name='train_op_and_loss')
 
   def _reduce(self, tower_grads):
     """Reduces the step's gradients; returns (sites, means).
@@ -824,23 +1017,34 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
       loss_scale, self._finite_everywhere(loss_scale, sites, means)
     )
 
-  def _tower_updates(self, sites, make_optimizer, clip_norm) -> list:
+  def _tower_updates(self, sites, make_optimizer, clip) -> list:
     """Every tower applies the means of its small variables."""
     updates = []
     for i, gv in enumerate(sites):
       with tf.device(self.tower_devices[i]), self._apply_name_scope(i):
-        updates.append(self._apply(gv, make_optimizer, None, clip_norm))
+        updates.append(
+          self._apply(clip.clipped(gv), make_optimizer, None, None)
+        )
     return updates
 
-  def _ps_update(self, means, make_optimizer, clip_norm, guard):
+  def _ps_update(self, means, make_optimizer, clip, guard):
     """The ps-held variables' update (averaged over workers if sync)."""
 
     def guarded(gvs, apply):
+      # Where the update is applied (the chief, if sync): the averaged
+      # gradients are known here, and clip learns their norm.
+      gvs = clip.clipped(gvs, ps_group=True)
       return tf.group(*guard.run(lambda: [apply(gvs)]))
 
-    return self._sync_or_async(
-      means, make_optimizer, None, clip_norm, guard=guarded
-    )
+    # Its own name scope: the ps optimizer's non-slot variables (Adam's beta
+    # powers) must not share tower 0's checkpoint names ('v0/beta1_power'
+    # is saved as 'beta1_power'), or only one of them would be saved.
+    with tf1.name_scope(PS_OPTIMIZER_SCOPE):
+      update = self._sync_or_async(
+        means, make_optimizer, None, None, guard=guarded
+      )
+    clip.receive_ps_norm()  # a worker that did not apply: gets the norm
+    return update
 
   def _finite_everywhere(self, loss_scale, sites, means) -> tf.Tensor:
     """True iff every worker's gradients of this step are finite.

@@ -166,17 +166,100 @@ class Replicated(base.PerTowerCopies):
     sums = self.all_reduce.sum(grads, self.tower_devices)
     side_ops = ()
     if self.relaxed:
-      delay = relaxed_lib.OneStepDelay(sums, self.tower_devices)
+      # Named after each tower's variable ('v0/conv0/kernel/delayed'): the
+      # checkpoint saves tower 0's store and post_init_ops copies it to
+      # every tower, so a resume applies the step held back (see relaxed).
+      delay = relaxed_lib.OneStepDelay(
+        sums,
+        self.tower_devices,
+        variable_names=[
+          [v.op.name + relaxed_lib.DELAYED_SUFFIX for _, v in gv]
+          for gv in tower_grads
+        ],
+      )
       sums, side_ops = delay.delayed, (delay.update_op,)
+    sites = self._mean_sites(tower_grads, sums)
+    return base.Reduction(sites, side_ops, consistent=not self.relaxed)
+
+  def build_train_op(
+    self,
+    tower_grads,
+    make_optimizer,
+    global_step,
+    clip_norm=None,
+    loss_scale=None,
+    loss=None,
+  ):
+    if not (self.relaxed and loss_scale is not None and loss_scale.config.auto):
+      return super().build_train_op(
+        tower_grads, make_optimizer, global_step, clip_norm, loss_scale, loss
+      )
+    return self._relaxed_auto_scaled_train_op(
+      tower_grads, make_optimizer, global_step, clip_norm, loss_scale
+    )
+
+  def _relaxed_auto_scaled_train_op(
+    self, tower_grads, make_optimizer, global_step, clip_norm, loss_scale
+  ):
+    """Relaxed consistency with an automatic loss scale.
+
+    The scale may change between steps, so this step's sums are unscaled
+    with the scale they were computed with and checked *now*, before they
+    are held back: the scale moves at once on inf/nan, and the verdict is
+    held back with the gradients, so the next step skips (or applies) them.
+    The scale's update waits for every gradient, hence for every tower's
+    read of it.
+    """
+    grads = [[g for g, _ in gv] for gv in tower_grads]
+    sums = self.all_reduce.sum(grads, self.tower_devices)
+    unscaled = [
+      [g for g, _ in loss_scale.unscale([(s, None) for s in tower_sums])]
+      for tower_sums in sums
+    ]
+    finite = loss_scale.all_finite(
+      [
+        (d, [(g, None) for g in u])
+        for d, u in zip(self.tower_devices, unscaled)
+      ]
+    )
+    loss_scale.record_verdict(finite)
+    with tf.device(loss_scale.device):
+      not_finite = 1.0 - tf.cast(finite, tf.float32)
+    delay = relaxed_lib.OneStepDelay(
+      unscaled + [[not_finite]],
+      self.tower_devices + (loss_scale.device,),
+      variable_names=[
+        [v.op.name + relaxed_lib.DELAYED_SUFFIX for _, v in gv]
+        for gv in tower_grads
+      ]
+      + [['loss_scale_state/delayed_not_finite']],
+    )
+    sites = self._mean_sites(tower_grads, delay.delayed[:-1])
+    self.applied_gradient_norm = base.applied_norm(
+      sites[0][1], self.cpu_device, None, clip_norm
+    )
+    with tf.device(loss_scale.device):
+      held_back_finite = delay.delayed[-1][0] < 0.5
+    update = loss_scale.apply_if(
+      held_back_finite,
+      lambda: self.apply_sites(sites, make_optimizer, global_step, clip_norm),
+      record=False,
+    )
+    with tf.control_dependencies([g for tower in grads for g in tower]):
+      adjust = loss_scale.adjust(finite)
+    return tf.group(update, adjust, delay.update_op, name='train_op')
+
+  def _mean_sites(self, tower_grads, tower_sums) -> list:
+    """Apply sites: tower i's sums scaled to the mean, with its variables."""
     scale = 1.0 / self.num_towers
     sites = []
-    for i, (gv, tower_sums) in enumerate(zip(tower_grads, sums)):
+    for i, (gv, sums) in enumerate(zip(tower_grads, tower_sums)):
       with tf.device(self.tower_devices[i]):
-        means = [s * tf.cast(scale, s.dtype) for s in tower_sums]
+        means = [s * tf.cast(scale, s.dtype) for s in sums]
       sites.append(
         (self.tower_devices[i], list(zip(means, [v for _, v in gv])))
       )
-    return base.Reduction(sites, side_ops, consistent=not self.relaxed)
+    return sites
 
   def post_init_ops(self):
     return copy_from_replica_zero(tf1.global_variables(), self.num_towers)

@@ -77,14 +77,30 @@ class LossScale:
         use_resource=True,
       )
     self.device = device
+    # The verdicts (bool tensors) of the guarded updates this graph built.
+    self._verdicts = []
+    self._step_value = None
+
+  def step_value(self) -> tf.Tensor:
+    """The scale this step uses: ONE read, shared by every user.
+
+    The towers' scaling, the unscaling and the reported norm all see the
+    same value, and the scale's update (adjust) depends on it through the
+    verdict, so it lands after every use.
+    """
+    if self._step_value is None:
+      # Outside any caller's control scope or branch: usable everywhere.
+      with tf.control_dependencies(None), tf.device(self.device):
+        self._step_value = self.scale.read_value()
+    return self._step_value
 
   def scale_loss(self, loss: tf.Tensor) -> tf.Tensor:
     """The loss towers differentiate: loss * scale (float32)."""
-    return loss * self.scale.read_value()
+    return loss * self.step_value()
 
   def unscale(self, grads_and_vars):
     """Divides reduced gradients by the scale (in the gradients' dtype)."""
-    inverse = 1.0 / self.scale.read_value()
+    inverse = 1.0 / self.step_value()
     out = []
     for g, v in grads_and_vars:
       with tf.device(g.device):
@@ -116,22 +132,60 @@ class LossScale:
     finite = self.all_finite(sites)
     return self.adjust(self.apply_if(finite, lambda: apply_fn(sites)))
 
+  def record_verdict(self, finite: tf.Tensor) -> None:
+    """Notes the verdict on this step's gradients (see guard_statistics)."""
+    if not any(finite is seen for seen in self._verdicts):
+      self._verdicts.append(finite)
+
   def apply_if(
-    self, finite: tf.Tensor, make_updates: Callable[[], Sequence]
+    self,
+    finite: tf.Tensor,
+    make_updates: Callable[[], Sequence],
+    record: bool = True,
   ) -> tf.Tensor:
     """Runs the ops `make_updates()` builds only if `finite`; returns `finite`.
 
     For managers whose update is split across processes: each part is
-    guarded by the same decision (one all processes agree on).
+    guarded by the same decision (one all processes agree on). record: the
+    verdict is this step's (not a delayed one's, see relaxed).
     """
 
     def apply_and_report():
       with tf.control_dependencies(make_updates()):
         return tf.constant(True)
 
+    if record:
+      self.record_verdict(finite)
+
     # The skip is a cond_v2 branch: the optimizers' variables must be
     # resource variables (params turn them on with auto loss scaling).
     return tf.cond(finite, apply_and_report, lambda: tf.constant(False))
+
+  def guard_statistics(self, stat_updates: Sequence) -> list:
+    """`stat_updates` (batch-norm moving statistics) under the step's guard.
+
+    A skipped step must move no variable: the statistics' assign ops are
+    built again inside a branch that runs only if the step's gradients were
+    finite (an inf/nan forward pass would otherwise poison them for good).
+    Returns them unchanged without automatic scaling, or where this process
+    built no guarded update (a non-chief worker of a synchronous ps mode).
+    """
+    if not self.config.auto or not self._verdicts or not stat_updates:
+      return list(stat_updates)
+    with tf.device(self.device):
+      finite = tf.reduce_all(tf.stack(self._verdicts))
+
+    def updates():
+      return [_rebuild_assign(op) for op in stat_updates]
+
+    return [
+      tf.cond(
+        finite,
+        lambda: _after(updates(), True),
+        lambda: tf.constant(False),
+        name='guarded_statistics',
+      )
+    ]
 
   def adjust(self, finite: tf.Tensor) -> tf.Operation:
     """Moves the scale after a step: halve on inf/nan, double after n finite."""
@@ -160,3 +214,29 @@ class LossScale:
       'loss_scale': self.scale.read_value(),
       'skipped_steps': self.skipped_steps.read_value(),
     }
+
+
+# Resource-variable assign ops and the raw op that builds each again.
+_ASSIGN_OPS = {
+  'AssignVariableOp': tf.raw_ops.AssignVariableOp,
+  'AssignAddVariableOp': tf.raw_ops.AssignAddVariableOp,
+  'AssignSubVariableOp': tf.raw_ops.AssignSubVariableOp,
+}
+
+
+def _rebuild_assign(op: tf.Operation) -> tf.Operation:
+  """The same assign as `op` (variable handle, value), built here."""
+  make = _ASSIGN_OPS.get(op.type)
+  if make is None:
+    raise ValueError(
+      'cannot guard %s (a %s op): guarded statistics need resource variables'
+      % (op.name, op.type)
+    )
+  with tf.device(op.device):
+    return make(resource=op.inputs[0], value=op.inputs[1])
+
+
+def _after(ops, value: bool) -> tf.Tensor:
+  """The constant `value`, computed after `ops`."""
+  with tf.control_dependencies(ops):
+    return tf.constant(value)

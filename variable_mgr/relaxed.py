@@ -9,11 +9,15 @@ are stored for the next one.
 
 from __future__ import annotations
 
+import contextlib
 from typing import List
 
 import tensorflow as tf
 
 tf1 = tf.compat.v1
+
+# A named store is its variable's name + this (see Replicated).
+DELAYED_SUFFIX = '/delayed'
 
 
 class OneStepDelay:
@@ -31,7 +35,19 @@ class OneStepDelay:
     update_op: stores this step's tensors.
   """
 
-  def __init__(self, tower_tensors, devices, name='one_step_delay'):
+  def __init__(
+    self, tower_tensors, devices, name='one_step_delay', variable_names=None
+  ):
+    """Stores `tower_tensors[i][j]` on `devices[i]`.
+
+    Args:
+      tower_tensors: per tower, the tensors to delay.
+      devices: one device per tower.
+      name: name scope of the anonymous stores (LOCAL variables).
+      variable_names: None, or per tower the full names of the stores; they
+        are then GLOBAL variables (checkpoints save them, so a resumed run
+        applies the step its checkpoint was still holding back).
+    """
     if len(tower_tensors) != len(devices):
       raise ValueError(
         'got %d towers for %d devices' % (len(tower_tensors), len(devices))
@@ -45,7 +61,11 @@ class OneStepDelay:
           variables, reads = [], []
           for j, t in enumerate(tensors):
             var, read, write = _delay_one(
-              tf.convert_to_tensor(t), 'tower%d_value%d' % (i, j)
+              tf.convert_to_tensor(t),
+              'tower%d_value%d' % (i, j)
+              if variable_names is None
+              else variable_names[i][j],
+              named=variable_names is not None,
             )
             variables.append(var)
             reads.append(read)
@@ -55,15 +75,23 @@ class OneStepDelay:
       self.update_op = tf.group(*writes, name='update')
 
 
-def _delay_one(tensor, name):
-  """(store variable, read of last step's value, write of `tensor`)."""
+def _delay_one(tensor, name, named=False):
+  """(store variable, read of last step's value, write of `tensor`).
+
+  named: `name` is the store's full name, and the store a GLOBAL variable.
+  """
   # The store starts at zeros whatever control dependencies the caller's
   # scope holds: its initializer must run at init time.
-  with tf.control_dependencies(None):
+  scope = tf1.name_scope(None) if named else contextlib.nullcontext()
+  with tf.control_dependencies(None), scope:
     var = tf1.Variable(
       tf.zeros(tensor.shape, tensor.dtype),
       trainable=False,
-      collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+      collections=[
+        tf1.GraphKeys.GLOBAL_VARIABLES
+        if named
+        else tf1.GraphKeys.LOCAL_VARIABLES
+      ],
       use_resource=True,
       name=name,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional, Protocol
 
 from tf_cnn_benchmarks.cluster import done_flags
+from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import roles as roles_lib
 from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.cluster import spec as spec_lib
@@ -69,8 +70,10 @@ class ClientRun:
     *,
     cross_replica_sync: bool = True,
     reports_results: Optional[bool] = None,
+    run_flags: tuple = (),
   ):
     self.cluster = cluster
+    self.run_flags = run_flags
     self.traits = traits
     self.num_cpu_devices = num_cpu_devices
     self.roles = roles_lib.roles(cluster, traits.one_graph)
@@ -110,6 +113,13 @@ class ClientRun:
       is_done=self._finished,
       reported_lost=self._reported_lost,
     ).start()
+    fingerprint.check(
+      self.target,
+      self.roles.flag_keepers[0],
+      self.roles.clients,
+      me,
+      self.run_flags,
+    )
 
   def _peers_to_watch(self) -> list:
     me = self.cluster.me
@@ -157,8 +167,12 @@ def make(
   *,
   cross_replica_sync: bool = True,
   reports_results: Optional[bool] = None,
+  run_flags: tuple = (),
 ) -> RunContext:
-  """The context of a run: LocalRun without a cluster, else a ClientRun."""
+  """The context of a run: LocalRun without a cluster, else a ClientRun.
+
+  run_flags: ((flag, value), ...) every client must share (see fingerprint).
+  """
   if cluster is None:
     return LocalRun(True if reports_results is None else reports_results)
   return ClientRun(
@@ -167,4 +181,5 @@ def make(
     num_cpu_devices,
     cross_replica_sync=cross_replica_sync,
     reports_results=reports_results,
+    run_flags=run_flags,
   )

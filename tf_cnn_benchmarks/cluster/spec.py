@@ -90,33 +90,81 @@ def _addresses(flag: str, text: Optional[str]) -> tuple:
   return addresses
 
 
+TF_CONFIG_FORMAT = (
+  'TF_CONFIG: must be JSON {"cluster": {"worker": [...], "ps": [...]}, '
+  '"task": {"type": ..., "index": ...}}'
+)
+# tf.distribute's job names this harness maps onto its own.
+TF_CONFIG_JOBS = ('chief', 'worker', 'ps', 'controller')
+
+
+def _tf_config_hosts(spec: dict, job: str) -> list:
+  hosts = spec.get(job, [])
+  if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+    raise ClusterError(
+      'TF_CONFIG: cluster.%s must be a list of "HOST:PORT" strings, got %s'
+      % (job, json.dumps(hosts)[:80])
+    )
+  return hosts
+
+
 def from_tf_config(text: str) -> dict:
-  """Cluster flag values from a TF_CONFIG JSON string."""
+  """Cluster flag values from a TF_CONFIG JSON string.
+
+  tf.distribute's (and Kubeflow TFJob's) "chief" is this harness's worker
+  0: the workers are the chief followed by cluster.worker, so worker k of
+  TF_CONFIG is worker k + 1 here. An "evaluator" task is refused: run the
+  evaluation as its own process with --eval --train_dir.
+  """
   try:
     config = json.loads(text)
-    spec = config['cluster']
-    task = config['task']
-    values = {
-      'job_name': task['type'],
-      'task_index': int(task['index']),
-      'worker_hosts': ','.join(spec.get('worker', [])),
-      'ps_hosts': ','.join(spec.get('ps', [])) or None,
-    }
-    controller = spec.get('controller') or []
-    if controller:
-      values['controller_host'] = controller[0]
+    spec, task = config['cluster'], config['task']
+    job, index = task['type'], task.get('index', 0)
   except (ValueError, KeyError, TypeError, AttributeError) as e:
     raise ClusterError(
-      'TF_CONFIG: must be JSON {"cluster": {"worker": '
-      '[...], "ps": [...]}, "task": {"type": ..., "index": '
-      '...}} (%s)' % type(e).__name__
+      '%s (%s)' % (TF_CONFIG_FORMAT, type(e).__name__)
     ) from None
-  if values['job_name'] not in JOBS:
+  if not isinstance(spec, dict):
+    raise ClusterError('%s (cluster is not an object)' % TF_CONFIG_FORMAT)
+  if job == 'evaluator':
     raise ClusterError(
-      'TF_CONFIG: task type %r: must be one of %s (this '
-      'harness has no "chief" job: worker 0 is the chief)'
-      % (values['job_name'], ', '.join(JOBS))
+      'TF_CONFIG: task type "evaluator": run the evaluation as its own '
+      'process, python -m tf_cnn_benchmarks --eval --train_dir=<the '
+      "chief's train_dir>, without TF_CONFIG"
     )
+  if job not in TF_CONFIG_JOBS:
+    raise ClusterError(
+      'TF_CONFIG: task type %r: must be one of %s'
+      % (job, ', '.join(TF_CONFIG_JOBS + ('evaluator',)))
+    )
+  if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+    raise ClusterError(
+      'TF_CONFIG: task index %s: must be a whole number >= 0'
+      % json.dumps(index)
+    )
+  unknown = sorted(set(spec) - set(TF_CONFIG_JOBS) - {'evaluator'})
+  if unknown:
+    raise ClusterError(
+      'TF_CONFIG: cluster job %r: must be one of %s'
+      % (unknown[0], ', '.join(TF_CONFIG_JOBS))
+    )
+  chief = _tf_config_hosts(spec, 'chief')
+  if len(chief) > 1:
+    raise ClusterError('TF_CONFIG: cluster.chief: at most one task')
+  workers = chief + _tf_config_hosts(spec, 'worker')
+  if job == 'chief':
+    job = 'worker'  # worker 0
+  elif job == 'worker':
+    index += len(chief)
+  values = {
+    'job_name': job,
+    'task_index': index,
+    'worker_hosts': ','.join(workers),
+    'ps_hosts': ','.join(_tf_config_hosts(spec, 'ps')) or None,
+  }
+  controller = _tf_config_hosts(spec, 'controller')
+  if controller:
+    values['controller_host'] = controller[0]
   return values
 
 

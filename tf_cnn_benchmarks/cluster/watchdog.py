@@ -59,8 +59,50 @@ def lost(
   os._exit(LOST_PEER_STATUS)  # pylint: disable=protected-access
 
 
+# How long the watchdog waits for an answer from the done flags (a session
+# run against other tasks): creating that session blocks without a bound
+# while one of them never came up.
+FLAG_READ_TIMEOUT_S = 5.0
+
+
+class _Bounded:
+  """fn called in a helper thread, waited for at most timeout_s.
+
+  At most one call is outstanding: while one hangs, later calls return their
+  default at once instead of piling up threads.
+  """
+
+  def __init__(self, fn: Callable, timeout_s: float):
+    self._fn = fn
+    self._timeout_s = timeout_s
+    self._busy = threading.Event()
+
+  def __call__(self, *args, default):
+    if self._busy.is_set():
+      return default
+    self._busy.set()
+    box = {}
+
+    def target():
+      try:
+        box['value'] = self._fn(*args)
+      except tf.errors.OpError:
+        pass
+      finally:
+        self._busy.clear()
+
+    thread = threading.Thread(target=target, daemon=True, name='flag-read')
+    thread.start()
+    thread.join(self._timeout_s)
+    return box.get('value', default)
+
+
 class Watchdog:
-  """Probes peers' ports; calls `lost` for one that went away unfinished."""
+  """Probes peers' ports; calls `lost` for one that went away unfinished.
+
+  Its own waits are bounded: the done flags are read through `_Bounded`, so
+  a task that never came up is still reported after START_GRACE_S.
+  """
 
   def __init__(
     self,
@@ -77,6 +119,12 @@ class Watchdog:
     self.reported_lost = reported_lost
     self.peers = list(peers)
     self.is_done = is_done
+    self._read_lost = _Bounded(
+      lambda: self.reported_lost(), FLAG_READ_TIMEOUT_S
+    )
+    self._read_done = _Bounded(
+      lambda peer: self.is_done(peer), FLAG_READ_TIMEOUT_S
+    )
     self._stop = threading.Event()
     self._seen = set()
     self._fails = {p: 0 for p in self.peers}
@@ -103,7 +151,7 @@ class Watchdog:
 
   def check_once(self) -> None:
     """One probe of every peer; calls `lost` for a lost one."""
-    for (job, index), peer in self.reported_lost():
+    for (job, index), peer in self._read_lost(default=[]):
       if peer != self.cluster.me:
         self._lose(
           peer,
@@ -118,7 +166,10 @@ class Watchdog:
         continue
       if peer in self._seen:
         self._fails[peer] += 1
-        if self._fails[peer] >= PROBES_TO_LOSE and not self.is_done(peer):
+        # Unanswered flags count as not done: the peer's port is gone too.
+        if self._fails[peer] >= PROBES_TO_LOSE and not self._read_done(
+          peer, default=False
+        ):
           self._lose(peer, address)
       elif time.monotonic() - self._start > START_GRACE_S:
         self._lose(peer, address, 'never came up within %ds' % START_GRACE_S)

@@ -1,0 +1,462 @@
+"""Regression tests of the numerics audit (issue 16): numbers, not text."""
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models import builder
+from tests.test_distributed import LINEAR
+from tests.test_distributed import B
+from tests.test_distributed import launch
+from tests.test_distributed import local_losses
+from tests.test_distributed import worker_losses
+from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks import cpu_features
+from tf_cnn_benchmarks import params as params_lib
+
+tf1 = tf.compat.v1
+
+AVX2_ONLY = 'processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n'
+WITH_BF16 = 'processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n'
+WITH_FP16 = 'processor\t: 0\nflags\t\t: fpu avx2 amx_fp16\n'
+
+
+def make(**kw):
+  base = dict(
+    device='cpu',
+    num_warmup_batches=0,
+    num_batches=2,
+    display_every=100,
+    init_learning_rate=0.05,
+  )
+  base.update(kw)
+  return params_lib.make_params(**base)
+
+
+# ---- item 11: 16-bit compute on a CPU without native kernels ---------------
+
+
+@pytest.mark.parametrize(
+  'dtype,cpuinfo,warns',
+  [
+    ('bfloat16', AVX2_ONLY, True),
+    ('bfloat16', WITH_BF16, False),
+    ('bfloat16', WITH_FP16, True),
+    ('float16', AVX2_ONLY, True),
+    ('float16', WITH_BF16, True),
+    ('float16', WITH_FP16, False),
+    ('float32', AVX2_ONLY, False),
+    ('bfloat16', None, False),  # no /proc/cpuinfo: nothing known
+  ],
+)
+def test_native_16bit_detection(dtype, cpuinfo, warns):
+  assert (cpu_features.slow_16bit_note(dtype, cpuinfo) is not None) == warns
+
+
+def test_this_machine_has_native_bf16_and_fp16():
+  flags = cpu_features.cpu_flags(cpu_features.read_cpuinfo() or '')
+  if not flags & {'avx512_bf16', 'amx_bf16'}:
+    pytest.skip('not the Sapphire Rapids test machine')
+  for dtype in ('bfloat16', 'float16'):
+    note = cpu_features.slow_16bit_note(dtype, cpu_features.read_cpuinfo())
+    assert note is None, note
+
+
+def test_bf16_run_on_an_avx2_cpu_warns_and_keeps_running(monkeypatch, capsys):
+  monkeypatch.setattr(cpu_features, 'read_cpuinfo', lambda: AVX2_ONLY)
+  bench = benchmark_cnn.BenchmarkCNN(
+    make(model='trivial', data_name='cifar10', batch_size=4, use_bf16=True),
+    out=io.StringIO(),
+  )
+  assert bench.slow_16bit_note() is not None
+  result = bench.run()
+  assert len(result.losses) == 2 and np.isfinite(result.losses).all()
+  assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# ---- item 7: every tower draws its own dropout mask ------------------------
+
+
+def _dropout_masks(indices, seed=1234):
+  """The dropout keep-masks of one run's towers `indices` (one graph)."""
+  graph = tf.Graph()
+  with graph.as_default():
+    outs = []
+    for index in indices:
+      with tf1.variable_scope('v%d' % index), builder.random_stream(index):
+        net = builder.NetBuilder(
+          tf.ones([8, 4, 4, 16]), is_training=True, seed=seed
+        )
+        outs.append(net.dropout(0.5))
+    with tf1.Session(graph=graph) as sess:
+      first = sess.run(outs)
+      second = sess.run(outs)
+  return [o != 0 for o in first], [o != 0 for o in second]
+
+
+def test_towers_draw_independent_reproducible_dropout_masks():
+  masks, next_step = _dropout_masks([0, 1])
+  # Independent masks agree on about half the positions, equal ones on all.
+  agree = np.mean(masks[0] == masks[1])
+  assert 0.4 < agree < 0.6, agree
+  assert 0.4 < np.mean(masks[0] == next_step[0]) < 0.6  # fresh every step
+  # The same global tower index draws the same masks in another run (a
+  # cluster's worker 1 tower 0 as a local run's tower 1).
+  again, _ = _dropout_masks([1])
+  np.testing.assert_array_equal(again[0], masks[1])
+
+
+# ---- item 6: cluster parameter_server updates the statistics once a step ---
+
+
+def _checkpoint_values(train_dir, needle):
+  reader = tf.train.load_checkpoint(str(train_dir))
+  names = sorted(n for n in reader.get_variable_to_shape_map() if needle in n)
+  return {n: reader.get_tensor(n) for n in names}
+
+
+RESNET20 = [
+  '--model=resnet20',
+  '--data_name=cifar10',
+  '--device=cpu',
+  '--batch_size=4',
+  '--num_batches=2',
+  '--num_warmup_batches=0',
+  '--optimizer=sgd',
+  '--init_learning_rate=0.05',
+  '--display_every=100',
+]
+
+
+@pytest.mark.slow
+def test_cluster_parameter_server_batch_norm_statistics(tmp_path):
+  """2 workers x 1 tower: moving statistics as a local 2-tower run's."""
+  local_dir = tmp_path / 'local'
+  benchmark_cnn.run_benchmark(
+    make(
+      model='resnet20',
+      data_name='cifar10',
+      batch_size=4,
+      num_gpus=2,
+      optimizer='sgd',
+      train_dir=str(local_dir),
+    ),
+    out=io.StringIO(),
+  )
+  cluster_dir = tmp_path / 'cluster'
+  rc, out, _ = launch(
+    tmp_path,
+    2,
+    RESNET20
+    + ['--variable_update=parameter_server', '--train_dir=%s' % cluster_dir],
+    launcher_flags=['--num_ps=1', '--no-controller'],
+  )
+  assert rc == 0, out[-3000:]
+  local = _checkpoint_values(local_dir, 'moving_')
+  cluster = _checkpoint_values(cluster_dir, 'moving_')
+  assert sorted(local) == sorted(cluster) and local
+  worst = max(
+    np.max(np.abs(cluster[n] - local[n])) / (np.max(np.abs(local[n])) + 1e-6)
+    for n in local
+  )
+  assert worst < 1e-4, worst
+
+
+# ---- item 4: a skipped fp16 step moves no batch-norm statistic ------------
+
+
+def _values(run, needle):
+  with run.built.graph.as_default():
+    variables = [v for v in tf1.global_variables() if needle in v.op.name]
+  return dict(zip([v.op.name for v in variables], run.sess.run(variables)))
+
+
+@pytest.mark.parametrize('variable_update', ['parameter_server', 'replicated'])
+def test_skipped_fp16_step_moves_no_batch_norm_statistic(variable_update):
+  from tests.test_driver import Session
+
+  run = Session(
+    make(
+      model='resnet20',
+      data_name='cifar10',
+      batch_size=4,
+      num_gpus=2,
+      variable_update=variable_update,
+      use_fp16=True,
+      fp16_enable_auto_loss_scale=True,
+      fp16_loss_scale=1e30,  # the scaled gradients overflow: skipped
+    )
+  )
+  before = _values(run, 'moving_')
+  assert before
+  run.step(1)
+  report = run.sess.run(run.built.report)
+  assert int(report['skipped_steps']) == 1
+  after = _values(run, 'moving_')
+  moved = max(np.max(np.abs(after[n] - before[n])) for n in before)
+  assert moved == 0.0, moved
+  run.close()
+
+
+# ---- item 2: hybrid + adam resumes both optimizers' beta powers ------------
+
+
+def _cluster_losses(tmp_path, name, flags, launcher_flags):
+  """The cluster's per-step losses (mean over the 2 workers)."""
+  run_dir = tmp_path / name
+  run_dir.mkdir()
+  rc, out, records = launch(
+    run_dir, 2, flags, launcher_flags=launcher_flags, every_worker_reports=True
+  )
+  assert rc == 0, out[-3000:]
+  return sum(worker_losses(records, 2)) / 2
+
+
+@pytest.mark.slow
+def test_hybrid_adam_resumes_exactly(tmp_path):
+  """3 steps, then 2 resumed steps == 5 uninterrupted local steps."""
+  common = [
+    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
+  ] + [
+    '--optimizer=adam',
+    '--num_warmup_batches=0',
+    '--variable_update=hybrid',
+    '--hybrid_threshold_bytes=100',  # weights on the ps, biases all-reduced
+    '--train_dir=%s' % (tmp_path / 'train'),
+  ]
+  ps = ['--num_ps=1', '--no-controller']
+  whole = local_losses(
+    batch_size=2 * B, optimizer='adam', num_batches=5, num_warmup_batches=0
+  )
+  first = _cluster_losses(tmp_path, 'first', common + ['--num_batches=3'], ps)
+  then = _cluster_losses(tmp_path, 'then', common + ['--num_batches=2'], ps)
+  np.testing.assert_allclose(first, whole[:3], rtol=1e-4)
+  np.testing.assert_allclose(then, whole[3:], rtol=1e-4)
+  names = tf.train.load_checkpoint(str(tmp_path / 'train'))
+  powers = [n for n in names.get_variable_to_shape_map() if 'beta1_power' in n]
+  assert len(powers) == 2, powers  # the ps optimizer's and the towers'
+
+
+# ---- item 5: relaxed consistency resumes the step it held back ------------
+
+
+def _linear_losses(**kw):
+  from tests import testing_models
+
+  testing_models.ensure_registered()
+  p = make(
+    model='test_linear',
+    data_name='cifar10',
+    batch_size=4,
+    num_gpus=2,
+    variable_update='replicated',
+    variable_consistency='relaxed',
+    optimizer='momentum',
+    **kw,
+  )
+  return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
+
+
+def test_relaxed_consistency_resumes_exactly(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  whole = _linear_losses(num_batches=5)
+  first = _linear_losses(num_batches=3, train_dir=train_dir)
+  then = _linear_losses(num_batches=2, train_dir=train_dir)
+  np.testing.assert_allclose(first, whole[:3], rtol=1e-6)
+  np.testing.assert_allclose(then, whole[3:], rtol=1e-6)
+
+
+# ---- item 3: relaxed consistency with an automatic loss scale --------------
+
+
+def _relaxed_fp16_update_norm(**kw):
+  """Norm of tower 0's weight change over 4 relaxed fp16 steps."""
+  from tests import testing_models
+  from tests.test_driver import Session
+
+  testing_models.ensure_registered()
+  run = Session(
+    make(
+      model='test_linear',
+      data_name='cifar10',
+      batch_size=4,
+      num_gpus=2,
+      variable_update='replicated',
+      variable_consistency='relaxed',
+      optimizer='sgd',
+      use_fp16=True,
+      fp16_loss_scale=128.0,
+      use_resource_vars=True,
+      **kw,
+    )
+  )
+  before = run.values('v0/linear/')
+  run.step(4)
+  after = run.values('v0/linear/')
+  run.close()
+  weights = [n for n in before if not n.endswith('/delayed')]
+  return np.sqrt(sum(np.sum((after[n] - before[n]) ** 2) for n in weights))
+
+
+def test_relaxed_auto_loss_scale_applies_unscaled_gradients():
+  fixed = _relaxed_fp16_update_norm()
+  # The scale doubles after every finite step: 128, 256, 512, 1024.
+  auto = _relaxed_fp16_update_norm(
+    fp16_enable_auto_loss_scale=True, fp16_inc_loss_scale_every_n=1
+  )
+  assert auto / fixed == pytest.approx(1.0, abs=1e-4), auto / fixed
+
+
+# ---- item 9: the gradient_norm summary is the applied gradient's -----------
+
+
+def _gradient_norm_summary(tmp_path, name, **kw):
+  import os
+
+  from tests import testing_models
+
+  testing_models.ensure_registered()
+  train_dir = tmp_path / name
+  benchmark_cnn.run_benchmark(
+    make(
+      model='test_linear',
+      data_name='cifar10',
+      num_batches=1,
+      summary_verbosity=2,
+      save_summaries_steps=1,
+      train_dir=str(train_dir),
+      **kw,
+    ),
+    out=io.StringIO(),
+  )
+  (events,) = [f for f in os.listdir(train_dir) if 'tfevents' in f]
+  for event in tf1.train.summary_iterator(str(train_dir / events)):
+    for value in event.summary.value:
+      if value.tag == 'gradient_norm':
+        return value.simple_value
+  raise AssertionError('no gradient_norm summary')
+
+
+@pytest.mark.parametrize(
+  'variable_update', ['parameter_server', 'replicated', 'independent']
+)
+def test_fp16_gradient_norm_summary_is_the_applied_gradients(
+  tmp_path, variable_update
+):
+  # float32, one tower x 2B: the norm of the step's gradient.
+  reference = _gradient_norm_summary(tmp_path, 'f32', batch_size=8)
+  fp16 = _gradient_norm_summary(
+    tmp_path,
+    'f16',
+    batch_size=4,
+    num_gpus=2,
+    variable_update=variable_update,
+    use_fp16=True,
+    fp16_loss_scale=128.0,
+  )
+  if variable_update == 'independent':  # tower 0 applies its own gradient
+    reference = _gradient_norm_summary(tmp_path, 'f32_half', batch_size=4)
+  assert fp16 / reference == pytest.approx(1.0, abs=2e-3), fp16 / reference
+
+
+# ---- item 1: hybrid clips the global norm of both groups together ---------
+
+CLIPPED_LENET = [
+  '--model=lenet',
+  '--data_name=imagenet',
+  '--device=cpu',
+  '--optimizer=sgd',
+  '--init_learning_rate=0.05',
+  '--weight_decay=1e-3',
+  '--gradient_clip_norm=0.05',
+  '--num_batches=1',
+  '--num_warmup_batches=0',
+  '--display_every=100',
+]
+
+
+def _weights(train_dir):
+  reader = tf.train.load_checkpoint(str(train_dir))
+  return {
+    n: reader.get_tensor(n)
+    for n in reader.get_variable_to_shape_map()
+    if n.endswith(('kernel', 'biases', 'weights'))
+  }
+
+
+@pytest.mark.slow
+def test_hybrid_gradient_clip_matches_parameter_server(tmp_path):
+  local_dir = tmp_path / 'local'
+  benchmark_cnn.run_benchmark(
+    make(
+      model='lenet',
+      data_name='imagenet',
+      batch_size=16,
+      optimizer='sgd',
+      weight_decay=1e-3,
+      gradient_clip_norm=0.05,
+      num_batches=1,
+      train_dir=str(local_dir),
+    ),
+    out=io.StringIO(),
+  )
+  cluster_dir = tmp_path / 'cluster'
+  rc, out, _ = launch(
+    tmp_path,
+    2,
+    CLIPPED_LENET
+    + [
+      '--batch_size=8',
+      '--variable_update=hybrid',
+      '--train_dir=%s' % cluster_dir,
+    ],
+    launcher_flags=['--num_ps=1', '--no-controller'],
+  )
+  assert rc == 0, out[-3000:]
+  local, cluster = _weights(local_dir), _weights(cluster_dir)
+  assert sorted(local) == sorted(cluster) and len(local) > 4
+  worst = max(
+    np.max(np.abs(cluster[n] - local[n])) / np.max(np.abs(local[n]))
+    for n in local
+  )
+  assert worst < 1e-4, worst
+
+
+# ---- item 10: a cluster's results line reports the cluster's loss ---------
+
+LOSS_MODES = [
+  ('parameter_server', ['--num_ps=1', '--no-controller'], []),
+  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
+  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
+  (
+    'hybrid',
+    ['--num_ps=1', '--no-controller'],
+    ['--hybrid_threshold_bytes=100'],
+  ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+  'mode,launcher_flags,extra', LOSS_MODES, ids=[m[0] for m in LOSS_MODES]
+)
+def test_cluster_results_line_reports_the_cluster_loss(
+  tmp_path, mode, launcher_flags, extra
+):
+  rc, out, records = launch(
+    tmp_path,
+    2,
+    LINEAR + ['--variable_update=' + mode] + extra,
+    launcher_flags=launcher_flags,
+  )
+  assert rc == 0, out[-3000:]
+  (record,) = records  # worker 0's line
+  expected = local_losses(batch_size=2 * B)  # 1 tower x 2B: the same loss
+  np.testing.assert_allclose(record['losses'], expected, rtol=1e-4)
+  assert record['final_loss'] == pytest.approx(expected[-1], rel=1e-4)
+  # Worker 0's own half-batch loss is kept, and differs.
+  own = np.array(record['worker_losses'])
+  assert own.shape == expected.shape
+  assert np.max(np.abs(own - expected) / expected) > 1e-3

@@ -1,0 +1,855 @@
+"""Every flag of the classic tf_cnn_benchmarks: its topic, default and status.
+
+The classic harness (tensorflow/benchmarks, scripts/tf_cnn_benchmarks)
+defined 137 flags in benchmark_cnn.py plus `ml_perf_compliance_logging` in
+its entry script. A classic command line must never fail on an unknown flag,
+so each one is here with what it does in this project:
+
+  implemented: a `params.Params` field (or a reporting-only flag handled
+    here) that does what the classic flag did.
+  no effect: accepted with one warning line naming the flag and why it
+    cannot exist on TF 2.21 or this build; the run goes on.
+  gpu only: a GPU knob; on a CPU run it is accepted with one warning line
+    saying it has no effect on CPU, on a GPU run it is not implemented yet.
+  issue 14 / issue 15: not implemented yet; a non-default value exits 2 with
+    one line `not implemented yet: --FLAG (issue N)`.
+
+Flags that are not `Params` fields are defined here as absl flags with the
+classic type and default, so every classic spelling parses
+(`--flag=value`, `--flag value`, `--noflag`, `--flag=True/False`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from typing import Any, Optional
+
+from absl import flags
+
+IMPLEMENTED = 'implemented'
+NO_EFFECT = 'no effect'
+GPU_ONLY = 'gpu only'
+ISSUE_14 = 'issue 14'
+ISSUE_15 = 'issue 15'
+
+# Help topics, in the order --help prints them.
+MODEL_DATA = 'model and data'
+STRATEGY = 'strategy and all-reduce'
+PRECISION = 'precision'
+CLUSTER = 'cluster'
+CHECKPOINTS = 'checkpoints and evaluation'
+OBSERVABILITY = 'observability'
+PERFORMANCE = 'performance knobs'
+TOPICS = (
+  MODEL_DATA,
+  STRATEGY,
+  PRECISION,
+  CLUSTER,
+  CHECKPOINTS,
+  OBSERVABILITY,
+  PERFORMANCE,
+)
+
+_STAGING = 'the TF1 StagingArea input producer does not exist on TF 2.21'
+_SSD = 'only used by the ssd300 model, which is not available here'
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassicFlag:
+  """One classic flag.
+
+  kind: bool, int, float, string, list or enum (the classic absl type); only
+    used for the flags defined here (not Params fields).
+  default: the classic default.
+  choices: the enum values.
+  status: IMPLEMENTED, NO_EFFECT, GPU_ONLY, ISSUE_14 or ISSUE_15.
+  note: the reason (no effect) or what the flag does (defined here).
+  """
+
+  name: str
+  kind: str
+  default: Any
+  topic: str
+  status: str
+  note: str = ''
+  choices: tuple = ()
+
+
+def _f(name, kind, default, topic, status=IMPLEMENTED, note='', choices=()):
+  return ClassicFlag(name, kind, default, topic, status, note, tuple(choices))
+
+
+# Classic flags that are Params fields (their definitions come from Params).
+_PARAMS_FLAGS = (
+  _f('model', 'string', 'trivial', MODEL_DATA),
+  _f('eval', 'bool', False, CHECKPOINTS),
+  _f('eval_interval_secs', 'int', 0, CHECKPOINTS),
+  _f('eval_during_training_every_n_steps', 'int', None, CHECKPOINTS),
+  _f('forward_only', 'bool', False, MODEL_DATA),
+  _f('batch_size', 'int', 0, MODEL_DATA),
+  _f('num_batches', 'int', None, MODEL_DATA),
+  _f('num_eval_batches', 'int', None, CHECKPOINTS),
+  _f('num_epochs', 'float', None, MODEL_DATA),
+  _f('num_warmup_batches', 'int', None, MODEL_DATA),
+  _f('num_gpus', 'int', 1, STRATEGY),
+  _f('display_every', 'int', 10, OBSERVABILITY),
+  _f('data_dir', 'string', None, MODEL_DATA),
+  _f('data_name', 'string', None, MODEL_DATA),
+  _f('resize_method', 'string', 'bilinear', MODEL_DATA),
+  _f('distortions', 'bool', False, MODEL_DATA),
+  _f('gradient_repacking', 'int', 0, STRATEGY),
+  _f('compact_gradient_transfer', 'bool', True, STRATEGY),
+  _f('variable_consistency', 'enum', 'strong', STRATEGY),
+  _f('datasets_repeat_cached_sample', 'bool', False, MODEL_DATA),
+  _f('local_parameter_device', 'enum', 'gpu', STRATEGY),
+  _f('device', 'enum', 'gpu', STRATEGY),
+  _f('data_format', 'enum', 'NCHW', PERFORMANCE),
+  _f('num_intra_threads', 'int', None, PERFORMANCE),
+  _f('num_inter_threads', 'int', 0, PERFORMANCE),
+  _f('trace_file', 'string', '', OBSERVABILITY),
+  _f('graph_file', 'string', None, OBSERVABILITY),
+  _f('optimizer', 'enum', 'sgd', MODEL_DATA),
+  _f('init_learning_rate', 'float', None, MODEL_DATA),
+  _f('num_epochs_per_decay', 'float', 0, MODEL_DATA),
+  _f('learning_rate_decay_factor', 'float', 0, MODEL_DATA),
+  _f('minimum_learning_rate', 'float', 0, MODEL_DATA),
+  _f('momentum', 'float', 0.9, MODEL_DATA),
+  _f('rmsprop_decay', 'float', 0.9, MODEL_DATA),
+  _f('rmsprop_momentum', 'float', 0.9, MODEL_DATA),
+  _f('rmsprop_epsilon', 'float', 1.0, MODEL_DATA),
+  _f('adam_beta1', 'float', 0.9, MODEL_DATA),
+  _f('adam_beta2', 'float', 0.999, MODEL_DATA),
+  _f('adam_epsilon', 'float', 1e-8, MODEL_DATA),
+  _f('gradient_clip', 'float', None, MODEL_DATA),
+  _f('weight_decay', 'float', 0.00004, MODEL_DATA),
+  _f('tf_random_seed', 'int', 1234, MODEL_DATA),
+  _f('datasets_prefetch_buffer_size', 'int', 1, PERFORMANCE),
+  _f('datasets_num_private_threads', 'int', None, PERFORMANCE),
+  _f('datasets_use_caching', 'bool', False, PERFORMANCE),
+  _f('datasets_parallel_interleave_cycle_length', 'int', None, PERFORMANCE),
+  _f('use_resource_vars', 'bool', False, STRATEGY),
+  _f('use_fp16', 'bool', False, PRECISION),
+  _f('fp16_loss_scale', 'float', None, PRECISION),
+  _f('fp16_vars', 'bool', False, PRECISION),
+  _f('fp16_enable_auto_loss_scale', 'bool', False, PRECISION),
+  _f('fp16_inc_loss_scale_every_n', 'int', 1000, PRECISION),
+  _f('variable_update', 'enum', 'parameter_server', STRATEGY),
+  _f('all_reduce_spec', 'string', None, STRATEGY),
+  _f('agg_small_grads_max_bytes', 'int', 0, STRATEGY),
+  _f('agg_small_grads_max_group', 'int', 10, STRATEGY),
+  _f('allreduce_merge_scope', 'int', 1, STRATEGY),
+  _f('job_name', 'enum', '', CLUSTER),
+  _f('ps_hosts', 'string', '', CLUSTER),
+  _f('worker_hosts', 'string', '', CLUSTER),
+  _f('controller_host', 'string', None, CLUSTER),
+  _f('task_index', 'int', 0, CLUSTER),
+  _f('server_protocol', 'string', 'grpc', CLUSTER),
+  _f('cross_replica_sync', 'bool', True, CLUSTER),
+  _f('summary_verbosity', 'int', 0, OBSERVABILITY),
+  _f('save_summaries_steps', 'int', 0, OBSERVABILITY),
+  _f('save_model_secs', 'int', 0, CHECKPOINTS),
+  _f('save_model_steps', 'int', None, CHECKPOINTS),
+  _f('max_ckpts_to_keep', 'int', 5, CHECKPOINTS),
+  _f('train_dir', 'string', None, CHECKPOINTS),
+)
+
+# Classic flags that are not Params fields: defined here.
+_EXTRA_FLAGS = (
+  _f(
+    'eval_during_training_every_n_epochs',
+    'float',
+    None,
+    CHECKPOINTS,
+    ISSUE_14,
+    'Evaluate after every N training epochs.',
+  ),
+  _f(
+    'eval_during_training_at_specified_steps',
+    'list',
+    [],
+    CHECKPOINTS,
+    ISSUE_14,
+    'Evaluate at each of these training steps.',
+  ),
+  _f(
+    'eval_during_training_at_specified_epochs',
+    'list',
+    [],
+    CHECKPOINTS,
+    ISSUE_14,
+    'Evaluate after each of these training epochs.',
+  ),
+  _f(
+    'freeze_when_forward_only',
+    'bool',
+    False,
+    MODEL_DATA,
+    ISSUE_14,
+    'Freeze the graph (variables to constants) with --forward_only.',
+  ),
+  _f(
+    'print_training_accuracy',
+    'bool',
+    False,
+    OBSERVABILITY,
+    ISSUE_14,
+    'Print top-1/top-5 training accuracy in the step table.',
+  ),
+  _f(
+    'eval_batch_size',
+    'int',
+    0,
+    CHECKPOINTS,
+    ISSUE_14,
+    'Evaluation batch size per device (0: --batch_size).',
+  ),
+  _f('batch_group_size', 'int', 1, PERFORMANCE, NO_EFFECT, _STAGING),
+  _f(
+    'num_eval_epochs',
+    'float',
+    None,
+    CHECKPOINTS,
+    ISSUE_14,
+    'Epochs per evaluation instead of --num_eval_batches.',
+  ),
+  _f(
+    'stop_at_top_1_accuracy',
+    'float',
+    None,
+    CHECKPOINTS,
+    ISSUE_14,
+    'Stop training once an evaluation reaches this top-1 accuracy.',
+  ),
+  _f('collect_eval_results_async', 'bool', False, CHECKPOINTS, NO_EFFECT, _SSD),
+  _f(
+    'autotune_threshold',
+    'int',
+    None,
+    PERFORMANCE,
+    GPU_ONLY,
+    'cuDNN autotune threshold (TF_AUTOTUNE_THRESHOLD).',
+  ),
+  _f(
+    'gpu_indices',
+    'string',
+    '',
+    STRATEGY,
+    GPU_ONLY,
+    'GPU indices in collective ring order.',
+  ),
+  _f(
+    'display_perf_ewma',
+    'float',
+    None,
+    OBSERVABILITY,
+    ISSUE_14,
+    'Show images/sec as an exponentially weighted moving average.',
+  ),
+  _f(
+    'use_datasets',
+    'bool',
+    True,
+    PERFORMANCE,
+    NO_EFFECT,
+    'input is always tf.data; ' + _STAGING,
+  ),
+  _f(
+    'input_preprocessor',
+    'string',
+    'default',
+    MODEL_DATA,
+    ISSUE_14,
+    'Input preprocessor name (default: the model family preprocessing).',
+  ),
+  _f(
+    'gpu_thread_mode',
+    'string',
+    'gpu_private',
+    PERFORMANCE,
+    GPU_ONLY,
+    'How GPU host work is assigned to threads.',
+  ),
+  _f(
+    'per_gpu_thread_count',
+    'int',
+    0,
+    PERFORMANCE,
+    GPU_ONLY,
+    'Threads per GPU with a private GPU thread mode.',
+  ),
+  _f(
+    'hierarchical_copy',
+    'bool',
+    False,
+    STRATEGY,
+    GPU_ONLY,
+    'Hierarchical copies between GPUs (DGX-1 topology).',
+  ),
+  _f(
+    'network_topology',
+    'enum',
+    'dgx1',
+    STRATEGY,
+    GPU_ONLY,
+    'GPU interconnect topology for --hierarchical_copy.',
+    ('dgx1', 'gcp_v100'),
+  ),
+  _f(
+    'use_numa_affinity',
+    'bool',
+    False,
+    PERFORMANCE,
+    ISSUE_15,
+    'Pin CPU devices to NUMA nodes.',
+  ),
+  _f(
+    'use_chrome_trace_format',
+    'bool',
+    True,
+    OBSERVABILITY,
+    ISSUE_14,
+    'With --trace_file: false writes the raw StepStats proto.',
+  ),
+  _f(
+    'tfprof_file',
+    'string',
+    None,
+    OBSERVABILITY,
+    ISSUE_14,
+    'Write a tfprof ProfileProto of the first steps here.',
+  ),
+  _f(
+    'partitioned_graph_file_prefix',
+    'string',
+    None,
+    OBSERVABILITY,
+    ISSUE_14,
+    'Write each partitioned, optimised graph with this prefix.',
+  ),
+  _f(
+    'piecewise_learning_rate_schedule',
+    'string',
+    None,
+    MODEL_DATA,
+    ISSUE_14,
+    'LR0;E1;LR1;...;En;LRn: learning rate by epoch.',
+  ),
+  _f(
+    'num_learning_rate_warmup_epochs',
+    'float',
+    0,
+    MODEL_DATA,
+    ISSUE_14,
+    'Linear learning-rate warm-up over this many epochs.',
+  ),
+  _f(
+    'resnet_base_lr',
+    'float',
+    None,
+    MODEL_DATA,
+    ISSUE_14,
+    "Base learning rate at batch 256 of the ResNet models' schedule.",
+  ),
+  _f(
+    'gpu_memory_frac_for_testing',
+    'float',
+    0,
+    PERFORMANCE,
+    GPU_ONLY,
+    'Fraction of GPU memory each process uses.',
+  ),
+  _f(
+    'use_unified_memory',
+    'bool',
+    None,
+    PERFORMANCE,
+    GPU_ONLY,
+    'Allocate GPU unified memory.',
+  ),
+  _f(
+    'timestamped_allocator',
+    'bool',
+    False,
+    PERFORMANCE,
+    GPU_ONLY,
+    'Timestamp freed GPU BFC allocator chunks.',
+  ),
+  _f(
+    'gpu_kt_max_interval',
+    'int',
+    0,
+    PERFORMANCE,
+    GPU_ONLY,
+    'GPU kernel tracker: max ops queued without a tracking event.',
+  ),
+  _f(
+    'gpu_kt_max_bytes',
+    'int',
+    0,
+    PERFORMANCE,
+    GPU_ONLY,
+    'GPU kernel tracker: max bytes allocated without a tracking event.',
+  ),
+  _f(
+    'gpu_kt_max_pending',
+    'int',
+    0,
+    PERFORMANCE,
+    GPU_ONLY,
+    'GPU kernel tracker: max outstanding tracking events.',
+  ),
+  _f(
+    'use_tf_layers',
+    'bool',
+    True,
+    MODEL_DATA,
+    NO_EFFECT,
+    'tf.layers does not exist on TF 2.21; the models build the same '
+    'layers from tf ops either way',
+  ),
+  _f(
+    'debugger',
+    'string',
+    None,
+    OBSERVABILITY,
+    NO_EFFECT,
+    'tfdbg (tf_debug sessions) does not exist on TF 2.21',
+  ),
+  _f(
+    'use_python32_barrier',
+    'bool',
+    False,
+    PERFORMANCE,
+    NO_EFFECT,
+    'no Python thread barrier is used (one session.run per step); ' + _STAGING,
+  ),
+  _f(
+    'ml_perf',
+    'bool',
+    False,
+    MODEL_DATA,
+    ISSUE_14,
+    'MLPerf input pipeline (channel means subtracted, no scaling).',
+  ),
+  _f(
+    'datasets_use_prefetch',
+    'bool',
+    True,
+    PERFORMANCE,
+    NO_EFFECT,
+    'the tf.data pipeline always prefetches; ' + _STAGING,
+  ),
+  _f(
+    'datasets_sloppy_parallel_interleave',
+    'bool',
+    False,
+    PERFORMANCE,
+    ISSUE_14,
+    'Let the file interleave depart from deterministic order.',
+  ),
+  _f(
+    'datasets_parallel_interleave_prefetch',
+    'int',
+    None,
+    PERFORMANCE,
+    ISSUE_14,
+    'Elements each interleaved file reader prefetches.',
+  ),
+  _f(
+    'multi_device_iterator_max_buffer_size',
+    'int',
+    1,
+    PERFORMANCE,
+    GPU_ONLY,
+    'Host-side buffer per device of the multi-device iterator.',
+  ),
+  _f(
+    'winograd_nonfused',
+    'bool',
+    True,
+    PERFORMANCE,
+    GPU_ONLY,
+    'cuDNN Winograd non-fused convolution algorithms.',
+  ),
+  _f(
+    'batchnorm_persistent',
+    'bool',
+    True,
+    PERFORMANCE,
+    GPU_ONLY,
+    'cuDNN CUDNN_BATCHNORM_SPATIAL_PERSISTENT batch norm.',
+  ),
+  _f(
+    'sync_on_finish',
+    'bool',
+    False,
+    PERFORMANCE,
+    GPU_ONLY,
+    'Synchronise the devices after each step.',
+  ),
+  _f(
+    'staged_vars',
+    'bool',
+    False,
+    STRATEGY,
+    NO_EFFECT,
+    'StagingArea-staged variables do not exist on TF 2.21',
+  ),
+  _f(
+    'force_gpu_compatible',
+    'bool',
+    False,
+    PERFORMANCE,
+    GPU_ONLY,
+    'GPUOptions.force_gpu_compatible (pinned host memory).',
+  ),
+  _f(
+    'allow_growth',
+    'bool',
+    None,
+    PERFORMANCE,
+    GPU_ONLY,
+    'GPUOptions.allow_growth.',
+  ),
+  _f('xla', 'bool', False, PERFORMANCE, ISSUE_14, 'XLA auto-jit clustering.'),
+  _f(
+    'xla_compile',
+    'bool',
+    False,
+    PERFORMANCE,
+    ISSUE_14,
+    'Compile the whole step with XLA.',
+  ),
+  _f(
+    'fuse_decode_and_crop',
+    'bool',
+    True,
+    MODEL_DATA,
+    ISSUE_14,
+    'Fuse JPEG decode and crop in the ImageNet preprocessing.',
+  ),
+  _f(
+    'distort_color_in_yiq',
+    'bool',
+    True,
+    MODEL_DATA,
+    ISSUE_14,
+    'Colour distortion in YIQ space (with --distortions).',
+  ),
+  _f(
+    'enable_optimizations',
+    'bool',
+    True,
+    PERFORMANCE,
+    ISSUE_14,
+    'Grappler and the other graph optimisations.',
+  ),
+  _f(
+    'rewriter_config',
+    'string',
+    None,
+    PERFORMANCE,
+    ISSUE_14,
+    'RewriterConfig proto text for the graph optimisers.',
+  ),
+  _f(
+    'loss_type_to_report',
+    'enum',
+    'total_loss',
+    OBSERVABILITY,
+    ISSUE_14,
+    'Loss printed and summarised: total_loss (with L2) or base_loss.',
+    ('base_loss', 'total_loss'),
+  ),
+  _f(
+    'single_l2_loss_op',
+    'bool',
+    False,
+    PERFORMANCE,
+    ISSUE_14,
+    'One L2 loss op over the concatenated variables.',
+  ),
+  _f(
+    'compute_lr_on_cpu',
+    'bool',
+    False,
+    PERFORMANCE,
+    ISSUE_14,
+    'Compute the learning rate on the CPU.',
+  ),
+  _f(
+    'sparse_to_dense_grads',
+    'bool',
+    False,
+    STRATEGY,
+    NO_EFFECT,
+    'only the NCF model had sparse gradients; ncf is not a CNN',
+  ),
+  _f('mkl', 'bool', False, PERFORMANCE, ISSUE_15, 'Set the MKL variables.'),
+  _f(
+    'kmp_blocktime',
+    'int',
+    0,
+    PERFORMANCE,
+    ISSUE_15,
+    'KMP_BLOCKTIME with --mkl.',
+  ),
+  _f(
+    'kmp_affinity',
+    'string',
+    'granularity=fine,verbose,compact,1,0',
+    PERFORMANCE,
+    ISSUE_15,
+    'KMP_AFFINITY with --mkl.',
+  ),
+  _f(
+    'kmp_settings', 'int', 1, PERFORMANCE, ISSUE_15, 'KMP_SETTINGS with --mkl.'
+  ),
+  _f(
+    'horovod_device',
+    'string',
+    '',
+    STRATEGY,
+    NO_EFFECT,
+    'Horovod is not part of this build (no --variable_update=horovod)',
+  ),
+  _f(
+    'eval_dir',
+    'string',
+    '/tmp/tf_cnn_benchmarks/eval',
+    CHECKPOINTS,
+    ISSUE_14,
+    'Directory of the evaluation event logs.',
+  ),
+  _f('backbone_model_path', 'string', None, CHECKPOINTS, NO_EFFECT, _SSD),
+  _f(
+    'trt_mode',
+    'enum',
+    '',
+    PERFORMANCE,
+    NO_EFFECT,
+    'TensorRT (TF-TRT) is not part of this TF 2.21 build',
+    ('', 'FP32', 'FP16', 'INT8'),
+  ),
+  _f(
+    'trt_max_workspace_size_bytes',
+    'int',
+    4 << 30,
+    PERFORMANCE,
+    NO_EFFECT,
+    'TensorRT (TF-TRT) is not part of this TF 2.21 build',
+  ),
+  _f(
+    'benchmark_log_dir',
+    'string',
+    None,
+    OBSERVABILITY,
+    NO_EFFECT,
+    'the model-garden BenchmarkFileLogger is not available; use --result_file',
+  ),
+  _f(
+    'benchmark_test_id',
+    'string',
+    None,
+    OBSERVABILITY,
+    IMPLEMENTED,
+    'A label for the run; as in the classic harness it does not change '
+    'the run.',
+  ),
+  _f(
+    'ml_perf_compliance_logging',
+    'bool',
+    False,
+    OBSERVABILITY,
+    NO_EFFECT,
+    'the mlperf_compliance logging package is not available for TF 2.21',
+  ),
+)
+
+CLASSIC_FLAGS = {f.name: f for f in _PARAMS_FLAGS + _EXTRA_FLAGS}
+EXTRA_FLAGS = {f.name: f for f in _EXTRA_FLAGS}
+
+# Topics of this project's own flags (not classic).
+_OWN_TOPICS = {
+  'use_bf16': PRECISION,
+  'ps_partition_threshold_bytes': CLUSTER,
+  'hybrid_threshold_bytes': CLUSTER,
+  'gradient_clip_norm': MODEL_DATA,
+  'eval_timeout_secs': CHECKPOINTS,
+  'result_file': OBSERVABILITY,
+  'peak_tflops_per_device': OBSERVABILITY,
+  'list_models': MODEL_DATA,
+}
+
+
+def topic_of(name: str) -> Optional[str]:
+  """The help topic of a flag, or None for a flag not grouped here."""
+  if name in CLASSIC_FLAGS:
+    return CLASSIC_FLAGS[name].topic
+  return _OWN_TOPICS.get(name)
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the classic flags that are not Params fields (idempotent)."""
+  for f in _EXTRA_FLAGS:
+    if f.name in flag_values:
+      continue
+    help_text = f.note
+    if f.status == NO_EFFECT:
+      help_text = 'No effect here: %s.' % f.note
+    elif f.status in (ISSUE_14, ISSUE_15):
+      help_text = '%s Not implemented yet (%s).' % (f.note, f.status)
+    elif f.status == GPU_ONLY:
+      help_text = (
+        '%s GPU only: no effect on CPU; on GPU not implemented '
+        'yet (issue 15).' % f.note
+      )
+    if f.kind == 'enum':
+      flags.DEFINE_enum(
+        f.name, f.default, list(f.choices), help_text, flag_values=flag_values
+      )
+      continue
+    definer = {
+      'bool': flags.DEFINE_bool,
+      'int': flags.DEFINE_integer,
+      'float': flags.DEFINE_float,
+      'string': flags.DEFINE_string,
+      'list': flags.DEFINE_list,
+    }[f.kind]
+    definer(f.name, f.default, help_text, flag_values=flag_values)
+
+
+class ClassicFlagError(ValueError):
+  """A classic flag this run cannot honour; the message is one line."""
+
+
+class NotImplementedYet(ClassicFlagError):
+  """A classic flag set to a value a later issue implements."""
+
+
+def check_extra_flags(values: dict, device: str) -> list[str]:
+  """Checks the non-Params classic flags a run was given.
+
+  Args:
+    values: flag name -> parsed value, for the names in EXTRA_FLAGS.
+    device: the resolved device kind of the run (cpu or gpu).
+
+  Returns:
+    The warning lines to print (one per flag set that has no effect).
+
+  Raises:
+    NotImplementedYet: the first flag set to a non-default value that a
+      later issue implements; its message is the one line to print.
+  """
+  warnings = []
+  for name, value in sorted(values.items()):
+    f = EXTRA_FLAGS[name]
+    if value == f.default or f.status == IMPLEMENTED:
+      continue
+    if f.status == GPU_ONLY and device == 'cpu':
+      warnings.append(
+        'warning: --%s has no effect on CPU (a GPU-only setting)' % name
+      )
+    elif f.status == NO_EFFECT:
+      warnings.append('warning: --%s has no effect: %s' % (name, f.note))
+    else:
+      issue = ISSUE_15 if f.status == GPU_ONLY else f.status
+      raise NotImplementedYet('not implemented yet: --%s (%s)' % (name, issue))
+  return warnings
+
+
+def not_implemented() -> dict:
+  """Flag name -> the issue that implements it, for every pending flag."""
+  return {
+    f.name: ISSUE_15 if f.status == GPU_ONLY else f.status
+    for f in _EXTRA_FLAGS
+    if f.status in (ISSUE_14, ISSUE_15, GPU_ONLY)
+  }
+
+
+# absl.app's flags (defined once TensorFlow imports absl.app): this harness
+# does not run under absl.app.run, so it honours --only_check_args itself and
+# does not offer the debugger and profiler switches.
+ABSL_APP_FLAGS_NOT_OFFERED = (
+  'run_with_pdb',
+  'pdb_post_mortem',
+  'pdb',
+  'run_with_profiling',
+  'profile_file',
+  'use_cprofile_for_profiling',
+)
+HELP_SWITCHES = ('-h', '--help', '-help', '--helpshort', '--helpfull', '-?')
+
+
+def help_requested(argv: list[str]) -> Optional[str]:
+  """'short' or 'full' when argv asks for help, else None."""
+  for arg in argv[1:]:
+    if arg == '--':
+      return None
+    if arg in ('--helpfull', '-helpfull'):
+      return 'full'
+    if arg in HELP_SWITCHES or arg in ('-helpshort',):
+      return 'short'
+  return None
+
+
+def render_help(
+  flag_values: flags.FlagValues, own: list[str], program: str, full: bool
+) -> str:
+  """absl-style help: the harness flags grouped by topic.
+
+  Args:
+    flag_values: the parsed-or-not FlagValues holding every flag.
+    own: names of the harness's flags (Params fields and --list_models).
+    program: how the harness was started, for the usage line.
+    full: also list the other flags in flag_values (absl logging,
+      TensorFlow's), as --helpfull does.
+  """
+  lines = ['USAGE: %s [flags]' % program, '']
+  names = sorted(set(own) | set(EXTRA_FLAGS))
+  for topic in TOPICS + (None,):
+    group = [n for n in names if topic_of(n) == topic]
+    if not group:
+      continue
+    lines.append('%s:' % (topic or 'other harness flags'))
+    lines.extend(_describe(flag_values[n]) for n in group)
+    lines.append('')
+  if full:
+    rest = sorted(
+      n
+      for n in flag_values
+      if n not in names
+      and n not in ABSL_APP_FLAGS_NOT_OFFERED
+      and len(n) > 1  # absl's one-letter aliases (-v) print with the long name
+    )
+    lines.append('absl and TensorFlow flags:')
+    lines.extend(_describe(flag_values[n]) for n in rest)
+    lines.append('')
+  lines.append(
+    'Help: -h, --help, --helpshort (harness flags), --helpfull (all flags). '
+    '--only_check_args: check the flags, then exit.'
+  )
+  return '\n'.join(lines)
+
+
+def _describe(flag) -> str:
+  text = '  --%s: %s' % (flag.name, flag.help or '')
+  body = textwrap.fill(text, 80, subsequent_indent='    ')
+  return '%s\n    (default: %r)' % (body, flag.default)
+
+
+def check_command_line(flag_values: flags.FlagValues, device: str) -> list:
+  """Checks the parsed flags that are not Params fields.
+
+  Returns the warning lines to print; raises ClassicFlagError (one line) for
+  an absl app flag this harness does not offer or a flag not implemented yet.
+  """
+  for name in ABSL_APP_FLAGS_NOT_OFFERED:
+    if name in flag_values and flag_values[name].present:
+      raise ClassicFlagError(
+        "--%s: absl.app's debugger/profiler flags are not offered by "
+        'this harness' % name
+      )
+  values = {n: flag_values[n].value for n in EXTRA_FLAGS if n in flag_values}
+  return check_extra_flags(values, device)

@@ -1,0 +1,102 @@
+"""Output paths checked before the graph is built, and the final write.
+
+A run used to train to the end and only then find that --result_file was a
+directory or under a regular file, or that --train_dir was /dev/null: a
+traceback, and the result lost. `check` looks at every output path first
+(one line naming the flag); `write_results` turns a write that still fails
+at the end (a full disk) into one line, leaving the lines already in the
+file as they were (each line is appended whole, see result_lines).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from tf_cnn_benchmarks import result_lines
+
+# Paths a results line may be written to although they are no regular file.
+_STREAMS = ('/dev/stdout', '/dev/stderr', '/proc/self/fd/1', '/proc/self/fd/2')
+
+
+class OutputError(ValueError):
+  """An output path that cannot be written; the message is one line."""
+
+
+def _nearest_existing(path: str) -> str:
+  """`path` or the nearest ancestor of it that exists."""
+  path = os.path.abspath(path)
+  while not os.path.lexists(path):
+    parent = os.path.dirname(path)
+    if parent == path:
+      break
+    path = parent
+  return path
+
+
+def _check_creatable(flag: str, path: str, what: str) -> None:
+  """The missing `path` can be created (its directories included)."""
+  base = _nearest_existing(os.path.dirname(os.path.abspath(path)))
+  if not os.path.isdir(base):
+    raise OutputError(
+      '--%s=%s: %s is not a directory; cannot create the %s under it'
+      % (flag, path, base, what)
+    )
+  if not os.access(base, os.W_OK | os.X_OK):
+    raise OutputError(
+      '--%s=%s: cannot create files in %s (no write permission)'
+      % (flag, path, base)
+    )
+
+
+def check_file(flag: str, path: str | None) -> None:
+  """An output file (results, trace, graph) can be written at `path`."""
+  if path is None:
+    return
+  if path.endswith(os.sep) or os.path.isdir(path):
+    raise OutputError('--%s=%s: a directory; give a file path' % (flag, path))
+  if not os.path.lexists(path):
+    _check_creatable(flag, path, 'file')
+    return
+  mode = os.stat(path).st_mode
+  if not stat.S_ISREG(mode) and os.path.realpath(path) not in map(
+    os.path.realpath, _STREAMS
+  ):
+    raise OutputError(
+      '--%s=%s: not a regular file (a device or socket cannot hold '
+      'the output)' % (flag, path)
+    )
+  if not os.access(path, os.W_OK):
+    raise OutputError('--%s=%s: not writable' % (flag, path))
+
+
+def check_dir(flag: str, path: str | None, writes: bool) -> None:
+  """A directory of outputs (checkpoints, summaries) at `path`."""
+  if path is None:
+    return
+  if os.path.exists(path):
+    if not os.path.isdir(path):
+      raise OutputError('--%s=%s: exists and is not a directory' % (flag, path))
+    if writes and not os.access(path, os.W_OK | os.X_OK):
+      raise OutputError('--%s=%s: not writable' % (flag, path))
+  elif writes:
+    _check_creatable(flag, path, 'directory')
+
+
+def check(p) -> None:
+  """Every output path of Params `p`; raises OutputError for a bad one."""
+  check_file('result_file', p.result_file)
+  check_file('trace_file', p.trace_file)
+  check_file('graph_file', p.graph_file)
+  check_dir('train_dir', p.train_dir, writes=not p.eval)
+
+
+def write_results(path: str, records) -> None:
+  """Appends results lines; a failed write is one OutputError line."""
+  try:
+    result_lines.append_json_lines(path, records)
+  except OSError as e:
+    raise OutputError(
+      '--result_file=%s: writing the result failed (%s); lines already in '
+      'the file are kept' % (path, e.strerror or e)
+    ) from None
