@@ -2,9 +2,15 @@
 
 import os
 import sys
+import tempfile
 
 os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# The MFU peak is measured once per test session (and its subprocesses), not
+# read from or written to the user's cache.
+os.environ.setdefault(
+  'TF_CNN_BENCHMARKS_CACHE_DIR', tempfile.mkdtemp(prefix='tf_cnn_cache_')
+)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)

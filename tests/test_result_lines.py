@@ -105,6 +105,7 @@ BASE_KEYS = {
   'tflops_per_sec',
   'peak_tflops_per_device',
   'mfu',
+  'peak_tflops_origin',
   'final_loss',
 }
 EVAL_KEYS = {

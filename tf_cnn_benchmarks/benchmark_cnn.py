@@ -7,6 +7,7 @@ a method of the variable manager it gets from the registry.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from tf_cnn_benchmarks import observability
 from tf_cnn_benchmarks import optimizers
 from tf_cnn_benchmarks import outputs
 from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks import peak as peak_lib
 from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
 from tf_cnn_benchmarks import timing
@@ -648,7 +650,7 @@ class BenchmarkCNN:
     self.print_line('total images/sec: %.2f' % ips)
     self.print_line(_RULE)
     forward_only = self.params.forward_only
-    return self._make_result(
+    result = self._make_result(
       ips=ips,
       num_workers=self.num_workers,
       global_batch_size=self.global_batch_size,
@@ -667,6 +669,16 @@ class BenchmarkCNN:
       ),
       cluster=self._cluster_info(ips, worker_losses),
     )
+    if result.mfu is not None:
+      self.print_line(
+        'MFU: %.2f%% of %.3f TFLOP/s per device (%s peak)'
+        % (
+          100 * result.mfu,
+          result.peak_tflops_per_device,
+          result.peak_tflops_origin,
+        )
+      )
+    return result
 
   def _make_result(
     self,
@@ -694,9 +706,10 @@ class BenchmarkCNN:
     )
     passes = 1 if forward_only else 3  # forward + 2x for the backward pass
     tflops = flops * passes * ips / 1e12 if flops else None
+    peak = self.peak if tflops is not None else None
     mfu = None
-    if tflops is not None and p.peak_tflops_per_device:
-      mfu = tflops / (p.peak_tflops_per_device * num_devices * num_workers)
+    if peak is not None:
+      mfu = tflops / (peak.tflops_per_device * num_devices * num_workers)
     return results.BenchmarkResult(
       params=params_lib.as_dict(p),
       env=results.environment(p.device),
@@ -717,13 +730,31 @@ class BenchmarkCNN:
       losses=losses,
       flops_per_image=flops,
       tflops_per_sec=tflops,
-      peak_tflops_per_device=p.peak_tflops_per_device,
+      peak_tflops_per_device=peak.tflops_per_device if peak else None,
+      peak_tflops_origin=peak.origin if peak else None,
       mfu=mfu,
       run=results.RunInfo(mode=mode, data_dir=p.data_dir),
       precision_info=precision_info,
       training=training,
       evaluation=evaluation,
       cluster=cluster,
+    )
+
+  @functools.cached_property
+  def peak(self) -> peak_lib.Peak | None:
+    """The per-device peak for MFU (--peak_tflops_per_device), or None.
+
+    In a cluster only the chief measures (tasks on one host would slow each
+    other's probe); the others use the cached figure when there is one.
+    """
+    p = self.params
+    workers = self.cluster.workers_on_my_host() if self.cluster else 1
+    return peak_lib.resolve(
+      p.peak_tflops_per_device,
+      p.device,
+      self.compute_dtype.name,
+      devices.devices_sharing_compute(p.device, p.num_gpus, workers),
+      measure_fn=peak_lib.measure if self.run_context.is_chief else None,
     )
 
   def _cluster_info(

@@ -8,6 +8,8 @@ either. The run goes on; the header and one stderr line say so.
 
 from __future__ import annotations
 
+import platform
+
 # The /proc/cpuinfo flags that mean native kernels for each 16-bit type.
 NATIVE_FLAGS = {
   'bfloat16': ('avx512_bf16', 'amx_bf16'),
@@ -55,3 +57,12 @@ def slow_16bit_note(compute_dtype: str, cpuinfo_text: str | None) -> str | None:
     ' / '.join(wanted),
     short,
   )
+
+
+def cpu_model(cpuinfo_text: str | None = None) -> str:
+  """The CPU's model name ('model name' in /proc/cpuinfo, else platform's)."""
+  text = read_cpuinfo() if cpuinfo_text is None else cpuinfo_text
+  for line in (text or '').splitlines():
+    if line.startswith('model name'):
+      return line.split(':', 1)[1].strip()
+  return platform.processor() or platform.machine()

@@ -20,6 +20,19 @@ def logical_cpu_count(device_kind: str, num_towers: int) -> int:
   return num_towers if device_kind == 'cpu' else 1
 
 
+def devices_sharing_compute(
+  device_kind: str, num_towers: int, workers_on_host: int = 1
+) -> int:
+  """Tower devices that share one physical device's compute.
+
+  On a CPU every logical tower device of every worker process on the host
+  shares the same cores; a GPU is its own.
+  """
+  if device_kind != 'cpu':
+    return 1
+  return logical_cpu_count(device_kind, num_towers) * max(1, workers_on_host)
+
+
 def session_config(
   device_kind: str,
   num_towers: int,

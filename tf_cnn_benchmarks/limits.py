@@ -18,6 +18,7 @@ import math
 import os
 
 from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks import peak
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 
 # TensorFlow indexes a batch with int32; seeds are int64.
@@ -112,10 +113,13 @@ def _optimizer_values(p):
       message = _in(name, getattr(p, name), low, high, low_open, high_open)
       if message:
         yield message
+  try:
+    peak.parse_flag(p.peak_tflops_per_device)
+  except ValueError as e:
+    yield str(e)
   for name in (
     'init_learning_rate',
     'fp16_loss_scale',
-    'peak_tflops_per_device',
   ):
     value = getattr(p, name, None)
     if value is not None:

@@ -363,8 +363,11 @@ class Params:
   result_file: Optional[str] = _field(
     None, 'Append one JSON line describing the run to this file.'
   )
-  peak_tflops_per_device: Optional[float] = _field(
-    None, 'Peak TFLOP/s of one device, for the MFU column (optional).'
+  peak_tflops_per_device: str = _field(
+    'auto',
+    'Peak TFLOP/s of one device, for MFU: auto (the dense matmul peak of '
+    'the compute dtype, measured once per machine and cached), none (no '
+    'MFU), or a number.',
   )
 
   def _replace(self, **changes: Any) -> 'Params':

@@ -10,6 +10,8 @@ import platform
 import socket
 import subprocess
 
+from tf_cnn_benchmarks import cpu_features
+
 SCHEMA_VERSION = 1
 
 MODES = ('train', 'forward_only', 'eval')
@@ -117,10 +119,11 @@ _PARTS = ('run', 'precision_info', 'training', 'evaluation', 'cluster')
 class BenchmarkResult:
   """What a run measured; the console table and the JSON line are views of it.
 
-  The fields up to `mfu` are the keys of every line. The optional parts after
-  them add their keys (see their classes) when set: the driver sets `run` on
-  every line, `precision_info` and `training` on training and forward-only
-  lines, `evaluation` on eval lines, and `cluster` in multi-worker runs.
+  The fields up to `peak_tflops_origin` are the keys of every line. The
+  optional parts after them add their keys (see their classes) when set: the
+  driver sets `run` on every line, `precision_info` and `training` on
+  training and forward-only lines, `evaluation` on eval lines, and `cluster`
+  in multi-worker runs.
   """
 
   params: dict
@@ -144,6 +147,7 @@ class BenchmarkResult:
   tflops_per_sec: float | None
   peak_tflops_per_device: float | None
   mfu: float | None
+  peak_tflops_origin: str | None = None
   run: RunInfo | None = None
   precision_info: PrecisionInfo | None = None
   training: TrainInfo | None = None
@@ -175,17 +179,6 @@ class BenchmarkResult:
     return record
 
 
-def _cpu_model() -> str:
-  try:
-    with open('/proc/cpuinfo') as f:
-      for line in f:
-        if line.startswith('model name'):
-          return line.split(':', 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
-
-
 def _git_commit() -> str | None:
   here = os.path.dirname(os.path.abspath(__file__))
   try:
@@ -209,7 +202,7 @@ def environment(device_kind: str, gpu_model: str | None = None) -> dict:
   return {
     'tensorflow': tf.__version__,
     'python': platform.python_version(),
-    'cpu_model': _cpu_model(),
+    'cpu_model': cpu_features.cpu_model(),
     'num_cores': os.cpu_count(),
     'device_kind': device_kind,
     'gpu_model': gpu_model,

@@ -47,6 +47,13 @@ class Cluster:
     """e.g. 'worker:0', as the launcher prefixes lines."""
     return '%s:%d' % self.me
 
+  def workers_on_my_host(self) -> int:
+    """Worker tasks whose address has this task's host (at least 1)."""
+    host = self.address_of(*self.me).rpartition(':')[0]
+    return max(
+      1, sum(1 for a in self.worker_hosts if a.rpartition(':')[0] == host)
+    )
+
   def spec_dict(self) -> dict:
     """The ClusterSpec as {job: [host:port, ...]}."""
     spec = {'worker': list(self.worker_hosts)}
