@@ -19,22 +19,31 @@ each algorithm performs, and the memcpy column is the bandwidth ceiling.
 """
 
 import argparse
-import os
 import pathlib
 import statistics
 import sys
 import time
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # keep the table readable
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
+from tf_cnn_benchmarks import result_lines  # noqa: E402  (no TensorFlow)
 
-# pylint: disable-next=g-import-not-at-top
-from tf_cnn_benchmarks import result_lines
-from variable_mgr import allreduce  # pylint: disable=g-import-not-at-top
+# TensorFlow loads after the arguments parse (--help answers at once), with
+# its start-up log lines kept off stderr: see _load_tensorflow.
+tf = tf1 = allreduce = None
 
-tf1 = tf.compat.v1
+
+def _load_tensorflow():
+  """Imports TensorFlow quietly, and the all-reduce module built on it."""
+  global tf, tf1, allreduce  # pylint: disable=global-statement
+  from tf_cnn_benchmarks import quiet  # pylint: disable=g-import-not-at-top
+
+  tf = quiet.load_tensorflow()
+  tf1 = tf.compat.v1
+  from variable_mgr import allreduce as loaded  # pylint: disable=g-import-not-at-top
+
+  allreduce = loaded
+
 
 _SUFFIXES = {'': 1, 'K': 1024, 'M': 1024**2, 'G': 1024**3}
 DEFAULT_SIZES = ','.join(
@@ -94,6 +103,7 @@ def parse_args(argv):
     '--json_out', default=None, help='append one JSON line per row to this file'
   )
   args = parser.parse_args(argv)
+  _load_tensorflow()
   if args.quick:
     args.sizes, args.devices = QUICK_SIZES, QUICK_DEVICES
     args.iters, args.warmup = 5, 1

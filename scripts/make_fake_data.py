@@ -41,7 +41,11 @@ import sys
 import numpy as np
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-import tensorflow as tf  # pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tf_cnn_benchmarks import quiet  # noqa: E402
+
+with quiet.captured_stderr_fd():  # TensorFlow's start-up lines off stderr
+  import tensorflow as tf  # pylint: disable=wrong-import-position
 
 tf1 = tf.compat.v1
 

@@ -826,3 +826,38 @@ def test_lost_collective_peer_is_one_line():
   ]
   # Before: 31 lines of TensorFlow's "Aborting RingReduce" and gRPC errors.
   assert (proc.returncode, len(said)) == (1, 1), said
+
+
+@pytest.mark.parametrize(
+  'script, argv',
+  [
+    ('all_reduce_benchmark.py', ['--help']),
+    (
+      'all_reduce_benchmark.py',
+      [
+        '--sizes=1K',
+        '--devices=2',
+        '--iters=1',
+        '--warmup=1',
+        '--algorithms=copy',
+      ],
+    ),
+    ('make_fake_data.py', ['--help']),
+  ],
+)
+def test_scripts_keep_tensorflow_start_up_lines_off_stderr(script, argv):
+  env = dict(os.environ)
+  env.pop('TF_CPP_MIN_LOG_LEVEL', None)  # as a user runs it
+  start = time.monotonic()
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'scripts', script), *argv],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stderr == ''
+  if script == 'all_reduce_benchmark.py' and argv == ['--help']:
+    assert time.monotonic() - start < 3.0  # no TensorFlow import for --help
