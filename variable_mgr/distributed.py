@@ -24,7 +24,7 @@ import dataclasses
 import tensorflow as tf
 
 from variable_mgr import base
-from variable_mgr import collective_keys
+from variable_mgr import collectives
 from variable_mgr import local
 from variable_mgr import naming
 from variable_mgr import sizes
@@ -34,26 +34,8 @@ from variable_mgr.traits import Traits
 
 tf1 = tf.compat.v1
 
-# Collectives of one step wait at most this long for their peers; a lost peer
-# is normally reported sooner by the cluster watchdog.
-COLLECTIVE_TIMEOUT_S = 50.0
-# The per-step reductions have no timeout: TensorFlow arms a collective's
-# timeout with Env::SchedClosureAfter, which starts one OS thread per op
-# that sleeps out the whole timeout, so at hundreds of steps a second a
-# worker held thousands of threads and died (issue 17, item 1). The cluster
-# watchdog bounds the wait on a lost peer instead.
-STEP_COLLECTIVE_TIMEOUT_S = 0.0
-
-
 # Name scope of hybrid's ps-held variables' optimizer (see _ps_update).
 PS_OPTIMIZER_SCOPE = 'ps_optimizer/'
-
-
-def _device_of(task_prefix: str, tower_device: str) -> str:
-  """`tower_device` (e.g. /cpu:1) moved onto the task `task_prefix`."""
-  spec = tf.DeviceSpec.from_string(tower_device)
-  task = tf.DeviceSpec.from_string(task_prefix)
-  return spec.replace(job=task.job, replica=0, task=task.task).to_string()
 
 
 class SyncAccumulators:
@@ -545,105 +527,6 @@ class DistributedAllReduce(local.Replicated):
     )
 
 
-def collective_group(tower_devices, cluster: base.ClusterDevices) -> list:
-  """Every worker's versions of this worker's tower devices, worker-major."""
-  return [
-    _device_of(w, d) for w in cluster.worker_devices for d in tower_devices
-  ]
-
-
-def collective_reduce(
-  tensors,
-  tower_devices,
-  group,
-  keys,
-  *,
-  merge_op: str = 'Add',
-  final_op: str = 'Div',
-) -> list:
-  """CollectiveReduceV2 of `tensors` (one per local tower) over `group`.
-
-  Defaults give the mean; merge_op='Min', final_op='Id' the minimum.
-  """
-  group_key = keys.get_group_key(group)
-  instance_key = keys.get_instance_key()
-  out = []
-  for t, d in zip(tensors, tower_devices):
-    with tf.device(d):
-      out.append(
-        tf.raw_ops.CollectiveReduceV2(
-          input=t,
-          group_size=len(group),
-          group_key=group_key,
-          instance_key=instance_key,
-          ordering_token=[],
-          merge_op=merge_op,
-          final_op=final_op,
-          timeout_seconds=STEP_COLLECTIVE_TIMEOUT_S,
-        )
-      )
-  return out
-
-
-def collective_broadcast(variables, tower_devices, group, keys, is_source):
-  """Assign ops: every tower's copy <- the group's first device's value.
-
-  variables[i] is tower i's copy; the source (worker 0, tower 0) sends.
-  """
-  group_key = keys.get_group_key(group)
-  instance_key = keys.get_instance_key()
-  ops = []
-  for i, (var, device) in enumerate(zip(variables, tower_devices)):
-    with tf.device(device):
-      if is_source and i == 0:
-        ops.append(
-          tf.raw_ops.CollectiveBcastSendV2(
-            input=var.read_value(),
-            group_size=len(group),
-            group_key=group_key,
-            instance_key=instance_key,
-            timeout_seconds=COLLECTIVE_TIMEOUT_S,
-          ).op
-        )
-      else:
-        value = tf.raw_ops.CollectiveBcastRecvV2(
-          group_size=len(group),
-          group_key=group_key,
-          instance_key=instance_key,
-          shape=var.shape.as_list(),
-          T=var.dtype.base_dtype,
-          timeout_seconds=COLLECTIVE_TIMEOUT_S,
-        )
-        ops.append(var.assign(value))
-  return ops
-
-
-def collective_min(value, tower_devices, group) -> list:
-  """Per tower device: the minimum of `value` over every tower of the group."""
-  return collective_reduce(
-    [value] * len(tower_devices),
-    tower_devices,
-    group,
-    collective_keys.keys_for_graph(),
-    merge_op='Min',
-    final_op='Id',
-  )
-
-
-def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
-  """Every tower's (mean over all towers of all workers, variable) list."""
-  keys = collective_keys.keys_for_graph()
-  per_tower = [[] for _ in tower_grads]
-  with tf1.name_scope('collective_allreduce'):
-    for grads_and_vars in zip(*tower_grads):
-      means = collective_reduce(
-        [g for g, _ in grads_and_vars], tower_devices, group, keys
-      )
-      for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
-        per_tower[i].append((mean, var))
-  return per_tower
-
-
 @register
 class CollectiveAllReduce(base.PerTowerCopies):
   """Per-worker graphs; gradients averaged by collectives over all towers."""
@@ -653,7 +536,8 @@ class CollectiveAllReduce(base.PerTowerCopies):
 
   def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
     tower_devices = [
-      _device_of(cluster.worker_device, d) for d in tower_devices
+      collectives.device_on_task(cluster.worker_device, d)
+      for d in tower_devices
     ]
     super().__init__(
       tower_devices,
@@ -661,13 +545,13 @@ class CollectiveAllReduce(base.PerTowerCopies):
       cluster=cluster,
       **kwargs,
     )
-    self.group = collective_group(self.tower_devices, cluster)
+    self.group = collectives.collective_group(self.tower_devices, cluster)
 
   def all_reduce_description(self):
     return 'CollectiveReduceV2 over %d device(s)' % len(self.group)
 
   def reduce_gradients(self, tower_grads):
-    per_tower = collective_means_per_tower(
+    per_tower = collectives.collective_means_per_tower(
       tower_grads, self.tower_devices, self.group
     )
     return base.Reduction(
@@ -692,47 +576,16 @@ class CollectiveAllReduce(base.PerTowerCopies):
     """train_op, also averaging `loss` over every worker (cluster_loss)."""
     if loss is None:
       return train_op
-    means = collective_mean_loss(loss, self.tower_devices, self.group)
+    means = collectives.collective_mean_loss(
+      loss, self.tower_devices, self.group
+    )
     self.cluster_loss = means[0]
     return tf.group(train_op, *means, name='train_op_and_loss')
 
   def post_init_ops(self):
-    return broadcast_tower_copies(
+    return collectives.broadcast_tower_copies(
       self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
     )
-
-
-def collective_mean_loss(loss, tower_devices, group) -> list:
-  """The mean of every worker's `loss` (one scalar collective per step).
-
-  Each worker's loss is the mean over its towers and every worker has as
-  many towers, so this is the mean over every tower of the cluster. Returns
-  one result per local tower: run them all (each is a member of the
-  collective), read any.
-  """
-  with tf1.name_scope('cluster_loss'):
-    return collective_reduce(
-      [tf.cast(loss, tf.float32)] * len(tower_devices),
-      tower_devices,
-      group,
-      collective_keys.keys_for_graph(),
-    )
-
-
-def broadcast_tower_copies(num_towers, tower_devices, group, is_source):
-  """Every tower's copy on every worker <- worker 0's tower 0 copy."""
-  keys = collective_keys.keys_for_graph()
-  ops = []
-  with tf1.name_scope('broadcast_init'):
-    for copies in base.tower_copies(
-      tf1.global_variables(), num_towers
-    ).values():
-      if any(c is None for c in copies):
-        continue
-      ops.extend(
-        collective_broadcast(copies, tower_devices, group, keys, is_source)
-      )
-  return ops
 
 
 @dataclasses.dataclass(frozen=True)
@@ -831,7 +684,9 @@ class _HybridClip:
       return
     with tf.device(self.mgr.cpu_device):
       offer = tf.constant(self._BIG) if local_sq is None else local_sq
-    mins = collective_min(offer, self.mgr.tower_devices, self.mgr.group)
+    mins = collectives.collective_min(
+      offer, self.mgr.tower_devices, self.mgr.group
+    )
     self.big_sq = mins[0]
 
   def _clip_factor(self):
@@ -874,7 +729,7 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
       **kwargs,
     )
     self.threshold_bytes = threshold_bytes
-    self.group = collective_group(self.tower_devices, cluster)
+    self.group = collectives.collective_group(self.tower_devices, cluster)
     self._placer = local.GreedyVariablePlacer(self.ps_devices)
     self._shared = {}  # relative name -> ps variable
     self._tower_vars = [[] for _ in self.tower_devices]
@@ -985,7 +840,9 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
       train_op = tf.group(*updates, bump, name='train_op')
     if loss is None:
       return train_op
-    means = collective_mean_loss(loss, self.tower_devices, self.group)
+    means = collectives.collective_mean_loss(
+      loss, self.tower_devices, self.group
+    )
     self.cluster_loss = means[0]
     return tf.group(train_op, *means, name='train_op_and_loss')
 
@@ -1002,7 +859,9 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
       [(g, v) for g, v in gv if id(v) not in shared_ids] for gv in tower_grads
     ]
     sites = (
-      collective_means_per_tower(small, self.tower_devices, self.group)
+      collectives.collective_means_per_tower(
+        small, self.tower_devices, self.group
+      )
       if small[0]
       else []
     )
@@ -1057,7 +916,7 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
     local_ok = loss_scale.all_finite(
       [(self.cpu_device, gv) for gv in checked if gv]
     )
-    verdicts = collective_min(
+    verdicts = collectives.collective_min(
       tf.cast(local_ok, tf.float32), self.tower_devices, self.group
     )
     with tf.device(self.cpu_device):
@@ -1075,10 +934,11 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
     with tf.device(self.cpu_device), tf.control_dependencies(updates):
       done = tf.identity(tf.zeros([]))
     return tf.group(
-      *collective_min(done, self.tower_devices, self.group), name='step_barrier'
+      *collectives.collective_min(done, self.tower_devices, self.group),
+      name='step_barrier',
     )
 
   def post_init_ops(self):
-    return broadcast_tower_copies(
+    return collectives.broadcast_tower_copies(
       self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
     )

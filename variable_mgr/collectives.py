@@ -1,0 +1,164 @@
+"""Collective ops across workers: reductions, broadcasts, device groups.
+
+The building blocks of the cluster managers that talk to other workers
+(collective_all_reduce, hybrid): each worker's graph holds its own towers'
+ops, and a group key names every tower of every worker that takes part.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from variable_mgr import base
+from variable_mgr import collective_keys
+
+tf1 = tf.compat.v1
+
+# Collectives of one step wait at most this long for their peers; a lost peer
+# is normally reported sooner by the cluster watchdog.
+COLLECTIVE_TIMEOUT_S = 50.0
+# The per-step reductions have no timeout: TensorFlow arms a collective's
+# timeout with Env::SchedClosureAfter, which starts one OS thread per op
+# that sleeps out the whole timeout, so at hundreds of steps a second a
+# worker held thousands of threads and died (issue 17, item 1). The cluster
+# watchdog bounds the wait on a lost peer instead.
+STEP_COLLECTIVE_TIMEOUT_S = 0.0
+
+
+def device_on_task(task_prefix: str, tower_device: str) -> str:
+  """`tower_device` (e.g. /cpu:1) moved onto the task `task_prefix`."""
+  spec = tf.DeviceSpec.from_string(tower_device)
+  task = tf.DeviceSpec.from_string(task_prefix)
+  return spec.replace(job=task.job, replica=0, task=task.task).to_string()
+
+
+def collective_group(tower_devices, cluster: base.ClusterDevices) -> list:
+  """Every worker's versions of this worker's tower devices, worker-major."""
+  return [
+    device_on_task(w, d) for w in cluster.worker_devices for d in tower_devices
+  ]
+
+
+def collective_reduce(
+  tensors,
+  tower_devices,
+  group,
+  keys,
+  *,
+  merge_op: str = 'Add',
+  final_op: str = 'Div',
+) -> list:
+  """CollectiveReduceV2 of `tensors` (one per local tower) over `group`.
+
+  Defaults give the mean; merge_op='Min', final_op='Id' the minimum.
+  """
+  group_key = keys.get_group_key(group)
+  instance_key = keys.get_instance_key()
+  out = []
+  for t, d in zip(tensors, tower_devices):
+    with tf.device(d):
+      out.append(
+        tf.raw_ops.CollectiveReduceV2(
+          input=t,
+          group_size=len(group),
+          group_key=group_key,
+          instance_key=instance_key,
+          ordering_token=[],
+          merge_op=merge_op,
+          final_op=final_op,
+          timeout_seconds=STEP_COLLECTIVE_TIMEOUT_S,
+        )
+      )
+  return out
+
+
+def collective_broadcast(variables, tower_devices, group, keys, is_source):
+  """Assign ops: every tower's copy <- the group's first device's value.
+
+  variables[i] is tower i's copy; the source (worker 0, tower 0) sends.
+  """
+  group_key = keys.get_group_key(group)
+  instance_key = keys.get_instance_key()
+  ops = []
+  for i, (var, device) in enumerate(zip(variables, tower_devices)):
+    with tf.device(device):
+      if is_source and i == 0:
+        ops.append(
+          tf.raw_ops.CollectiveBcastSendV2(
+            input=var.read_value(),
+            group_size=len(group),
+            group_key=group_key,
+            instance_key=instance_key,
+            timeout_seconds=COLLECTIVE_TIMEOUT_S,
+          ).op
+        )
+      else:
+        value = tf.raw_ops.CollectiveBcastRecvV2(
+          group_size=len(group),
+          group_key=group_key,
+          instance_key=instance_key,
+          shape=var.shape.as_list(),
+          T=var.dtype.base_dtype,
+          timeout_seconds=COLLECTIVE_TIMEOUT_S,
+        )
+        ops.append(var.assign(value))
+  return ops
+
+
+def collective_min(value, tower_devices, group) -> list:
+  """Per tower device: the minimum of `value` over every tower of the group."""
+  return collective_reduce(
+    [value] * len(tower_devices),
+    tower_devices,
+    group,
+    collective_keys.keys_for_graph(),
+    merge_op='Min',
+    final_op='Id',
+  )
+
+
+def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
+  """Every tower's (mean over all towers of all workers, variable) list."""
+  keys = collective_keys.keys_for_graph()
+  per_tower = [[] for _ in tower_grads]
+  with tf1.name_scope('collective_allreduce'):
+    for grads_and_vars in zip(*tower_grads):
+      means = collective_reduce(
+        [g for g, _ in grads_and_vars], tower_devices, group, keys
+      )
+      for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
+        per_tower[i].append((mean, var))
+  return per_tower
+
+
+def collective_mean_loss(loss, tower_devices, group) -> list:
+  """The mean of every worker's `loss` (one scalar collective per step).
+
+  Each worker's loss is the mean over its towers and every worker has as
+  many towers, so this is the mean over every tower of the cluster. Returns
+  one result per local tower: run them all (each is a member of the
+  collective), read any.
+  """
+  with tf1.name_scope('cluster_loss'):
+    return collective_reduce(
+      [tf.cast(loss, tf.float32)] * len(tower_devices),
+      tower_devices,
+      group,
+      collective_keys.keys_for_graph(),
+    )
+
+
+def broadcast_tower_copies(num_towers, tower_devices, group, is_source):
+  """Every tower's copy on every worker <- worker 0's tower 0 copy."""
+  keys = collective_keys.keys_for_graph()
+  ops = []
+  with tf1.name_scope('broadcast_init'):
+    for copies in base.tower_copies(
+      tf1.global_variables(), num_towers
+    ).values():
+      if any(c is None for c in copies):
+        continue
+      ops.extend(
+        collective_broadcast(copies, tower_devices, group, keys, is_source)
+      )
+  return ops
