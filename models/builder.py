@@ -52,6 +52,13 @@ def random_stream(index: int):
     _STREAM.reset(token)
 
 
+def _not_xla_compiled():
+  """Ops made inside are never XLA-compiled (explicit _XlaCompile=False)."""
+  if tf.executing_eagerly():  # jit_scope exists only in graph mode
+    return contextlib.nullcontext()
+  return tf.xla.experimental.jit_scope(compile_ops=False)
+
+
 def _pair(value):
   """Returns (a, b) from an int or a 2-sequence."""
   if isinstance(value, int):
@@ -176,7 +183,9 @@ class NetBuilder:
     # copied to wherever the variable lives. It is built here, not in a
     # callable initializer, because get_variable colocates a callable's
     # ops with the variable.
-    with tf.device('/device:CPU:0'):
+    # Never XLA-compiled either (--xla, --xla_compile): XLA's stateless
+    # random ops draw other numbers than TensorFlow's kernels.
+    with tf.device('/device:CPU:0'), _not_xla_compiled():
       value = init(shape, tf.float32, self.seed_for(name))
     return tf1.get_variable(
       name, dtype=tf.float32, initializer=value, trainable=trainable

@@ -3,7 +3,7 @@
 
   python scripts/cluster_overhead.py [--models=lenet,resnet20]
       [--managers=parameter_server,...] [--workers=2] [--batch_size=32]
-      [--num_batches=30] [--repeats=2] [--markdown]
+      [--num_batches=30] [--repeats=2] [--compare_tuning] [--markdown]
 
 For each model and cluster manager, runs the matching local manager in one
 process with W towers (W = --workers), then the cluster with W workers of one
@@ -11,6 +11,13 @@ tower each on 127.0.0.1 (scripts/launch_local_cluster.py), alternating
 A B A B (--repeats pairs), all with the same per-tower batch, so both run the
 same global batch. Prints images/sec of each (the mean of its runs) and the
 ratio cluster / local: 1.0 means the cluster costs nothing.
+
+--compare_tuning runs the cluster twice in each round: "before" without the
+tuning (--cluster_threads=tf_default: every task sizes its thread pools for
+all the cores; --nopack_ps_transfers: one RPC per gradient or variable
+copy) and "after" with the defaults (--cluster_threads=auto: the tasks
+sharing the host split its cores; --pack_ps_transfers), so both are measured
+side by side in one run: local, before, after, local, before, after, ...
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ PAIRS = {
   ),
 }
 DATA_NAME = {'lenet': 'imagenet', 'trivial': 'cifar10'}
+CLUSTER_THREADS = ('auto', 'tf_default')
 
 
 def parse_args(argv):
@@ -58,8 +66,23 @@ def parse_args(argv):
   parser.add_argument('--num_warmup_batches', type=int, default=5)
   parser.add_argument('--repeats', type=int, default=2)
   parser.add_argument('--timeout', type=int, default=600)
+  parser.add_argument(
+    '--compare_tuning',
+    action='store_true',
+    help='measure the cluster without the tuning (--cluster_threads='
+    'tf_default --nopack_ps_transfers) and with it (the defaults)',
+  )
+  parser.add_argument(
+    '--cluster_threads',
+    default=None,
+    choices=CLUSTER_THREADS,
+    help="the cluster's --cluster_threads (default: the driver's, auto); "
+    'not with --compare_tuning',
+  )
   parser.add_argument('--markdown', action='store_true')
   args = parser.parse_args(argv)
+  if args.compare_tuning and args.cluster_threads:
+    parser.error('--cluster_threads: not with --compare_tuning (it runs both)')
   unknown = set(args.managers.split(',')) - set(PAIRS)
   if unknown:
     parser.error(
@@ -100,8 +123,22 @@ def _images_per_sec(argv, result_file, timeout) -> float:
     return float(json.loads(f.readline())['images_per_sec'])
 
 
+def _variants(args) -> dict:
+  """{column name: extra cluster flags} of the cluster runs of each round."""
+  if args.compare_tuning:
+    return {
+      'before': ['--cluster_threads=tf_default', '--nopack_ps_transfers'],
+      'after': ['--cluster_threads=auto', '--pack_ps_transfers'],
+    }
+  chosen = ['--cluster_threads=%s' % args.cluster_threads]
+  return {'cluster': chosen if args.cluster_threads else []}
+
+
 def measure(args, model, manager, tmp) -> dict:
-  """Mean images/sec of the local run and of the cluster, A B A B."""
+  """Mean images/sec of the local run and of each cluster variant, A B A B.
+
+  Returns {'local': ..., <variant>: ..., 'ratio_<variant>': ...}.
+  """
   local_flags, launcher_flags = PAIRS[manager]
   common = _common_flags(args, model)
   local = [
@@ -123,18 +160,55 @@ def measure(args, model, manager, tmp) -> dict:
     '--num_gpus=1',
     '--variable_update=%s' % manager,
   ]
+  variants = _variants(args)
   result_file = os.path.join(tmp, 'r.jsonl')
-  runs = {'local': [], 'cluster': []}
+  runs = {name: [] for name in ['local', *variants]}
   for _ in range(args.repeats):
     runs['local'].append(_images_per_sec(local, result_file, args.timeout))
-    runs['cluster'].append(_images_per_sec(cluster, result_file, args.timeout))
+    for name, flags in variants.items():
+      runs[name].append(
+        _images_per_sec(cluster + flags, result_file, args.timeout)
+      )
   out = {k: statistics.mean(v) for k, v in runs.items()}
-  out['ratio'] = out['cluster'] / out['local']
+  for name in variants:
+    out['ratio_' + name] = out[name] / out['local']
   return out
+
+
+def _line(model, manager, got, variants) -> str:
+  """One console line: local, each cluster variant and its ratio."""
+  parts = ['%-9s %-24s local %8.1f' % (model, manager, got['local'])]
+  for name in variants:
+    parts.append(
+      '%s %8.1f  ratio %.3f' % (name, got[name], got['ratio_' + name])
+    )
+  return '  '.join(parts)
+
+
+def _markdown(rows, variants) -> list:
+  """The markdown table of every row."""
+  if list(variants) == ['cluster']:
+    head = ['cluster img/s', 'ratio']
+  else:
+    head = [
+      *('cluster img/s (%s)' % n for n in variants),
+      *('ratio (%s)' % n for n in variants),
+    ]
+  lines = [
+    '| model | cluster manager | local img/s | %s |' % ' | '.join(head),
+    '|---|---|%s' % ('---:|' * (1 + len(head))),
+  ]
+  for model, manager, got in rows:
+    cells = ['%.1f' % got['local']]
+    cells += ['%.1f' % got[n] for n in variants]
+    cells += ['%.3f' % got['ratio_' + n] for n in variants]
+    lines.append('| %s | %s | %s |' % (model, manager, ' | '.join(cells)))
+  return lines
 
 
 def main(argv=None) -> int:
   args = parse_args(sys.argv[1:] if argv is None else argv)
+  variants = _variants(args)
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
     for model in args.models.split(','):
@@ -145,20 +219,11 @@ def main(argv=None) -> int:
           print('%s %s: %s' % (model, manager, e), file=sys.stderr)
           continue
         rows.append((model, manager, got))
-        print(
-          '%-9s %-24s local %8.1f  cluster %8.1f  ratio %.3f'
-          % (model, manager, got['local'], got['cluster'], got['ratio']),
-          flush=True,
-        )
+        print(_line(model, manager, got, variants), flush=True)
   if args.markdown:
-    print('\n| model | cluster manager | local img/s | cluster img/s | ratio |')
-    print('|---|---|---:|---:|---:|')
-    for model, manager, got in rows:
-      print(
-        '| %s | %s | %.1f | %.1f | %.3f |'
-        % (model, manager, got['local'], got['cluster'], got['ratio'])
-      )
-  return 0
+    print()
+    print('\n'.join(_markdown(rows, variants)))
+  return 1 if not rows else 0
 
 
 if __name__ == '__main__':

@@ -44,10 +44,19 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tf_cnn_benchmarks import quiet  # noqa: E402
 
-with quiet.captured_stderr_fd():  # TensorFlow's start-up lines off stderr
-  import tensorflow as tf  # pylint: disable=wrong-import-position
 
-tf1 = tf.compat.v1
+def _asks_for_help_only() -> bool:
+  """`make_fake_data.py --help`: answered before TensorFlow loads (seconds)."""
+  return __name__ == '__main__' and bool({'-h', '--help'} & set(sys.argv[1:]))
+
+
+if _asks_for_help_only():
+  tf = tf1 = None  # parse_args prints the help and exits
+else:
+  with quiet.captured_stderr_fd():  # TensorFlow's start-up lines off stderr
+    import tensorflow as tf  # pylint: disable=wrong-import-position
+
+  tf1 = tf.compat.v1
 
 CIFAR_BATCHES = 5
 CIFAR_SIZE = 32

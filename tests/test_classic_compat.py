@@ -87,13 +87,20 @@ _FAST_LINES = [
     '--all_reduce_spec=nccl',
     2,
   ),  # GPU-only all-reduce on a CPU run
-  ('--model=trivial --xla=True', 2),  # not implemented yet (issue 14)
+  ('--model=trivial --xla=True', 0),
+  ('--model=trivial --xla_compile=True', 0),
   ('--model=lenet --optimizer=momentum --momentum=0.9 --weight_decay=1e-4', 0),
   ('--model=lenet --use_tf_layers=false', 0),
   ('--model=trivial --gpu_thread_mode=gpu_private --per_gpu_thread_count=2', 0),
-  ('--model=trivial --mkl=True --kmp_blocktime=0 --num_inter_threads=1', 2),
+  ('--model=trivial --mkl=True --kmp_blocktime=0 --num_inter_threads=1', 0),
   ('--model=lenet --batchnorm_persistent=True --winograd_nonfused=True', 0),
-  ('--model=trivial --print_training_accuracy=True', 2),
+  ('--model=trivial --print_training_accuracy=True', 0),
+  (
+    '--model=trivial --loss_type_to_report=base_loss --single_l2_loss_op '
+    '--display_perf_ewma=0.5 --init_learning_rate=0.1 '
+    '--num_learning_rate_warmup_epochs=1',
+    0,
+  ),
   (
     '--model=resnet20 --data_name=cifar10 --data_dir=%(CIFAR)s --nodistortions',
     0,
@@ -205,6 +212,12 @@ _SLOW_LINES = [
   ),
   ('--model=googlenet --variable_update=replicated --num_gpus=2', 0),
   ('--model=nasnet --data_name=cifar10', 0),
+  (
+    '--model=resnet50 --optimizer=momentum --weight_decay=1e-4 '
+    '--loss_type_to_report=base_loss --single_l2_loss_op '
+    '--resnet_base_lr=0.05',
+    0,
+  ),  # the classic MLPerf ResNet line's schedule and report flags
 ]
 CLASSIC_LINES = [
   pytest.param(line, rc, id=line[:60]) for line, rc in _FAST_LINES
@@ -422,14 +435,17 @@ def test_num_epochs_counts_every_workers_images():
 
 
 def test_lr_decay_flags_need_init_learning_rate():
-  for name in (
-    'num_epochs_per_decay',
-    'learning_rate_decay_factor',
-    'minimum_learning_rate',
-  ):
+  decay = dict(num_epochs_per_decay=0.5, learning_rate_decay_factor=0.5)
+  for name in decay:  # classic: both decay flags, and the rate they decay
     with pytest.raises(params_lib.ParamsError):
       params_lib.make_params(device='cpu', **{name: 0.5})
-    params_lib.make_params(device='cpu', init_learning_rate=0.1, **{name: 0.5})
+    with pytest.raises(params_lib.ParamsError):
+      params_lib.make_params(
+        device='cpu', init_learning_rate=0.1, **{name: 0.5}
+      )
+  params_lib.make_params(device='cpu', init_learning_rate=0.1, **decay)
+  # --minimum_learning_rate floors any schedule, the model's own included.
+  params_lib.make_params(device='cpu', minimum_learning_rate=0.5)
 
 
 def test_empty_job_name_and_upper_case_devices():

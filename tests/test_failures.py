@@ -843,6 +843,11 @@ def test_lost_collective_peer_is_one_line():
       ],
     ),
     ('make_fake_data.py', ['--help']),
+    ('launch_local_cluster.py', ['--help']),
+    ('sweep.py', ['--help']),
+    ('compare.py', ['--help']),
+    ('plot.py', ['--help']),
+    ('cluster_overhead.py', ['--help']),
   ],
 )
 def test_scripts_keep_tensorflow_start_up_lines_off_stderr(script, argv):
@@ -859,5 +864,123 @@ def test_scripts_keep_tensorflow_start_up_lines_off_stderr(script, argv):
   )
   assert proc.returncode == 0, proc.stderr
   assert proc.stderr == ''
-  if script == 'all_reduce_benchmark.py' and argv == ['--help']:
+  if argv == ['--help']:
     assert time.monotonic() - start < 3.0  # no TensorFlow import for --help
+
+
+def _imagenet_with_a_corrupt_jpeg(data_dir, corrupt):
+  """Fake ImageNet TFRecords; record 1 of the second train shard's JPEG is
+  replaced by corrupt(jpeg bytes) (the record itself stays well-formed)."""
+  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+  import make_fake_data  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  make_fake_data.write_imagenet(
+    str(data_dir), num_train=8, num_validation=4, num_shards=2, image_size=32
+  )
+  shard = str(data_dir / 'train-00001-of-00002')
+  raw, records, pos = open(shard, 'rb').read(), [], 0
+  while pos < len(raw):  # the TFRecord framing: length, crc, data, crc
+    length = int.from_bytes(raw[pos : pos + 8], 'little')
+    records.append(raw[pos + 12 : pos + 12 + length])
+    pos += 12 + length + 4
+  example = tf.train.Example.FromString(records[1])
+  encoded = example.features.feature['image/encoded'].bytes_list.value
+  encoded[0] = corrupt(encoded[0])
+  records[1] = example.SerializeToString()
+  with tf.io.TFRecordWriter(shard) as writer:
+    for record in records:
+      writer.write(record)
+  return shard
+
+
+@pytest.mark.parametrize(
+  'corrupt',
+  [
+    lambda b: b[: len(b) // 2],  # libjpeg: "Improper call ... state 201"
+    lambda b: b[: len(b) // 2] + b'\xff\xd9',  # "Corrupt JPEG data: ..."
+  ],
+  ids=['truncated', 'cut_with_end_marker'],
+)
+def test_undecodable_jpeg_is_exactly_one_stderr_line(tmp_path, corrupt):
+  shard = _imagenet_with_a_corrupt_jpeg(tmp_path, corrupt)
+  env = _env()
+  env.pop('TF_CPP_MIN_LOG_LEVEL')  # as a user runs it
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'tf_cnn_benchmarks',
+      '--model=trivial',
+      '--device=cpu',
+      '--batch_size=2',
+      '--num_batches=20',
+      '--num_warmup_batches=0',
+      '--data_dir=%s' % tmp_path,
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  # Before: libjpeg's own lines (4 to 8 of them) before ours.
+  lines = proc.stderr.splitlines()
+  assert (proc.returncode, len(lines)) == (2, 1), lines
+  assert shard in lines[0] and 'record 1' in lines[0]
+
+
+def test_good_imagenet_run_prints_nothing_on_stderr(tmp_path):
+  _imagenet_with_a_corrupt_jpeg(tmp_path, lambda b: b)  # nothing corrupt
+  env = _env()
+  env.pop('TF_CPP_MIN_LOG_LEVEL')
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'tf_cnn_benchmarks',
+      '--model=trivial',
+      '--device=cpu',
+      '--batch_size=2',
+      '--num_batches=4',
+      '--num_warmup_batches=0',
+      '--data_dir=%s' % tmp_path,
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert (proc.returncode, proc.stderr) == (0, '')
+
+
+_FILTERED_WRITER = r"""
+import os, signal, sys
+sys.path.insert(0, %r)
+from tf_cnn_benchmarks import quiet
+os.write(2, b'before\n')
+with quiet.libjpeg_lines_dropped():
+  os.write(2, b'Corrupt JPEG data: 12 extraneous bytes before marker 0xd9\n')
+  os.write(2, b'kept: Input file read error\nInput file read error\n')
+  sys.stderr.write('from python\n')
+  os.write(2, b'Improper call to JPEG library in state 201\nno newline')
+  if sys.argv[1] == 'die':
+    os.kill(os.getpid(), signal.SIGKILL)
+os.write(2, b'\nafter\n')
+"""
+
+
+@pytest.mark.parametrize('end', ['exit', 'die'])
+def test_libjpeg_filter_passes_everything_else_unchanged(end):
+  proc = subprocess.run(
+    [sys.executable, '-c', _FILTERED_WRITER % ROOT, end],
+    capture_output=True,
+    timeout=60,
+  )
+  kept = b'before\nkept: Input file read error\nfrom python\nno newline'
+  if end == 'exit':
+    assert (proc.returncode, proc.stderr) == (0, kept + b'\nafter\n')
+  else:  # SIGKILLed inside: what it wrote last still arrives (the filter
+    # outlives it; run() reads stderr to its end, the filter's exit)
+    assert (proc.returncode, proc.stderr) == (-9, kept)

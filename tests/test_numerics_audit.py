@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import models
 from models import builder
 from tests.test_distributed import LINEAR
 from tests.test_distributed import B
@@ -200,6 +201,123 @@ def test_skipped_fp16_step_moves_no_batch_norm_statistic(variable_update):
   run.close()
 
 
+# A 2-worker run whose tasks run this module (see __main__ below): the test
+# models are registered, and with STATISTICS_DUMP set each worker writes its
+# batch-norm moving statistics after its last step to STATISTICS_DUMP % index.
+TASK_MODULE = '--module=tests.test_numerics_audit'
+STATISTICS_DUMP = 'TEST_NUMERICS_AUDIT_STATISTICS_DUMP'
+
+
+class BatchNormLinearModel:
+  """test_linear after a batch norm of its 2x2x3 input (3 channels)."""
+
+  name = 'test_bn_linear'
+  dataset = 'cifar10'
+  image_size = 2
+  default_batch_size = 4
+  default_learning_rate = 0.1
+
+  def build(self, images, num_classes, **kwargs):
+    from tests import testing_models
+
+    net = builder.NetBuilder(images, **kwargs)
+    net.batch_norm()
+    out = testing_models.LinearModel().build(
+      net.top_layer, num_classes, **kwargs
+    )
+    return models.ModelOutput(logits=out.logits, update_ops=net.update_ops)
+
+  def learning_rate(self, *args):
+    del args
+    return self.default_learning_rate
+
+
+def _register_batch_norm_model():
+  if BatchNormLinearModel.name not in models.names('cifar10'):
+    models.register(BatchNormLinearModel.name, 'cifar10', BatchNormLinearModel)
+
+
+def _dump_statistics_after_each_run(pattern, task_index):
+  """Makes the driver save this task's moving statistics after its steps."""
+  run = benchmark_cnn._StepLoop.run  # pylint: disable=protected-access
+
+  def run_and_dump(loop):
+    run(loop)
+    with loop.built.graph.as_default():
+      stats = [v for v in tf1.global_variables() if 'moving_' in v.op.name]
+    values = loop.sess.run(stats)
+    np.savez(
+      pattern % task_index,
+      **{v.op.name.replace('/', '.'): x for v, x in zip(stats, values)},
+    )
+
+  benchmark_cnn._StepLoop.run = run_and_dump  # pylint: disable=protected-access
+
+
+def _cluster_statistics(tmp_path, name, loss_scale):
+  """Each worker's moving statistics after 2 distributed_replicated steps."""
+  import os
+
+  run_dir = tmp_path / name
+  run_dir.mkdir()
+  pattern = str(run_dir / 'stats_%d.npz')
+  os.environ[STATISTICS_DUMP] = pattern
+  try:
+    rc, out, records = launch(
+      run_dir,
+      2,
+      [
+        f
+        for f in LINEAR
+        if not f.startswith(('--model', '--num_batches', '--num_warmup'))
+      ]
+      + [
+        '--model=test_bn_linear',
+        '--num_batches=2',
+        '--num_warmup_batches=0',
+        '--variable_update=distributed_replicated',
+        '--cross_replica_sync',
+        '--use_fp16',
+        '--fp16_enable_auto_loss_scale',
+        '--fp16_loss_scale=%g' % loss_scale,
+      ],
+      launcher_flags=['--num_ps=1', '--no-controller', TASK_MODULE],
+      every_worker_reports=True,
+    )
+  finally:
+    del os.environ[STATISTICS_DUMP]
+  assert rc == 0, out[-3000:]
+  skipped = {r['task']['task_index']: r['skipped_steps'] for r in records}
+  stats = []
+  for worker in range(2):
+    with np.load(pattern % worker) as f:
+      stats.append({n: f[n] for n in f.files})
+  return skipped, stats
+
+
+@pytest.mark.slow
+def test_skipped_fp16_step_moves_no_statistic_on_any_cluster_worker(tmp_path):
+  """Every step skipped (scale 1e30 overflows): no worker's statistics move.
+
+  Before: the chief's stayed put, worker 1's moved (its skip verdict was the
+  chief's alone).
+  """
+  skipped, stats = _cluster_statistics(tmp_path, 'skipped', 1e30)
+  assert skipped == {0: 2, 1: 2}
+  for worker_stats in stats:
+    names = sorted(worker_stats)
+    assert len(names) == 2, names  # moving_mean, moving_variance
+    for n in names:
+      initial = 1.0 if 'moving_variance' in n else 0.0
+      np.testing.assert_array_equal(worker_stats[n], np.full([3], initial))
+  # Control: finite steps (scale 128) do move every worker's statistics.
+  skipped, stats = _cluster_statistics(tmp_path, 'applied', 128.0)
+  assert skipped == {0: 0, 1: 0}
+  for worker_stats in stats:
+    moving_mean = [worker_stats[n] for n in worker_stats if 'moving_mean' in n]
+    assert np.min(np.abs(moving_mean)) > 1e-3, moving_mean
+
+
 # ---- item 2: hybrid + adam resumes both optimizers' beta powers ------------
 
 
@@ -361,6 +479,80 @@ def test_fp16_gradient_norm_summary_is_the_applied_gradients(
   assert fp16 / reference == pytest.approx(1.0, abs=2e-3), fp16 / reference
 
 
+CLUSTER_NORM_MODES = [
+  ('parameter_server', ['--num_ps=1'], []),
+  ('distributed_replicated', ['--num_ps=1'], []),
+  ('hybrid', ['--num_ps=1'], ['--hybrid_threshold_bytes=100']),
+  ('collective_all_reduce', ['--num_ps=0'], []),
+]
+
+
+def _summary_value(train_dir, tag):
+  import os
+
+  (events,) = [f for f in os.listdir(train_dir) if 'tfevents' in f]
+  for event in tf1.train.summary_iterator(str(train_dir / events)):
+    for value in event.summary.value:
+      if value.tag == tag:
+        return value.simple_value
+  raise AssertionError('no %s summary' % tag)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+  'mode,launcher_flags,extra',
+  CLUSTER_NORM_MODES,
+  ids=[m[0] for m in CLUSTER_NORM_MODES],
+)
+def test_cluster_gradient_norm_summary_is_the_applied_gradients(
+  tmp_path, mode, launcher_flags, extra
+):
+  """fp16 (scale 128), 2 workers, one sgd step: norm == |w1 - w0| / lr.
+
+  Before: the chief's tower 0 gradient (its half of the batch; in the ps
+  modes also x128).
+  """
+  from tests import testing_models
+
+  lr = 0.1
+  train_dir = tmp_path / 'train'
+  rc, out, _ = launch(
+    tmp_path,
+    2,
+    [f for f in LINEAR if not f.startswith(('--num_batches', '--num_warmup'))]
+    + [
+      '--variable_update=' + mode,
+      '--num_batches=1',
+      '--num_warmup_batches=0',
+      '--init_learning_rate=%g' % lr,
+      '--use_fp16',
+      '--fp16_loss_scale=128',
+      '--summary_verbosity=2',
+      '--save_summaries_steps=1',
+      '--train_dir=%s' % train_dir,
+    ]
+    + extra,
+    launcher_flags=launcher_flags + ['--no-controller'],
+  )
+  assert rc == 0, out[-3000:]
+  w0, b0 = testing_models.linear_initial_weights(12, 10)
+  reader = tf.train.load_checkpoint(str(train_dir))
+  (w_name,) = [n for n in reader.get_variable_to_shape_map() if 'weights' in n]
+  (b_name,) = [n for n in reader.get_variable_to_shape_map() if 'biases' in n]
+  change = np.concatenate(
+    [
+      (reader.get_tensor(w_name) - w0.astype(np.float32)).ravel(),
+      (reader.get_tensor(b_name) - b0.astype(np.float32)).ravel(),
+    ]
+  )
+  applied = np.linalg.norm(change.astype(np.float64)) / lr
+  reported = _summary_value(train_dir, 'gradient_norm')
+  assert reported / applied == pytest.approx(1.0, abs=1e-4), (
+    reported,
+    applied,
+  )
+
+
 # ---- item 1: hybrid clips the global norm of both groups together ---------
 
 CLIPPED_LENET = [
@@ -460,3 +652,22 @@ def test_cluster_results_line_reports_the_cluster_loss(
   own = np.array(record['worker_losses'])
   assert own.shape == expected.shape
   assert np.max(np.abs(own - expected) / expected) > 1e-3
+
+
+if __name__ == '__main__':
+  # A cluster task (see TASK_MODULE): the driver's command line with the
+  # test models registered.
+  import os
+  import sys
+
+  from tests import testing_models
+  from tf_cnn_benchmarks import __main__ as cli
+
+  testing_models.ensure_registered()
+  _register_batch_norm_model()
+  if os.environ.get(STATISTICS_DUMP):
+    (index,) = [
+      int(a.split('=')[1]) for a in sys.argv if a.startswith('--task_index=')
+    ]
+    _dump_statistics_after_each_run(os.environ[STATISTICS_DUMP], index)
+  sys.exit(cli.main(sys.argv, reports_results=True))

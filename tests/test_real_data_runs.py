@@ -104,7 +104,7 @@ def test_separable_set_reaches_top1_of_one(separable_imagenet_dir, tmp_path):
     init_learning_rate=0.01,
     **common,
   )
-  ev = run(eval=True, **common)
+  ev = run(eval=True, num_eval_batches=2, **common)
   assert ev.evaluation.eval_examples == 16  # one pass of the validation split
   assert ev.evaluation.checkpoint_step == 40
   assert ev.evaluation.top_1_accuracy == 1.0

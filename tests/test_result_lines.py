@@ -123,10 +123,18 @@ OLD_TRAIN_EXTRA = {
   'start_step': 2,
   'end_step': 6,
   'evals': [EVAL_KEYS],
+  'time_to_accuracy_sec': None,  # --stop_at_top_1_accuracy (issue 14)
+  'steps_to_accuracy': None,
   'images_per_sec_per_worker': 5.0,
   'task': {'job_name': 'worker', 'task_index': 1},
+  'benchmark_test_id': None,  # added with --benchmark_test_id (issue 14)
 }
-OLD_EVAL_EXTRA = {'data_dir': None, 'mode': 'eval', **EVAL_KEYS}
+OLD_EVAL_EXTRA = {
+  'data_dir': None,
+  'mode': 'eval',
+  'benchmark_test_id': None,
+  **EVAL_KEYS,
+}
 EVAL_INFO = results.EvalInfo(
   checkpoint_step=4,
   top_1_accuracy=0.25,

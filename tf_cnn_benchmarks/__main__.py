@@ -4,7 +4,8 @@ Exit status: 0 on success, 2 on a bad flag or combination, bad data (a
 missing or malformed --data_dir, a corrupt record or image) or an unusable
 checkpoint (one line on stderr naming the flag or file and what is wrong, no
 traceback), 1 if the run fails (in a cluster: one line naming the lost task,
-or the failed RPC), 130 on Ctrl-C (one line).
+or the failed RPC; --build_only: one line naming a GPU op without a GPU
+kernel), 130 on Ctrl-C (one line).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ quiet.load_tensorflow()  # before any import that loads TensorFlow
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from tf_cnn_benchmarks import classic_flags  # noqa: E402
+from tf_cnn_benchmarks import gpu_runtime  # noqa: E402
 from tf_cnn_benchmarks import params as params_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -87,14 +89,21 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     plan = params_lib.plan_from_flags(FLAGS)
     for line in classic_flags.check_command_line(FLAGS, plan.params.device):
       print(line, file=sys.stderr, flush=True)
+    for line in gpu_runtime.cpu_warnings(plan.params) + list(plan.warnings):
+      print(line, file=sys.stderr, flush=True)
   except (params_lib.ParamsError, classic_flags.ClassicFlagError) as e:
     return _usage_error(str(e))
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
+  from tf_cnn_benchmarks import placement  # pylint: disable=g-import-not-at-top
+
   try:
     return _dispatch(plan, reports_results)
   except _bad_input_errors() as e:
     return _usage_error(str(e).splitlines()[0])
+  except placement.MissingKernelError as e:  # --build_only's kernel check
+    print('error: %s' % e, file=sys.stderr, flush=True)
+    return 1
 
 
 def _bad_input_errors() -> tuple:
@@ -121,6 +130,7 @@ def _dispatch(plan, reports_results) -> int:
   from tf_cnn_benchmarks import benchmark_cnn
   from tf_cnn_benchmarks import devices
   from tf_cnn_benchmarks.cluster import roles
+  from tf_cnn_benchmarks.cluster import servers
 
   cluster, p = plan.cluster, plan.params
 
@@ -131,10 +141,23 @@ def _dispatch(plan, reports_results) -> int:
   if cluster is None:
     return run()
   one_graph = plan.manager_cls.traits.one_graph
-  if cluster.me in roles.roles(cluster, one_graph).serve_only:
+  serve_only = cluster.me in roles.roles(cluster, one_graph).serve_only
+  if p.build_only:  # this task's graph, without its server or peers
+    if serve_only:
+      return _usage_error(
+        '--build_only: task %s builds no graph (it only serves); give a '
+        "worker's (or the controller's) --job_name and --task_index"
+        % cluster.task_name
+      )
+    return run()
+  if serve_only:
     # Workers serving a controller's graph hold its CPU towers.
     cpus = devices.logical_cpu_count(p.device, p.num_gpus)
-    return _in_cluster(lambda: roles.serve(cluster, one_graph, cpus), cluster)
+    gpu_runtime.apply_environment(gpu_runtime.environment(p))
+    pools = servers.pools_for(cluster, p)
+    return _in_cluster(
+      lambda: roles.serve(cluster, one_graph, cpus, pools=pools), cluster
+    )
   return _in_cluster(run, cluster)
 
 

@@ -23,22 +23,33 @@ from tf_cnn_benchmarks import cpu_features
 from tf_cnn_benchmarks import data_sources
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
+from tf_cnn_benchmarks import eval_schedule
 from tf_cnn_benchmarks import evaluation
+from tf_cnn_benchmarks import gpu_runtime
 from tf_cnn_benchmarks import input_failures
 from tf_cnn_benchmarks import inputs
+from tf_cnn_benchmarks import learning_rates
 from tf_cnn_benchmarks import observability
 from tf_cnn_benchmarks import optimizers
 from tf_cnn_benchmarks import outputs
 from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks import peak as peak_lib
+from tf_cnn_benchmarks import placement
+from tf_cnn_benchmarks import profiling
+from tf_cnn_benchmarks import quiet
 from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks import runtime_knobs
+from tf_cnn_benchmarks import step_report
 from tf_cnn_benchmarks import timing
 from tf_cnn_benchmarks import towers
+from tf_cnn_benchmarks import xla
 from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import layout as layout_lib
 from tf_cnn_benchmarks.cluster import run_context as run_context_lib
+from variable_mgr import allreduce
 from variable_mgr import loss_scale as loss_scale_lib
+from variable_mgr import traits as traits_lib
 
 tf1 = tf.compat.v1
 
@@ -61,7 +72,7 @@ class BuiltGraph:
 
   graph: tf.Graph
   step_op: tf.Operation  # train op, or a no-op when forward only
-  loss: tf.Tensor  # mean total loss over the towers
+  loss: tf.Tensor  # mean over the towers of --loss_type_to_report's loss
   init_ops: tuple
   shared_ready: (
     tf.Tensor | None
@@ -74,6 +85,13 @@ class BuiltGraph:
   # A cluster run: this process's own loss (`loss` is the cluster's where
   # the manager averages it); None in a local run.
   worker_loss: tf.Tensor | None = None
+  # Fetched with every step for the step table and the results line.
+  learning_rate: tf.Tensor | None = None
+  accuracy: dict | None = None  # step_report.accuracy_tensors
+  # For the placement report: every tower's (gradient, variable) pairs and
+  # (images, labels).
+  tower_grads: tuple = ()
+  tower_inputs: tuple = ()
 
 
 class BenchmarkCNN:
@@ -102,6 +120,8 @@ class BenchmarkCNN:
     self.plan = plan
     self.params = params
     self.out = out
+    # Before any session or server creates the devices (classic setup()).
+    gpu_runtime.apply_environment(gpu_runtime.environment(params))
     self.model = models.create_model(params.model, params.data_name)
     self.dataset = datasets.get(params.data_name)
     self.data_options = (
@@ -118,6 +138,7 @@ class BenchmarkCNN:
       params.device,
       params.num_gpus,
       params.cross_replica_sync,
+      pack_transfers=params.pack_ps_transfers,
     )
     self.devices = self.layout.tower_devices
     self.manager = plan.manager_cls.from_params(
@@ -134,16 +155,28 @@ class BenchmarkCNN:
       cross_replica_sync=params.cross_replica_sync,
       reports_results=reports_results,
       run_flags=fingerprint.run_flags(params),
+      cluster_threads=params.cluster_threads,
+      explicit_threads=(
+        params.num_intra_threads or 0,
+        params.num_inter_threads,
+      ),
     )
     # Checkpoints for evaluations during training without --train_dir.
     self._scratch: str | None = None
+    # --eval_dir: events of the evaluations this process runs.
+    evaluates = plan.mode is params_lib.Mode.EVAL or eval_schedule.enabled(
+      params
+    )
+    self.eval_summaries = evaluation.EvalSummaries(
+      params.eval_dir if evaluates and self.run_context.is_chief else None
+    )
 
   def subsets(self) -> tuple:
     """The data splits this run reads."""
     p = self.params
     if self.plan.mode is params_lib.Mode.EVAL:
       return ('validation',)
-    if p.eval_during_training_every_n_steps:
+    if eval_schedule.enabled(p):
       return ('train', 'validation')
     return ('train',)
 
@@ -163,7 +196,7 @@ class BenchmarkCNN:
       % ('GPU visible' if p.device == 'gpu' else 'no GPU visible')
     )
     mode = _HEADER_MODES[self.plan.mode]
-    if p.eval_during_training_every_n_steps and self.training:
+    if eval_schedule.enabled(p) and self.training:
       mode = 'training + evaluation'  # the classic value
     rows = [
       ('TensorFlow', tf.__version__),
@@ -186,9 +219,15 @@ class BenchmarkCNN:
       ('Optimizer', p.optimizer),
       ('Variables', self.manager.describe()),
       ('AllReduce', str(self.manager.all_reduce_description())),
+      *gpu_runtime.header_rows(
+        self._session_config(), gpu_runtime.environment(p)
+      ),
     ]
     if p.train_dir:
       rows.append(('Train dir', p.train_dir))
+    rows.extend(
+      runtime_knobs.header_rows(p, in_cluster=self.cluster is not None)
+    )
     note = self.slow_16bit_note()
     if note:
       rows.append(('Note', note))
@@ -221,23 +260,26 @@ class BenchmarkCNN:
     train: bool,
     first_stream: int,
     num_streams: int,
+    batch_size: int | None = None,
   ) -> tuple:
     """([(images, labels)] per device, [ops to run once after init]).
 
     Synthetic data, or streams read from --data_dir (their iterators start
-    with the returned ops).
+    with the returned ops). batch_size: per device (None: --batch_size).
     """
     p = self.params
+    batch_size = batch_size or p.batch_size
     if self.data_options is None:
       batches = []
       for index, device in enumerate(devices_):
-        with tf.device(device):
+        # Never XLA-compiled: XLA would draw other random examples.
+        with tf.device(device), xla.not_compiled():
           # Global tower index: worker w's tower t holds the examples a
           # local run's tower w*T+t would hold.
           batches.append(
             inputs.tower_synthetic_batch(
               first_stream + index,
-              p.batch_size,
+              batch_size,
               image_size=self.model.image_size,
               depth=self.dataset.depth,
               num_classes=self.dataset.num_classes,
@@ -250,12 +292,13 @@ class BenchmarkCNN:
       self.data_options,
       subset=subset,
       train=train,
-      batch_size=p.batch_size,
+      batch_size=batch_size,
       image_size=self.model.image_size,
       first_stream=first_stream,
       num_streams=num_streams,
       num_local_towers=len(devices_),
       host_device=self.manager.cpu_device,
+      tower_devices=devices_,
     )
     return list(streams.batches), [streams.initializer]
 
@@ -284,7 +327,12 @@ class BenchmarkCNN:
         for i, (images, labels) in enumerate(batches)
       ]
       with tf.device(self.manager.cpu_device):
-        loss = tf.add_n([t.loss for t in built_towers]) / len(built_towers)
+        loss = tf.add_n(
+          [
+            step_report.reported_loss(t, self.params.loss_type_to_report)
+            for t in built_towers
+          ]
+        ) / len(built_towers)
       step_op, learning_rate = self._build_step(
         built_towers, global_step, loss_scale, loss
       )
@@ -294,11 +342,18 @@ class BenchmarkCNN:
       if self.manager.cluster_loss is not None:
         loss = self.manager.cluster_loss
       report = loss_scale.report() if loss_scale else {}
+      accuracy = step_report.accuracy_tensors(
+        built_towers, self.manager.cpu_device
+      )
+      scalars = dict(accuracy or {})  # classic: summarised at verbosity 1
+      if report:
+        scalars['loss_scale'] = report['loss_scale']
       summary_op = observability.build_summaries(
         self.params.summary_verbosity,
         loss=loss,
+        loss_name=self.params.loss_type_to_report,
         learning_rate=learning_rate,
-        extra_scalars={'loss_scale': report['loss_scale']} if report else {},
+        extra_scalars=scalars,
         grads_and_vars=built_towers[0].grads_and_vars,
         device=self.manager.cpu_device,
         gradient_norm=self.manager.applied_gradient_norm,
@@ -319,12 +374,34 @@ class BenchmarkCNN:
       checkpointer,
       summary_op,
       worker_loss,
+      learning_rate,
+      accuracy,
+      tower_grads=tuple(tuple(t.grads_and_vars) for t in built_towers),
+      tower_inputs=tuple(batches),
     )
 
   @property
   def training(self) -> bool:
     """Whether the graph trains (else: forward passes only)."""
     return self.plan.mode is params_lib.Mode.TRAIN
+
+  def _images_per_global_step(self) -> int:
+    """Images one global step stands for: the schedule's epoch unit.
+
+    Every worker's batch, except where each worker moves the shared step
+    alone (asynchronous ps training: one worker's batch).
+    """
+    traits = self.plan.manager_cls.traits
+    alone = self.cluster is not None and not (
+      traits.one_graph
+      or traits_lib.workers_in_lockstep(traits, self.params.cross_replica_sync)
+    )
+    return learning_rates.images_per_global_step(
+      self.params.batch_size,
+      len(self.devices),
+      self.layout.num_graphs,
+      each_worker_moves_step=alone,
+    )
 
   def _build_step(self, built_towers, global_step, loss_scale, loss) -> tuple:
     """(the op of one step, the learning rate or None when not training)."""
@@ -391,7 +468,7 @@ class BenchmarkCNN:
     )
 
   def _scratch_dir(self) -> str | None:
-    if not self.params.eval_during_training_every_n_steps:
+    if not eval_schedule.enabled(self.params):
       return None
     if self._scratch is None:
       self._scratch = tempfile.mkdtemp(prefix='tf_cnn_eval_')
@@ -405,7 +482,8 @@ class BenchmarkCNN:
     loss_scale: loss_scale_lib.LossScale | None,
   ) -> towers.Tower:
     p = self.params
-    with self.manager.tower_scope(index):
+    # --xla_compile: the forward and backward pass as one XLA cluster.
+    with self.manager.tower_scope(index), xla.tower_scope(p.xla_compile):
       return towers.build_tower(
         self.model,
         images,
@@ -422,6 +500,8 @@ class BenchmarkCNN:
         float16_vars=p.fp16_vars,
         scale_loss=loss_scale.scale_loss if loss_scale else None,
         tower_index=self.layout.first_tower_index + index,
+        single_l2_loss_op=p.single_l2_loss_op,
+        accuracy=step_report.wants_accuracy(p),
       )
 
   def _build_update(
@@ -433,7 +513,7 @@ class BenchmarkCNN:
         p,
         self.model,
         global_step,
-        self.global_batch_size,
+        self._images_per_global_step(),
         self.dataset.num_train_examples,
       )
     make_optimizer = optimizers.optimizer_factory(
@@ -460,8 +540,8 @@ class BenchmarkCNN:
     p = self.params
     local = devices.tower_devices(p.device, p.num_gpus)
     if num_batches is None:
-      num_batches = p.num_eval_batches or (
-        None if self.data_options else p.num_batches
+      num_batches = eval_schedule.num_eval_batches(
+        p, self.eval_batch_size * len(local), self.dataset.num_eval_examples
       )
     return evaluation.EvalSetup(
       params=p,
@@ -478,18 +558,38 @@ class BenchmarkCNN:
         train=False,
         first_stream=0,
         num_streams=len(local),
+        batch_size=self.eval_batch_size,
       ),
       num_batches=num_batches,
       session_config=self._session_config(),
+      print_line=self.print_line,
+      display_every=p.display_every,
+      summaries=self.eval_summaries,
     )
+
+  @property
+  def eval_batch_size(self) -> int:
+    """Evaluation batch size per device (--eval_batch_size, else batch)."""
+    return self.params.eval_batch_size or self.params.batch_size
 
   def _session_config(self):
     p = self.params
-    return devices.session_config(
+    config = devices.session_config(
       p.device,
       p.num_gpus,
       num_intra_threads=p.num_intra_threads,
       num_inter_threads=p.num_inter_threads,
+      runtime_fields=gpu_runtime.config_fields(p),
+    )
+    config = runtime_knobs.configure_session(config, p)
+    return xla.configure_session(
+      config, auto_jit=p.xla, compile_towers=p.xla_compile
+    )
+
+  def runtime_settings(self) -> dict:
+    """The session config's non-default fields and the environment set."""
+    return gpu_runtime.summary(
+      self._session_config(), gpu_runtime.environment(self.params)
     )
 
   # ---- run ----------------------------------------------------------------
@@ -503,9 +603,13 @@ class BenchmarkCNN:
     """Builds the graph, runs warm-up and timed steps, returns the result.
 
     The result is the classic stats dict; its attributes are those of the
-    results.BenchmarkResult.
+    results.BenchmarkResult. With --eval (the classic API's eval=True): the
+    evaluation of the latest checkpoint (the last one with
+    --eval_interval_secs).
     """
     p = self.params
+    if self.plan.mode is params_lib.Mode.EVAL:
+      return classic_api.ClassicStats(self.last_evaluation())
     self.run_context.start()
     self.print_header()
     self.print_line(
@@ -517,6 +621,8 @@ class BenchmarkCNN:
       built = self.build()
       if p.graph_file:
         observability.write_graph(p.graph_file, built.graph)
+      if p.placement_file:
+        placement.report_run(self, built, self._session_config())
       built.graph.finalize()
       # Logical CPU devices of a cluster task come from its server's config.
       config = self.run_context.configure(self._session_config())
@@ -533,6 +639,7 @@ class BenchmarkCNN:
           if path:
             self.print_line('Saved checkpoint %s' % path)
     finally:
+      self.eval_summaries.close()
       if self._scratch:
         shutil.rmtree(self._scratch, ignore_errors=True)
     self.run_context.finish()
@@ -544,8 +651,26 @@ class BenchmarkCNN:
         start_step=start_step,
         end_step=end_step,
         evals=tuple(e.info() for e in loop.evals),
+        time_to_accuracy=loop.time_to_accuracy(),
       ),
       worker_losses=loop.worker_losses,
+      report=loop.recorder.report(),
+    )
+
+  def build_only(self) -> placement.PlacementReport:
+    """--build_only: builds the graph, reports its placement, runs nothing.
+
+    No server, session or device is created, so a GPU or cluster graph
+    builds on any machine. Raises placement.MissingKernelError when a GPU
+    op has no GPU kernel in this TensorFlow build.
+    """
+    self.print_header()
+    with allreduce.assume_gpus_visible():
+      built = self.build()
+    if self.params.graph_file:
+      observability.write_graph(self.params.graph_file, built.graph)
+    return placement.report_run(
+      self, built, self._session_config(), build_only=True
     )
 
   def _classic_result(self, *args, **kwargs) -> classic_api.ClassicStats:
@@ -596,33 +721,68 @@ class BenchmarkCNN:
         seen.add(latest)
         self.print_line('Evaluating %s' % latest)
         ev = evaluation.evaluate(setup, latest)
-        self.print_line(ev.describe())
-        self.print_line('eval images/sec: %.2f' % ev.examples_per_sec)
+        self.print_line(_RULE)  # the classic block of an evaluation
+        self.print_line('total images/sec: %.2f' % ev.examples_per_sec)
+        self.print_line(_RULE)
         out.append(self._eval_result(ev))
+        record = out[-1].to_record()
         if p.result_file:  # as it comes: an evaluator may run for hours
-          result_lines.append_json_line(p.result_file, out[-1].to_record())
+          result_lines.append_json_line(p.result_file, record)
+        runtime_knobs.write_benchmark_log(p, [record])
         deadline = time.monotonic() + p.eval_timeout_secs
       if not p.eval_interval_secs or time.monotonic() > deadline:
+        self.eval_summaries.close()
         return out
       time.sleep(p.eval_interval_secs)
 
-  def evaluate_now(
-    self, sess, built: BuiltGraph, step: int
-  ) -> evaluation.EvalResult | None:
-    """Evaluation during training: checkpoint the current values, evaluate."""
-    if built.checkpointer is None or not built.checkpointer.writes:
+  def last_evaluation(self) -> results.BenchmarkResult:
+    """--eval: evaluate_checkpoints(); the result of the last evaluation."""
+    evaluated = self.evaluate_checkpoints()
+    if not evaluated:
+      raise checkpoints.CheckpointError(
+        '--train_dir=%s: no checkpoint appeared within '
+        '--eval_timeout_secs=%d'
+        % (self.params.train_dir, self.params.eval_timeout_secs)
+      )
+    return evaluated[-1]
+
+  def during_training(
+    self, evaluate, global_step
+  ) -> eval_schedule.DuringTraining | None:
+    """The --eval_during_training_* evaluations of a training run, or None.
+
+    evaluate: () -> EvalResult of the current variables; global_step: () ->
+    the global step now. Only the chief evaluates (as it checkpoints).
+    """
+    p = self.params
+    if not (self.training and eval_schedule.enabled(p)):
       return None
+    schedule = eval_schedule.EvalSchedule.from_params(
+      p, self.global_batch_size, self.dataset.num_train_examples
+    )
+    return eval_schedule.DuringTraining(
+      schedule,
+      evaluate,
+      global_step,
+      self.print_line,
+      num_batches=p.num_batches,
+      target=p.stop_at_top_1_accuracy,
+      evaluates=self.run_context.is_chief,
+    )
+
+  def evaluate_now(self, sess, built: BuiltGraph) -> evaluation.EvalResult:
+    """Evaluation during training: checkpoint the current values, evaluate.
+
+    Only on the task whose checkpointer writes (the chief).
+    """
     built.checkpointer.save(sess)
-    ev = evaluation.evaluate(self.eval_setup(), built.checkpointer.last_path)
-    self.print_line('Step %d: %s' % (step, ev.describe()))
-    return ev
+    return evaluation.evaluate(self.eval_setup(), built.checkpointer.last_path)
 
   # ---- results ------------------------------------------------------------
 
   def _eval_result(self, ev: evaluation.EvalResult) -> results.BenchmarkResult:
     """The result of one evaluated checkpoint (an eval line)."""
-    p = self.params
-    eval_batch = p.batch_size * p.num_gpus
+    eval_batch = self.eval_batch_size * self.params.num_gpus
     return self._make_result(
       ips=ev.examples_per_sec,
       num_workers=1,
@@ -641,6 +801,7 @@ class BenchmarkCNN:
     final_state: dict,
     training: results.TrainInfo,
     worker_losses=None,
+    report: results.StepReport | None = None,
   ) -> results.BenchmarkResult:
     """The result of a training or forward-only run; prints its images/sec."""
     total_time = sum(step_times)
@@ -668,6 +829,7 @@ class BenchmarkCNN:
         skipped_steps=int(final_state.get('skipped_steps', 0)),
       ),
       cluster=self._cluster_info(ips, worker_losses),
+      step_report=report,
     )
     if result.mfu is not None:
       self.print_line(
@@ -694,6 +856,7 @@ class BenchmarkCNN:
     evaluation=None,
     precision_info=None,
     cluster=None,
+    step_report=None,
   ) -> results.BenchmarkResult:
     """A BenchmarkResult of this run's configuration and the figures given.
 
@@ -733,11 +896,16 @@ class BenchmarkCNN:
       peak_tflops_per_device=peak.tflops_per_device if peak else None,
       peak_tflops_origin=peak.origin if peak else None,
       mfu=mfu,
-      run=results.RunInfo(mode=mode, data_dir=p.data_dir),
+      run=results.RunInfo(
+        mode=mode,
+        data_dir=p.data_dir,
+        benchmark_test_id=p.benchmark_test_id,
+      ),
       precision_info=precision_info,
       training=training,
       evaluation=evaluation,
       cluster=cluster,
+      step_report=step_report,
     )
 
   @functools.cached_property
@@ -776,8 +944,9 @@ class _StepLoop:
   """Warm-up and timed steps, with the periodic work between them.
 
   Between steps (never inside a timed one): checkpoints, summaries and
-  evaluations. With --trace_file, one extra untimed step after warm-up is
-  traced.
+  evaluations. With --trace_file, --partitioned_graph_file_prefix or
+  --tfprof_file, extra untimed steps after warm-up are observed
+  (profiling.py).
   """
 
   def __init__(
@@ -789,31 +958,53 @@ class _StepLoop:
     self.losses, self.step_times, self.evals = [], [], []
     # A cluster run: this process's own losses (`losses`: the cluster's).
     self.worker_losses = [] if built.worker_loss is not None else None
+    self.recorder = step_report.StepRecorder(
+      self.params, built.learning_rate, built.accuracy
+    )
     self.writer = None
     if built.summary_op is not None and bench.run_context.is_chief:
       with built.graph.as_default():
         self.writer = tf1.summary.FileWriter(self.params.train_dir)
+    self.during = bench.during_training(
+      lambda: bench.evaluate_now(sess, built), lambda: self.step
+    )
+    if self.during is not None:
+      self.evals = self.during.evals
+
+  def time_to_accuracy(self) -> results.TimeToAccuracy | None:
+    """--stop_at_top_1_accuracy's result (None without it)."""
+    return self.during.time_to_accuracy() if self.during else None
 
   def run(self) -> None:
     p, out = self.params, self.bench.print_line
     try:
+      if self.during is not None:
+        self.during.start()
       if p.num_warmup_batches:
         out('Running warm up')
         for _ in range(p.num_warmup_batches):
           self._one_step()
         out('Done warm up')
-      if p.trace_file:
-        self._traced_step(p.trace_file)
-        out('Wrote trace of one step to %s' % p.trace_file)
-      out('Step\tImg/sec\ttotal_loss')
+      profiling.run_observed_steps(
+        p,
+        self.built.graph,
+        self._observed_step,
+        out,
+        writes_files=self.bench.run_context.is_chief,
+      )
+      out(self.recorder.header())
       for i in range(p.num_batches):
         loss, seconds = self._one_step()
         self.step_times.append(seconds)
         if i == 0 or (i + 1) % p.display_every == 0:
           summary = timing.speed_summary(
-            self.bench.global_batch_size, self.step_times
+            self.bench.global_batch_size, self.step_times, p.display_perf_ewma
           )
-          out('%d\t%s\t%.3f' % (i + 1, summary, loss))
+          out(self.recorder.row(i + 1, summary, loss))
+        if self.during is not None and self.during.after_step(i + 1):
+          break
+      if self.during is not None:
+        self.during.finish()
     finally:
       if self.writer is not None:
         self.writer.close()
@@ -822,6 +1013,7 @@ class _StepLoop:
     """Runs one step and the periodic work due after it; (loss, seconds)."""
     p, built = self.params, self.built
     fetches = {'step': built.step_op, 'loss': built.loss}
+    fetches.update(self.recorder.fetches())
     if built.worker_loss is not None:
       fetches['worker_loss'] = built.worker_loss
     summarise = (
@@ -834,6 +1026,7 @@ class _StepLoop:
     seconds = time.perf_counter() - start
     self.step += 1
     self.losses.append(float(got['loss']))
+    self.recorder.record(got)
     if self.worker_losses is not None:
       self.worker_losses.append(float(got['worker_loss']))
     if summarise:
@@ -842,19 +1035,14 @@ class _StepLoop:
       path = built.checkpointer.step_done(self.sess)
       if path:
         self.bench.print_line('Saved checkpoint %s' % path)  # pylint: disable=protected-access
-    every = p.eval_during_training_every_n_steps
-    if every and self.step % every == 0:
-      ev = self.bench.evaluate_now(self.sess, built, self.step)
-      if ev is not None:
-        self.evals.append(ev)
     return got['loss'], seconds
 
-  def _traced_step(self, path: str) -> None:
-    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
-    metadata = tf1.RunMetadata()
-    self.sess.run(self.built.step_op, options=options, run_metadata=metadata)
+  def _observed_step(self, options, metadata) -> None:
+    """An untimed step with tracing options (see profiling.py)."""
+    # The loss too: with --forward_only the step op alone computes nothing.
+    fetches = [self.built.step_op, self.built.loss]
+    self.sess.run(fetches, options=options, run_metadata=metadata)
     self.step += 1
-    observability.write_chrome_trace(path, metadata)
 
 
 def run_benchmark(
@@ -864,36 +1052,43 @@ def run_benchmark(
 
   plan: a params.RunPlan, or resolved Params. With --eval, returns the
   result of the last evaluation (one line per evaluated checkpoint is
-  written, each when it is done).
+  written, each when it is done). With --build_only, returns the
+  placement.PlacementReport of the built graph (nothing runs).
   """
   bench = BenchmarkCNN(plan, out=out, reports_results=reports_results)
   p = bench.params
   outputs.check(p)  # before the graph is built, not after the run
   if bench.plan.mode is params_lib.Mode.EVAL:
-    evaluated = _naming_bad_data(bench, bench.evaluate_checkpoints)
-    if not evaluated:
-      raise checkpoints.CheckpointError(
-        '--train_dir=%s: no checkpoint appeared within '
-        '--eval_timeout_secs=%d' % (p.train_dir, p.eval_timeout_secs)
-      )
-    return evaluated[-1]
+    return _naming_bad_data(bench, bench.last_evaluation)
+  if p.build_only:  # the placement report stands for the result
+    return bench.build_only()
   result = _naming_bad_data(bench, bench.run)
-  if p.result_file and bench.reports_results:
-    outputs.write_results(p.result_file, [result.to_record()])
+  if bench.reports_results:
+    record = result.to_record()
+    if p.result_file:
+      outputs.write_results(p.result_file, [record])
+    runtime_knobs.write_benchmark_log(p, [record])
   return result
 
 
 def _naming_bad_data(bench: BenchmarkCNN, fn):
-  """fn(); a failure caused by a corrupt record or image becomes DataError."""
-  try:
-    return fn()
-  except tf.errors.OpError as e:
-    if bench.data_options is None:
+  """fn(); a failure caused by a corrupt record or image becomes DataError.
+
+  libjpeg's own lines about a corrupt image (printed to fd 2 by the
+  decoder, in the run or in the search for the bad record) are dropped: the
+  DataError's line says it.
+  """
+  decodes = input_failures.decodes_jpeg(bench.data_options)
+  with quiet.libjpeg_lines_dropped(decodes):
+    try:
+      return fn()
+    except tf.errors.OpError as e:
+      if bench.data_options is None:
+        raise
+      for subset in bench.subsets():
+        message = input_failures.describe_input_failure(
+          bench.data_options, subset, e
+        )
+        if message:
+          raise data_sources.DataError(message) from None
       raise
-    for subset in bench.subsets():
-      message = input_failures.describe_input_failure(
-        bench.data_options, subset, e
-      )
-      if message:
-        raise data_sources.DataError(message) from None
-    raise

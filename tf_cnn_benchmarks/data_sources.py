@@ -32,7 +32,8 @@ run is reproducible whatever the thread timing.
 
 Pipeline of a stream (on host_device):
   ImageNet: file names -> [train: shuffle files] -> parallel interleave of
-  TFRecordDataset (each record carries its file name and index) ->
+  TFRecordDataset (each record carries its file name and index; order
+  deterministic unless --datasets_sloppy_parallel_interleave) ->
   [cache] -> [train: shuffle, repeat] -> parallel map (parse, check, decode
   and preprocess; preprocessing.py) -> batch -> [NCHW transpose] ->
   [train: repeat one cached batch] -> prefetch.
@@ -115,9 +116,17 @@ class InputOptions:
   prefetch_buffer_size: int = 1
   use_caching: bool = False
   interleave_cycle_length: Optional[int] = None
+  # ImageNet: the file interleave may leave deterministic order; files it
+  # opens ahead (None: tf.data autotunes).
+  sloppy_interleave: bool = False
+  interleave_prefetch: Optional[int] = None
   repeat_cached_sample: bool = False
   seed: int = 1234
   data_format: str = 'NHWC'
+  # Copy each tower's batches onto its device ahead of the step, holding this
+  # many there (--datasets_use_prefetch, --multi_device_iterator_max_buffer_
+  # size); 0: the tower reads them from the host.
+  device_prefetch: int = 0
 
   def __post_init__(self):
     checks = (
@@ -171,8 +180,16 @@ class InputOptions:
       interleave_cycle_length=(
         params.datasets_parallel_interleave_cycle_length
       ),
+      sloppy_interleave=params.datasets_sloppy_parallel_interleave,
+      interleave_prefetch=params.datasets_parallel_interleave_prefetch,
       repeat_cached_sample=params.datasets_repeat_cached_sample,
       seed=params.tf_random_seed,
+      # As classic: GPU runs only (the CPU towers share the host's memory).
+      device_prefetch=(
+        params.multi_device_iterator_max_buffer_size
+        if params.datasets_use_prefetch and params.device == 'gpu'
+        else 0
+      ),
       data_format=params.data_format,
     )
 
@@ -447,6 +464,7 @@ def tower_batches(
   num_local_towers: int,
   host_device: str,
   files: Optional[Sequence[str]] = None,
+  tower_devices: Optional[Sequence[str]] = None,
 ) -> TowerInputs:
   """Builds one input stream per local tower in the current default graph.
 
@@ -466,6 +484,8 @@ def tower_batches(
       '/device:CPU:0' or '/job:worker/replica:0/task:1/device:CPU:0'.
     files: the subset's files as check_data_dir returned them (None: check
       again).
+    tower_devices: the local towers' devices; with options.device_prefetch
+      each stream's batches are copied onto its tower's device ahead of use.
 
   Returns:
     TowerInputs: batches, the initializer op to run, the files.
@@ -505,14 +525,31 @@ def tower_batches(
           image_size=image_size,
           num_classes=num_classes,
         )
-        iterator = tf1.data.make_initializable_iterator(
-          _stream(options, files, cifar_files, subset, num_local_towers, common)
+        dataset = _stream(
+          options, files, cifar_files, subset, num_local_towers, common
         )
+        iterator = _iterator(dataset, options, tower_devices, tower)
         images, labels = iterator.get_next()
       batches.append((images, labels))
       initializers.append(iterator.initializer)
     initializer = tf.group(*initializers, name='initializer')
   return TowerInputs(tuple(batches), initializer, tuple(files))
+
+
+def _iterator(dataset, options: InputOptions, tower_devices, tower: int):
+  """The stream's iterator: on the host, or on the tower's device when the
+  batches are prefetched there (the iterator of a copy lives on its target).
+  """
+  if not (options.device_prefetch and tower_devices):
+    return tf1.data.make_initializable_iterator(dataset)
+  device = tower_devices[tower]
+  dataset = dataset.apply(
+    tf.data.experimental.prefetch_to_device(
+      device, buffer_size=options.device_prefetch
+    )
+  )
+  with tf.device(device):
+    return tf1.data.make_initializable_iterator(dataset)
 
 
 def _stream(
@@ -608,12 +645,11 @@ def _imagenet_stream(
       records = records.shard(num_streams, stream)
     return records.map(lambda index, record: (path, index, record))
 
-  dataset = dataset.interleave(
+  dataset = _interleave(
+    dataset,
     read_file,
+    options,
     cycle_length=min(options.cycle_length, len(files)),
-    block_length=1,
-    num_parallel_calls=tf.data.AUTOTUNE,
-    deterministic=True,
   )
 
   def example(position, record):
@@ -649,6 +685,33 @@ def _imagenet_stream(
     seed=stream_seed,
     shuffle_buffer=shuffle_records,
     batch_size=batch_size,
+  )
+
+
+def _interleave(dataset, read_file, options: InputOptions, *, cycle_length):
+  """The parallel interleave of the files' records.
+
+  Deterministic order unless --datasets_sloppy_parallel_interleave.
+  --datasets_parallel_interleave_prefetch needs the classic transformation,
+  tf.data.experimental.parallel_interleave (Dataset.interleave offers no
+  prefetch_input_elements).
+  """
+  if options.interleave_prefetch is not None:
+    return dataset.apply(
+      tf.data.experimental.parallel_interleave(
+        read_file,
+        cycle_length=cycle_length,
+        block_length=1,
+        sloppy=options.sloppy_interleave,
+        prefetch_input_elements=options.interleave_prefetch,
+      )
+    )
+  return dataset.interleave(
+    read_file,
+    cycle_length=cycle_length,
+    block_length=1,
+    num_parallel_calls=tf.data.AUTOTUNE,
+    deterministic=not options.sloppy_interleave,
   )
 
 
@@ -754,7 +817,8 @@ def _finish(
   if options.prefetch_buffer_size:
     dataset = dataset.prefetch(options.prefetch_buffer_size)
   data_options = tf.data.Options()
-  data_options.deterministic = True
+  # Transformations that name their own order (the map) keep it.
+  data_options.deterministic = not options.sloppy_interleave
   if options.num_private_threads:
     data_options.threading.private_threadpool_size = options.num_private_threads
   return dataset.with_options(data_options)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import tensorflow as tf
 
 tf1 = tf.compat.v1
@@ -39,12 +41,14 @@ def session_config(
   *,
   num_intra_threads: int | None = None,
   num_inter_threads: int = 0,
+  runtime_fields: Mapping[str, Any] | None = None,
 ) -> tf1.ConfigProto:
   """Session config; on CPU it asks for one logical CPU device per tower.
 
   The logical CPU devices share the process's thread pools, so N CPU towers
   measure the cost of the strategy's extra work and communication, not N
-  times the compute.
+  times the compute. runtime_fields: dotted ConfigProto field -> value (the
+  GPU options of gpu_runtime.config_fields), set last.
   """
   config = tf1.ConfigProto(
     device_count={'CPU': logical_cpu_count(device_kind, num_towers)},
@@ -53,6 +57,10 @@ def session_config(
   if num_intra_threads is not None:
     config.intra_op_parallelism_threads = num_intra_threads
   config.inter_op_parallelism_threads = num_inter_threads
-  if device_kind == 'gpu':
-    config.gpu_options.allow_growth = True
+  for path, value in (runtime_fields or {}).items():
+    *parents, leaf = path.split('.')
+    message = config
+    for name in parents:
+      message = getattr(message, name)
+    setattr(message, leaf, value)
   return config

@@ -4,17 +4,25 @@ The evaluation graph is built fresh for every checkpoint, forward only
 (batch norm on its moving statistics), with the variables held once and read
 by every tower (parameter_server layout, whatever mode trained them: the
 checkpoint's names are mode-independent).
+
+As in the classic harness, an evaluation prints a progress line every
+--display_every batches (`N<tab>R examples/sec`, the rate since the previous
+line) and the accuracy line, and writes eval/Accuracy@1 and eval/Accuracy@5
+at the checkpoint's global step to the TensorBoard events of --eval_dir. A
+real-data validation pass that ends before the batches asked for starts
+again (the classic --num_eval_batches may ask for more than one pass).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import tensorflow as tf
 
 from tf_cnn_benchmarks import checkpoints
+from tf_cnn_benchmarks import outputs
 from tf_cnn_benchmarks import results
 from tf_cnn_benchmarks import towers
 import variable_mgr
@@ -76,9 +84,14 @@ class EvalSetup:
   # () -> ([(images, labels)] per device, [ops to run after init]), built
   # in the current graph.
   make_inputs: Callable[[], tuple]
-  # None: until the input runs out (one pass of the validation split).
+  # None: until the input runs out (one pass of the validation split);
+  # more than a pass holds: the pass starts again.
   num_batches: int | None
   session_config: object
+  # Progress and accuracy lines (None: silent), every N batches (0: none).
+  print_line: Optional[Callable[[str], None]] = None
+  display_every: int = 0
+  summaries: Optional['EvalSummaries'] = None
 
 
 def evaluate(setup: EvalSetup, checkpoint_path: str) -> EvalResult:
@@ -103,7 +116,18 @@ def evaluate(setup: EvalSetup, checkpoint_path: str) -> EvalResult:
   with tf1.Session(graph=graph, config=setup.session_config) as sess:
     sess.run(init)
     saver.restore(sess, checkpoint_path)
-    return _run(sess, setup, counts, loss, checkpoints.step_of(checkpoint_path))
+    result = _run(
+      sess,
+      setup,
+      (counts, loss),
+      input_init,
+      checkpoints.step_of(checkpoint_path),
+    )
+  if setup.print_line is not None:
+    setup.print_line(result.describe())
+  if setup.summaries is not None:
+    setup.summaries.write(result)
+  return result
 
 
 def _build(setup: EvalSetup):
@@ -158,18 +182,26 @@ def _build(setup: EvalSetup):
   return counts, loss, manager.savable_variables(), input_init
 
 
-def _run(sess, setup: EvalSetup, counts, loss, step: int) -> EvalResult:
+def _run(sess, setup: EvalSetup, fetches, input_init, step: int) -> EvalResult:
   correct1 = correct5 = examples = 0
   losses, times = [], []
+  progress = _Progress(setup)
+  batches_this_pass = 0
   while setup.num_batches is None or len(losses) < setup.num_batches:
     start = time.perf_counter()
     try:
-      (c1, c5, n), batch_loss = sess.run([counts, loss])
+      (c1, c5, n), batch_loss = sess.run(fetches)
     except tf.errors.OutOfRangeError:
-      break
+      if setup.num_batches is None or not batches_this_pass:
+        break
+      sess.run(input_init)  # the pass ended: the next one starts
+      batches_this_pass = 0
+      continue
     times.append(time.perf_counter() - start)
+    batches_this_pass += 1
     correct1, correct5, examples = correct1 + c1, correct5 + c5, examples + n
     losses.append(float(batch_loss))
+    progress.batch_done(len(times), n)
   if not examples:
     raise EvalError(
       'evaluation saw no examples: the validation split holds fewer '
@@ -187,3 +219,56 @@ def _run(sess, setup: EvalSetup, counts, loss, step: int) -> EvalResult:
     per_batch * len(timed) / sum(timed),
     losses,
   )
+
+
+class _Progress:
+  """The classic progress line every display_every batches."""
+
+  def __init__(self, setup: EvalSetup):
+    self.print_line = setup.print_line
+    self.every = setup.display_every
+    self.since = time.perf_counter()
+    self.examples = 0
+
+  def batch_done(self, batches: int, examples: int) -> None:
+    self.examples += examples
+    if self.print_line is None or not self.every or batches % self.every:
+      return
+    now = time.perf_counter()
+    self.print_line(
+      '%d\t%.1f examples/sec' % (batches, self.examples / (now - self.since))
+    )
+    self.since, self.examples = now, 0
+
+
+class EvalSummaries:
+  """TensorBoard events of the evaluations: eval/Accuracy@1 and @5.
+
+  One events file per run in `logdir`, made at the first evaluation (None:
+  nothing written); each evaluation is flushed as it comes, at the global
+  step of its checkpoint.
+  """
+
+  def __init__(self, logdir: Optional[str]):
+    outputs.check_dir('eval_dir', logdir, writes=True)
+    self.logdir = logdir
+    self._writer = None
+
+  def write(self, result: EvalResult) -> None:
+    """Adds one evaluation's accuracies."""
+    if self.logdir is None:
+      return
+    if self._writer is None:
+      with tf.Graph().as_default():  # FileWriter refuses eager mode
+        self._writer = tf1.summary.FileWriter(self.logdir)
+    summary = tf1.Summary()
+    summary.value.add(tag='eval/Accuracy@1', simple_value=result.top_1)
+    summary.value.add(tag='eval/Accuracy@5', simple_value=result.top_5)
+    self._writer.add_summary(summary, result.checkpoint_step)
+    self._writer.flush()
+
+  def close(self) -> None:
+    """Closes the events file (a later write opens a new one)."""
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None

@@ -216,6 +216,15 @@ def tfrecord_problem(path: str, up_to: Optional[int] = None) -> Optional[str]:
   return None
 
 
+def decodes_jpeg(options) -> bool:
+  """Whether a run with these InputOptions (or None) decodes JPEG images.
+
+  Those runs print libjpeg's lines for a corrupt image unless the driver
+  drops them (see quiet.libjpeg_lines_dropped).
+  """
+  return options is not None and options.data_name == 'imagenet'
+
+
 def _find_corrupt_tfrecord(files, core: str, deadline: float):
   """(phrase naming the corrupt file or None, files checked)."""
   match = _TFRECORD_ERROR_RE.search(core)

@@ -23,6 +23,12 @@ def synthetic_examples(
   """
 
   def one_example(j):
+    # map_fn's body is a function graph: the caller's jit_scope does not
+    # reach it, so it says itself that XLA must not draw these numbers.
+    with tf.xla.experimental.jit_scope(compile_ops=False):
+      return _one_example(j)
+
+  def _one_example(j):
     image = tf.random.stateless_uniform(
       image_shape, seed=tf.stack([seed, j]), minval=-1.0, maxval=1.0
     )
@@ -81,8 +87,10 @@ def tower_synthetic_batch(
       name='images',
       collections=[tf1.GraphKeys.LOCAL_VARIABLES],
     )
+    # int64: TensorFlow registers no GPU kernel for an int32 variable
+    # (VariableV2, VarHandleOp), so int32 labels could not stay on a GPU.
     labels_var = tf1.Variable(
-      labels,
+      tf.cast(labels, tf.int64),
       trainable=False,
       name='labels',
       collections=[tf1.GraphKeys.LOCAL_VARIABLES],

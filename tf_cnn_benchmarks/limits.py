@@ -107,6 +107,7 @@ def _optimizer_values(p):
     ('learning_rate_decay_factor', 0, inf, False, True),
     ('num_epochs_per_decay', 0, inf, False, True),
     ('minimum_learning_rate', 0, inf, False, True),
+    ('num_learning_rate_warmup_epochs', 0, inf, False, True),
   ]
   for name, low, high, low_open, high_open in checks:
     if hasattr(p, name):
@@ -120,6 +121,7 @@ def _optimizer_values(p):
   for name in (
     'init_learning_rate',
     'fp16_loss_scale',
+    'resnet_base_lr',
   ):
     value = getattr(p, name, None)
     if value is not None:
@@ -138,6 +140,10 @@ def _other_values(p, cluster):
     value = getattr(p, name, None)
     if value is not None and value < 0:
       yield '--%s=%d: must be >= 0' % (name, value)
+  if p.display_perf_ewma is not None:
+    message = _in('display_perf_ewma', p.display_perf_ewma, 0, 1, True)
+    if message:
+      yield message
   if p.server_protocol not in cluster_spec.PROTOCOLS:
     yield '--server_protocol=%s: must be one of %s' % (
       p.server_protocol,

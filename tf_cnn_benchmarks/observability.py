@@ -1,4 +1,4 @@
-"""TensorBoard summaries, a Chrome trace of one step, and the graph file."""
+"""TensorBoard summaries, the trace of one step, and the graph file."""
 
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ def build_summaries(
   grads_and_vars: Sequence,
   device: str,
   gradient_norm: tf.Tensor | None = None,
+  loss_name: str = 'total_loss',
 ) -> tf.Tensor | None:
   """The merged summary op for `verbosity` (None at 0).
 
-  1: loss, learning rate and `extra_scalars` (e.g. the loss scale);
+  1: loss (tagged `loss_name`), learning rate and `extra_scalars` (e.g.
+  the loss scale);
   2: + global norms of the gradient applied and of the variables;
   3: + a histogram of every variable.
   gradient_norm: the norm of the gradient the update applies (reduced,
@@ -33,7 +35,7 @@ def build_summaries(
   if verbosity <= 0:
     return None
   with tf.device(device):
-    summaries = [tf1.summary.scalar('total_loss', loss)]
+    summaries = [tf1.summary.scalar(loss_name, loss)]
     if learning_rate is not None:
       summaries.append(tf1.summary.scalar('learning_rate', learning_rate))
     for name, value in sorted(extra_scalars.items()):
@@ -93,9 +95,26 @@ def chrome_trace(step_stats) -> dict:
 
 def write_chrome_trace(path: str, run_metadata) -> None:
   """Writes the trace of one traced `session.run` to `path`."""
-  _makedirs_for(path)
+  makedirs_for(path)
   with open(path, 'w') as f:
     json.dump(chrome_trace(run_metadata.step_stats), f)
+
+
+def write_step_trace(path: str, run_metadata, *, chrome: bool) -> None:
+  """Writes one traced step: a Chrome trace, or the raw StepStats.
+
+  Args:
+    path: the file to write.
+    run_metadata: the RunMetadata of a session.run with FULL_TRACE.
+    chrome: True: a Chrome trace (write_chrome_trace); False: the
+      StepStats proto in text format, as the classic harness wrote it.
+  """
+  if chrome:
+    write_chrome_trace(path, run_metadata)
+    return
+  makedirs_for(path)
+  with open(path, 'w') as f:
+    f.write(str(run_metadata.step_stats))
 
 
 def write_graph(path: str, graph: tf.Graph) -> None:
@@ -105,7 +124,7 @@ def write_graph(path: str, graph: tf.Graph) -> None:
     path: the file to write.
     graph: the graph.
   """
-  _makedirs_for(path)
+  makedirs_for(path)
   tf.io.write_graph(
     graph.as_graph_def(),
     os.path.dirname(path) or '.',
@@ -114,6 +133,7 @@ def write_graph(path: str, graph: tf.Graph) -> None:
   )
 
 
-def _makedirs_for(path: str) -> None:
+def makedirs_for(path: str) -> None:
+  """Creates the directory `path` goes in, if missing."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)

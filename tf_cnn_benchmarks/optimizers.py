@@ -1,4 +1,4 @@
-"""Optimizers and learning-rate schedules, from explicit arguments."""
+"""Optimizers, the learning rate (learning_rates.py) and gradient clipping."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import dataclasses
 from typing import Callable
 
 import tensorflow as tf
+
+from tf_cnn_benchmarks import learning_rates
 
 tf1 = tf.compat.v1
 
@@ -65,39 +67,20 @@ def optimizer_factory(
   return make
 
 
-def exponential_decay(
-  init_learning_rate: float,
-  global_step,
-  *,
-  decay_steps: int,
-  decay_factor: float,
-  minimum: float = 0.0,
-):
-  """init_lr * factor^floor(step / decay_steps), floored at `minimum`."""
-  lr = tf1.train.exponential_decay(
-    init_learning_rate, global_step, decay_steps, decay_factor, staircase=True
-  )
-  return tf.maximum(lr, minimum) if minimum else lr
-
-
 def learning_rate(
-  params, model, global_step, global_batch_size: int, examples_per_epoch: int
-):
-  """The learning rate: --init_learning_rate (with decay) or the model's."""
-  if params.init_learning_rate is None:
-    return model.learning_rate(
-      global_step, global_batch_size, examples_per_epoch
-    )
-  if params.num_epochs_per_decay > 0 and params.learning_rate_decay_factor > 0:
-    steps_per_epoch = examples_per_epoch / global_batch_size
-    return exponential_decay(
-      params.init_learning_rate,
-      global_step,
-      decay_steps=max(1, int(steps_per_epoch * params.num_epochs_per_decay)),
-      decay_factor=params.learning_rate_decay_factor,
-      minimum=params.minimum_learning_rate,
-    )
-  return params.init_learning_rate
+  params, model, global_step, images_per_step: int, examples_per_epoch: int
+) -> tf.Tensor:
+  """The run's learning rate (float32 scalar); see learning_rates.py.
+
+  images_per_step: the images one increment of global_step stands for.
+  """
+  return learning_rates.learning_rate(
+    learning_rates.ScheduleConfig.from_params(params),
+    model,
+    global_step,
+    images_per_step,
+    examples_per_epoch,
+  )
 
 
 def gradient_clip(params):

@@ -88,7 +88,16 @@ def check(p) -> None:
   check_file('result_file', p.result_file)
   check_file('trace_file', p.trace_file)
   check_file('graph_file', p.graph_file)
+  check_file('placement_file', p.placement_file)
   check_dir('train_dir', p.train_dir, writes=not p.eval)
+  check_file('tfprof_file', p.tfprof_file)
+  if p.partitioned_graph_file_prefix:  # files PREFIX<device>[.ext]
+    check_dir(
+      'partitioned_graph_file_prefix',
+      os.path.dirname(p.partitioned_graph_file_prefix) or '.',
+      writes=True,
+    )
+  check_dir('benchmark_log_dir', p.benchmark_log_dir, writes=True)
 
 
 def write_results(path: str, records) -> None:

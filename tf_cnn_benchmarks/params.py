@@ -25,10 +25,15 @@ from absl import flags
 
 import models
 from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks import eval_schedule
+from tf_cnn_benchmarks import gpu_runtime
+from tf_cnn_benchmarks import learning_rates
 from tf_cnn_benchmarks import limits
+from tf_cnn_benchmarks import runtime_knobs
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 import variable_mgr
 from variable_mgr import allreduce
+from variable_mgr import topology
 
 
 class ParamsError(ValueError):
@@ -52,11 +57,24 @@ NOT_CNN_MODELS = {
   'runs CNNs',
   'ssd300': 'ssd300 (coco) is not available yet',
 }
+# Classic --variable_update=horovod (issue 15, item 7): Horovod is a C++
+# extension built from source against the installed TensorFlow, and no build
+# of it for TF 2.21 is part of this project.
+HOROVOD_UNAVAILABLE = (
+  '--variable_update=horovod: Horovod is not available here (it must be '
+  'compiled against this TensorFlow 2.21 and is not part of this project); '
+  'use --variable_update=collective_all_reduce, the ring all-reduce across '
+  'worker processes (--worker_hosts)'
+)
 
 
 @dataclasses.dataclass(frozen=True)
-class Params:
-  """Everything a benchmark run depends on. Field name == flag name."""
+class Params(gpu_runtime.RuntimeSettings, runtime_knobs.KnobSettings):
+  """Everything a benchmark run depends on. Field name == flag name.
+
+  The GPU / MKL runtime fields are inherited from gpu_runtime.RuntimeSettings,
+  the input, runtime and profiling knobs from runtime_knobs.KnobSettings.
+  """
 
   # What to run.
   model: str = _field('trivial', 'Model name; see --list_models.')
@@ -102,6 +120,16 @@ class Params:
     None, 'Intra-op threads (None: TensorFlow picks).'
   )
   num_inter_threads: int = _field(0, 'Inter-op threads (0: TensorFlow picks).')
+  xla: bool = _field(
+    False,
+    'XLA auto-clustering for the whole session (global JIT; on CPU also '
+    'TF_XLA_FLAGS=--tf_xla_cpu_global_jit, which the package sets).',
+  )
+  xla_compile: bool = _field(
+    False,
+    "Compile each tower's forward and backward pass with XLA "
+    '(tf.xla.experimental.jit_scope over the tower).',
+  )
 
   # How variables are kept and updated.
   variable_update: str = _field(
@@ -142,6 +170,22 @@ class Params:
   )
   server_protocol: str = _field(
     'grpc', 'Protocol of the tf.distribute.Server of each task.'
+  )
+  cluster_threads: str = _field(
+    'auto',
+    "Thread pools of each task's server. auto: the tasks sharing a host "
+    'split its cores (workers evenly; a ps or controller beside them gets '
+    'an even share of all its tasks); a task alone on its host keeps '
+    "TensorFlow's defaults. tf_default: every task sizes its pools for all "
+    'the cores. --num_intra_threads / --num_inter_threads win over both.',
+    ('auto', 'tf_default'),
+  )
+  pack_ps_transfers: bool = _field(
+    True,
+    'parameter_server, distributed_replicated and hybrid in a cluster: a '
+    "worker's gradients for a ps task travel as one packed tensor (and "
+    "distributed_replicated's copies back, one per ps task), not one RPC "
+    'per tensor.',
   )
   cross_replica_sync: bool = _field(
     True,
@@ -222,6 +266,17 @@ class Params:
   allreduce_merge_scope: int = _field(
     1, 'All-reduce gradients in groups of this many under one name scope.'
   )
+  hierarchical_copy: bool = _field(
+    False,
+    'replicated without --all_reduce_spec: reduce each gradient in two '
+    'halves of the towers, then across the halves (--network_topology).',
+  )
+  network_topology: str = _field(
+    'dgx1',
+    'Tower interconnect for --hierarchical_copy: dgx1 (any even number of '
+    'towers) or gcp_v100 (8 towers).',
+    ('dgx1', 'gcp_v100'),
+  )
 
   # Optimisation.
   optimizer: str = _field(
@@ -240,7 +295,22 @@ class Params:
     0, 'Factor of each exponential learning-rate decay.'
   )
   minimum_learning_rate: float = _field(
-    0, 'Floor of the decayed learning rate.'
+    0, 'Floor of the learning rate, whatever the schedule (0: none).'
+  )
+  piecewise_learning_rate_schedule: Optional[str] = _field(
+    None,
+    'LR0;E1;LR1;...;En;LRn: LR0 until epoch E1, LR1 from E1, ..., LRn '
+    'from En on.',
+  )
+  num_learning_rate_warmup_epochs: float = _field(
+    0,
+    'Ramp the learning rate linearly from 0 to --init_learning_rate (or '
+    "the piecewise schedule's LR0) over this many epochs.",
+  )
+  resnet_base_lr: Optional[float] = _field(
+    None,
+    "Base of the ImageNet ResNets' own schedule: the learning rate at a "
+    'global batch of 256 (default 0.128).',
   )
   momentum: float = _field(
     0.9, 'Momentum of the momentum and plain_momentum optimizers.'
@@ -253,6 +323,11 @@ class Params:
   adam_epsilon: float = _field(1e-8, 'Adam epsilon.')
   weight_decay: float = _field(
     0.00004, 'L2 weight decay factor (batch-norm variables excluded).'
+  )
+  single_l2_loss_op: bool = _field(
+    False,
+    'Compute the L2 term as one l2_loss of the concatenated variables '
+    '(same value, fewer ops).',
   )
   gradient_clip: Optional[float] = _field(
     None,
@@ -303,6 +378,16 @@ class Params:
     'Repeat the first raw record forever (no I/O; decoding and '
     'preprocessing still done per example), as the classic harness.',
   )
+  datasets_use_prefetch: bool = _field(
+    True,
+    "Real data on GPU runs: copy each tower's batches onto its GPU ahead "
+    'of use (tf.data prefetch_to_device); CPU towers read from the host.',
+  )
+  multi_device_iterator_max_buffer_size: int = _field(
+    1,
+    "With --datasets_use_prefetch: batches held on each tower's device "
+    "(classic: the multi-device iterator's host buffer per device).",
+  )
 
   # Checkpoints and evaluation.
   train_dir: Optional[str] = _field(
@@ -332,12 +417,42 @@ class Params:
     'With --eval_interval_secs: stop after N seconds without a new checkpoint.',
   )
   eval_during_training_every_n_steps: Optional[int] = _field(
-    None, 'While training, evaluate the current variables every N steps.'
+    None,
+    'While training, evaluate the current variables after every N timed '
+    'steps (and at the end).',
   )
   num_eval_batches: Optional[int] = _field(
     None,
-    'Batches per evaluation (default: one pass over the validation '
-    'split with real data, --num_batches with synthetic data).',
+    'Batches per evaluation. Default: from --num_eval_epochs, else as '
+    'training: --num_epochs (of the validation split) or --num_batches. A '
+    'validation pass that ends first starts again.',
+  )
+  num_eval_epochs: Optional[float] = _field(
+    None,
+    'Passes over the validation split per evaluation (batches rounded up).',
+  )
+  eval_batch_size: int = _field(
+    0, 'Evaluation batch size per device (0: --batch_size).'
+  )
+  eval_dir: Optional[str] = _field(
+    '/tmp/tf_cnn_benchmarks/eval',
+    'TensorBoard events of the evaluations (eval/Accuracy@1, '
+    "eval/Accuracy@5 at the checkpoint's global step); '' writes none.",
+  )
+  eval_during_training_every_n_epochs: Optional[float] = _field(
+    None, 'While training, evaluate after every N epochs (and at the end).'
+  )
+  eval_during_training_at_specified_steps: tuple = _field(
+    (), 'While training, evaluate after these timed steps (and at the end).'
+  )
+  eval_during_training_at_specified_epochs: tuple = _field(
+    (), 'While training, evaluate after these epochs (and at the end).'
+  )
+  stop_at_top_1_accuracy: Optional[float] = _field(
+    None,
+    'With an --eval_during_training_* flag: stop training at the first '
+    'evaluation whose top-1 accuracy is at least this; report the time '
+    'and steps it took.',
   )
 
   # Observability.
@@ -357,9 +472,40 @@ class Params:
     'Write the training graph (GraphDef, text if the name ends in '
     '.pbtxt) here.',
   )
+  build_only: bool = _field(
+    False,
+    'Build the graph the other flags describe (any --device and '
+    "--num_gpus, cluster flags included: this task's graph), print its "
+    'placement report and check that every GPU op has a GPU kernel in this '
+    'TensorFlow build; run nothing (no server, session or step). Works on '
+    'a machine without a GPU.',
+  )
+  placement_file: Optional[str] = _field(
+    None,
+    'Write the placement report here (JSON: every op with its device and '
+    'dtypes; where variables live, where gradients are reduced, the bytes '
+    'crossing devices per step, ops per device, the GPU kernel check).',
+  )
 
   # Output.
   display_every: int = _field(10, 'Print a table row every N steps.')
+  print_training_accuracy: bool = _field(
+    False,
+    "Add the training batch's top_1_accuracy and top_5_accuracy to the "
+    'step table and the results line.',
+  )
+  loss_type_to_report: str = _field(
+    'total_loss',
+    'Loss of the step table, summaries and results line: total_loss '
+    '(with the L2 term) or base_loss (without it).',
+    ('base_loss', 'total_loss'),
+  )
+  display_perf_ewma: Optional[float] = _field(
+    None,
+    "The step table's images/sec as an exponentially weighted moving "
+    'average of the step times with this weight in (0, 1] for the newest '
+    'step.',
+  )
   result_file: Optional[str] = _field(
     None, 'Append one JSON line describing the run to this file.'
   )
@@ -403,6 +549,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     int: flags.DEFINE_integer,
     float: flags.DEFINE_float,
     str: flags.DEFINE_string,
+    tuple: flags.DEFINE_list,  # comma-separated, as the classic list flags
   }
   for name, field in FIELDS.items():
     if name in flag_values:
@@ -410,8 +557,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     help_text = field.metadata['help']
     if field.metadata['choices']:
       help_text += ' One of: %s.' % ', '.join(field.metadata['choices'])
+    default = field.default
     definers[_base_type(name)](
-      name, field.default, help_text, flag_values=flag_values
+      name,
+      list(default) if isinstance(default, tuple) else default,
+      help_text,
+      flag_values=flag_values,
     )
 
 
@@ -433,6 +584,8 @@ class RunPlan:
     cluster).
   mode: train, forward only or eval.
   device_was_auto: --device was not given (the header says so).
+  warnings: lines the entry point prints once on stderr (flags the run
+    ignores, as the classic harness did silently).
   """
 
   params: Params
@@ -440,6 +593,7 @@ class RunPlan:
   manager_cls: type
   mode: Mode
   device_was_auto: bool = False
+  warnings: tuple = ()
 
 
 def plan_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> RunPlan:
@@ -469,6 +623,8 @@ _EMPTY_IS_UNSET = (
   'worker_hosts',
   'controller_host',
   'trace_file',
+  'eval_dir',
+  *runtime_knobs.EMPTY_IS_UNSET,
 )
 
 
@@ -548,9 +704,14 @@ def gpu_available() -> bool:
 
 def _resolve(p: Params) -> RunPlan:
   """Validates the combination and fills in every automatic default."""
+  p = dataclasses.replace(p, **eval_schedule.parsed_lists(p, ParamsError))
   data_name = p.data_name or _guess_data_name(p.data_dir)
   model = _checked_model(p, data_name)
   _check_counts(p)
+  try:
+    schedule_warnings = learning_rates.check(p, model)
+  except learning_rates.ScheduleError as e:
+    raise ParamsError(str(e)) from None
   device, data_format = _device_and_format(p)
   cluster, manager_cls = _cluster_and_manager(p)
   _require(
@@ -562,9 +723,13 @@ def _resolve(p: Params) -> RunPlan:
   if cluster is not None:
     _check_cluster(p, cluster, manager_cls)
   _check_all_reduce(p, manager_cls, device)
+  _check_gpu_all_reduce_in_cluster(p, cluster)
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
+  _check_build_only(p)
   limits.check(p, data_name, model, cluster, ParamsError)
+  gpu_runtime.check(p, ParamsError)
+  runtime_knobs.check(p, ParamsError)
 
   batch_size = p.batch_size or model.default_batch_size
   num_batches = p.num_batches
@@ -597,6 +762,7 @@ def _resolve(p: Params) -> RunPlan:
     num_warmup_batches=(
       10 if p.num_warmup_batches is None else p.num_warmup_batches
     ),
+    **gpu_runtime.resolved_threads(p, device),
   )
   return RunPlan(
     resolved,
@@ -604,6 +770,7 @@ def _resolve(p: Params) -> RunPlan:
     manager_cls,
     mode_of(resolved),
     device_was_auto=p.device is None,
+    warnings=tuple(schedule_warnings),
   )
 
 
@@ -624,6 +791,7 @@ def _checked_model(p: Params, data_name: str):
       '--model=%s: no such model for --data_name=%s; one of %s'
       % (p.model, data_name, ', '.join(models.names(data_name)))
     )
+  _require(p.variable_update != 'horovod', HOROVOD_UNAVAILABLE)
   if p.variable_update not in variable_mgr.names():
     raise ParamsError(
       '--variable_update=%s: must be one of %s'
@@ -665,11 +833,7 @@ def _check_counts(p: Params) -> None:
     p.gradient_clip is None or p.gradient_clip_norm is None,
     '--gradient_clip and --gradient_clip_norm: use one clipping, not both',
   )
-  for name in (
-    'num_epochs_per_decay',
-    'learning_rate_decay_factor',
-    'minimum_learning_rate',
-  ):
+  for name in ('num_epochs_per_decay', 'learning_rate_decay_factor'):
     # Classic rule: a decay needs the rate it decays from.
     _require(
       not getattr(p, name) or p.init_learning_rate is not None,
@@ -687,7 +851,7 @@ def _check_counts(p: Params) -> None:
 def _device_and_format(p: Params) -> tuple:
   """(device kind, data format) the run uses, checked against this build."""
   device = p.device or ('gpu' if gpu_available() else 'cpu')
-  if device == 'gpu':
+  if device == 'gpu' and not p.build_only:  # a built graph needs no GPU
     _require(
       gpu_available(),
       '--device=gpu: this TensorFlow build sees no GPU; '
@@ -761,6 +925,29 @@ def _check_cluster(p: Params, cluster, manager_cls) -> None:
   )
 
 
+def _check_gpu_all_reduce_in_cluster(p: Params, cluster) -> None:
+  """GPU-only algorithms (NCCL) reduce the GPUs of one worker process.
+
+  A graph spanning workers (distributed_all_reduce) may use them only as
+  the intra-worker part of ALG/ALG: NcclAllReduce ops of one reduction in
+  two processes never meet (the build-only report showed such a graph).
+  """
+  if p.all_reduce_spec is None or cluster is None or cluster.num_workers < 2:
+    return
+  spec = allreduce.parse_all_reduce_spec(p.all_reduce_spec)
+  gpu_only = set(allreduce.algorithm_names()) - set(
+    allreduce.algorithm_names(cpu_only=True)
+  )
+  for r in spec.ranges:
+    across = r.alg.intra if r.alg.inter is None else r.alg.inter
+    _require(
+      across not in gpu_only,
+      '--all_reduce_spec=%s: %s reduces the GPUs of one worker only; across '
+      '%d workers use it within each worker, e.g. %s/xring'
+      % (p.all_reduce_spec, across, cluster.num_workers, across),
+    )
+
+
 def _check_all_reduce(p: Params, manager_cls, device: str) -> None:
   """The all-reduce flags: a parsable spec, used by the manager, runnable."""
   for name in ('gradient_repacking', 'agg_small_grads_max_bytes'):
@@ -777,24 +964,41 @@ def _check_all_reduce(p: Params, manager_cls, device: str) -> None:
     'packing, not both',
   )
   reduces = manager_cls.traits.all_reduce
+  collective = manager_cls.traits.collective_spec
   for name, default in (
     ('all_reduce_spec', None),
     ('gradient_repacking', 0),
     ('agg_small_grads_max_bytes', 0),
     ('variable_consistency', 'strong'),
+    ('hierarchical_copy', False),
   ):
     _require(
-      reduces or getattr(p, name) == default,
+      reduces
+      or getattr(p, name) == default
+      or (collective and name == 'all_reduce_spec'),
       '--%s: only used by the managers that all-reduce (%s), not '
       '--variable_update=%s'
       % (name, ', '.join(variable_mgr.all_reduce_names()), p.variable_update),
     )
+  try:
+    topology.check(p.hierarchical_copy, p.network_topology, p.num_gpus)
+  except ValueError as e:
+    raise ParamsError(str(e)) from None
+  _require(
+    not (p.hierarchical_copy and p.all_reduce_spec),
+    '--hierarchical_copy and --all_reduce_spec: give one reduction, not both',
+  )
   if p.all_reduce_spec is None:
     return
   try:
     spec = allreduce.parse_all_reduce_spec(p.all_reduce_spec)
   except allreduce.AllReduceSpecError as e:
     raise ParamsError(str(e)) from None
+  _require(
+    reduces or (spec.algorithms == {'collective'} and not spec.is_hybrid),
+    '--all_reduce_spec=%s: --variable_update=%s takes only collective or '
+    'collective#N' % (p.all_reduce_spec, p.variable_update),
+  )
   gpu_only = sorted(
     spec.algorithms - set(allreduce.algorithm_names(cpu_only=True))
   )
@@ -839,6 +1043,22 @@ def _check_precision(p: Params) -> None:
   )
 
 
+def _check_build_only(p: Params) -> None:
+  """--build_only builds the training (or inference) graph and measures
+  nothing."""
+  if not p.build_only:
+    return
+  _require(
+    not p.eval,
+    '--build_only: builds a training or --forward_only graph, not --eval',
+  )
+  _require(
+    p.result_file is None,
+    '--result_file: a --build_only run measures nothing; use '
+    '--placement_file for its report',
+  )
+
+
 def _check_data_and_outputs(p: Params, cluster) -> None:
   """Real data, checkpoint, evaluation and observability flags."""
   for name in (
@@ -847,6 +1067,7 @@ def _check_data_and_outputs(p: Params, cluster) -> None:
     'num_eval_batches',
     'datasets_parallel_interleave_cycle_length',
     'datasets_num_private_threads',
+    'multi_device_iterator_max_buffer_size',
   ):
     value = getattr(p, name)
     _require(
@@ -900,10 +1121,7 @@ def _check_data_and_outputs(p: Params, cluster) -> None:
   _require(
     not p.eval_interval_secs or p.eval, '--eval_interval_secs: only with --eval'
   )
-  _require(
-    not p.eval_during_training_every_n_steps or not (p.eval or p.forward_only),
-    '--eval_during_training_every_n_steps: only when training',
-  )
+  eval_schedule.check(p, cluster, ParamsError)
   _require(
     not p.datasets_repeat_cached_sample or p.data_dir,
     '--datasets_repeat_cached_sample: only with --data_dir',

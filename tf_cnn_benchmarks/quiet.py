@@ -1,4 +1,4 @@
-"""Keeps TensorFlow's import-time C++ chatter off stderr.
+"""Keeps TensorFlow's C++ chatter (and libjpeg's) off stderr.
 
 TensorFlow's C++ logging writes lines ("Could not find cuda drivers",
 "failed call to cuInit", ...) straight to file descriptor 2 before its log
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import subprocess
 import sys
 import tempfile
 
@@ -45,3 +47,180 @@ def load_tensorflow():
     tf.compat.v1.disable_eager_execution()
     tf.config.list_physical_devices('GPU')
   return tf
+
+
+# The messages libjpeg (inside TensorFlow's JPEG decoder) prints straight to
+# fd 2 when an image is corrupt: its errors (JERR_*) and warnings (JWRN_*),
+# printf formats as libjpeg-turbo's jerror.h spells them. TensorFlow's own
+# error for the same image reaches us as an OpError (see input_failures),
+# so these lines say nothing more; no log level silences them.
+_LIBJPEG_MESSAGES = (
+  'ALIGN_TYPE is wrong, please fix',
+  'Application transferred too few scanlines',
+  'Application transferred too many scanlines',
+  'Arithmetic table 0x%x was not defined',
+  'Backing store not supported',
+  'Bogus DAC index %d',
+  'Bogus DAC value 0x%x',
+  'Bogus DHT index %d',
+  'Bogus DQT index %d',
+  'Bogus Huffman table definition',
+  'Bogus JPEG colorspace',
+  'Bogus buffer control mode',
+  'Bogus input colorspace',
+  'Bogus marker length',
+  'Bogus message code %d',
+  'Bogus parameter',
+  'Bogus sampling factors',
+  'Bogus virtual array access',
+  'Buffer passed to JPEG library is too small',
+  'CCIR601 sampling not implemented yet',
+  'Cannot quantize more than %d color components',
+  'Cannot quantize to fewer than %d colors',
+  'Cannot quantize to more than %d colors',
+  'Cannot transcode due to multiple use of quantization table %d',
+  'Component index %d: mismatching sampling ratio %d:%d, %d:%d, %c',
+  'Corrupt JPEG data: %d extraneous bytes before marker 0x%x',
+  'Corrupt JPEG data: bad Huffman code',
+  'Corrupt JPEG data: bad arithmetic code',
+  'Corrupt JPEG data: found marker 0x%x instead of RST%d',
+  'Corrupt JPEG data: premature end of data segment',
+  'DCT coefficient out of range',
+  "Didn't expect more than one scan",
+  'Empty JPEG image (DNL not supported)',
+  'Empty input file',
+  'Failed to create temporary file %s',
+  'Fractional sampling not implemented yet',
+  'Huffman code size table overflow',
+  'Huffman table 0x%x was not defined',
+  'IDCT output block size %d not supported',
+  'Image too wide for this implementation',
+  'Improper call to JPEG library in state %d',
+  'Inconsistent progression sequence for component %d coefficient %d',
+  'Input file read error',
+  'Insufficient memory (case %d)',
+  'Invalid JPEG file structure: SOS before SOF',
+  'Invalid JPEG file structure: missing SOS marker',
+  'Invalid JPEG file structure: two SOF markers',
+  'Invalid JPEG file structure: two SOI markers',
+  'Invalid SOS parameters for sequential JPEG',
+  'Invalid color quantization mode change',
+  'Invalid component ID %d in SOS',
+  'Invalid crop request',
+  'Invalid memory pool code %d',
+  'Invalid progressive parameters Ss=%d Se=%d Ah=%d Al=%d',
+  'Invalid progressive parameters at scan script entry %d',
+  'Invalid scan script at entry %d',
+  'JPEG datastream contains no image',
+  'JPEG parameter struct mismatch: library thinks size is %d, caller '
+  'expects %d',
+  'Maximum supported image dimension is %d pixels',
+  'Missing Huffman code table entry',
+  'Not a JPEG file: starts with 0x%x 0x%x',
+  'Not implemented yet',
+  'Premature end of JPEG file',
+  'Premature end of input file',
+  'Quantization table 0x%x was not defined',
+  'Requested feature was omitted at compile time',
+  'Sampling factors too large for interleaved scan',
+  'Scan script does not transmit all data',
+  'Sorry, arithmetic coding is not implemented',
+  'Suspension not allowed here',
+  'Too many color components: %d, max %d',
+  'Unknown Adobe color transform code %d',
+  'Unsupported JPEG data precision %d',
+  'Unsupported JPEG process: SOF type 0x%x',
+  'Unsupported color conversion request',
+  'Unsupported marker type 0x%x',
+  'Virtual array controller messed up',
+  'Warning: unknown JFIF revision number %d.%d',
+  'Wrong JPEG library version: library is %d, caller expects %d',
+)
+
+_FORMAT_FIELDS = {'%d': r'-?\d+', '%x': r'[0-9a-fA-F]+', '%s': r'.*', '%c': '.'}
+
+
+def libjpeg_lines_pattern() -> str:
+  """A regex matching a whole line libjpeg prints (see _LIBJPEG_MESSAGES)."""
+  alternatives = []
+  for message in _LIBJPEG_MESSAGES:
+    parts = re.split(r'(%[dxsc])', message)
+    alternatives.append(
+      ''.join(_FORMAT_FIELDS.get(p) or re.escape(p) for p in parts)
+    )
+  return '(?:%s)\r?' % '|'.join(alternatives)
+
+
+# The filter process: copies stdin (the driver's fd 2) to stdout (the real
+# stderr) line by line, dropping the lines argv[1] matches. It ignores the
+# signals a terminal or launcher sends the process group, so it outlives
+# the driver and passes on whatever a dying driver wrote last; it ends at
+# end of input (when every writer has closed its end).
+_FILTER_PROGRAM = r"""
+import os, re, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+  signal.signal(s, signal.SIG_IGN)
+drop = re.compile(sys.argv[1].encode())
+out_ok, pending = True, b''
+def put(data):
+  global out_ok
+  while out_ok and data:
+    try:
+      data = data[os.write(1, data):]
+    except OSError:
+      out_ok = False  # nowhere to write: keep reading, or writers block
+while True:
+  chunk = os.read(0, 1 << 16)
+  if not chunk:
+    break
+  *lines, pending = (pending + chunk).split(b'\n')
+  put(b''.join(l + b'\n' for l in lines if not drop.fullmatch(l)))
+if pending and not drop.fullmatch(pending):
+  put(pending)
+"""
+
+
+@contextlib.contextmanager
+def libjpeg_lines_dropped(enabled: bool = True):
+  """While the body runs, fd 2 drops libjpeg's message lines.
+
+  Everything else written to fd 2 (Python's sys.stderr, TensorFlow's C++
+  log, a crash's last words) passes through unchanged, line by line, to
+  the original stderr, which is back in place when the body ends. Without a
+  filter process (it cannot start), nothing is filtered.
+  """
+  if not enabled or not sys.executable:
+    yield
+    return
+  sys.stderr.flush()
+  real = os.dup(2)
+  try:
+    child = subprocess.Popen(
+      [
+        sys.executable,
+        '-I',
+        '-S',
+        '-c',
+        _FILTER_PROGRAM,
+        libjpeg_lines_pattern(),
+      ],
+      stdin=subprocess.PIPE,
+      stdout=real,
+      stderr=subprocess.DEVNULL,
+    )
+  except OSError:
+    os.close(real)
+    yield
+    return
+  os.dup2(child.stdin.fileno(), 2)
+  try:
+    yield
+  finally:
+    sys.stderr.flush()
+    os.dup2(real, 2)
+    os.close(real)
+    child.stdin.close()
+    try:  # everything written so far reaches stderr before we go on
+      child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      pass  # a process we started still holds the pipe: it ends with it

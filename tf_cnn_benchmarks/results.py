@@ -19,10 +19,14 @@ MODES = ('train', 'forward_only', 'eval')
 
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
-  """How the run was made; keys `mode` and `data_dir` of every driver line."""
+  """How the run was made: keys `mode`, `data_dir`, `benchmark_test_id`.
+
+  Every driver line has them.
+  """
 
   mode: str  # one of MODES; 'eval': one evaluated checkpoint
   data_dir: str | None  # the real dataset read; None: synthetic data
+  benchmark_test_id: str | None = None  # free-form label of the run
 
   def __post_init__(self):
     if self.mode not in MODES:
@@ -30,7 +34,11 @@ class RunInfo:
 
   def to_keys(self) -> dict:
     """This part's keys of the results line."""
-    return {'mode': self.mode, 'data_dir': self.data_dir}
+    return {
+      'mode': self.mode,
+      'data_dir': self.data_dir,
+      'benchmark_test_id': self.benchmark_test_id,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,23 +60,48 @@ class EvalInfo:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainInfo:
-  """The steps a training (or forward-only) run went through; not in eval lines.
+class TimeToAccuracy:
+  """--stop_at_top_1_accuracy: keys `time_to_accuracy_sec`, `steps_to_accuracy`.
 
-  Keys `start_step`, `end_step` and `evals` (null when there was none).
+  Both null when no evaluation reached the target.
   """
 
-  start_step: int  # global step when the run started (>0: resumed)
-  end_step: int  # global step when it ended
-  evals: tuple[EvalInfo, ...] = ()  # --eval_during_training_every_n_steps
+  seconds: float | None  # since the first training step, evaluations included
+  steps: int | None  # global step of the evaluation that reached it
 
   def to_keys(self) -> dict:
     """This part's keys of the results line."""
     return {
+      'time_to_accuracy_sec': self.seconds,
+      'steps_to_accuracy': self.steps,
+    }
+
+
+_NO_TARGET = TimeToAccuracy(None, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainInfo:
+  """The steps a training (or forward-only) run went through; not in eval lines.
+
+  Keys `start_step`, `end_step`, `evals` (null when there was none) and the
+  TimeToAccuracy keys (null without a target).
+  """
+
+  start_step: int  # global step when the run started (>0: resumed)
+  end_step: int  # global step when it ended
+  evals: tuple[EvalInfo, ...] = ()  # --eval_during_training_*
+  time_to_accuracy: TimeToAccuracy | None = None
+
+  def to_keys(self) -> dict:
+    """This part's keys of the results line."""
+    keys = {
       'start_step': self.start_step,
       'end_step': self.end_step,
       'evals': [e.to_keys() for e in self.evals] or None,
     }
+    keys.update((self.time_to_accuracy or _NO_TARGET).to_keys())
+    return keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +110,27 @@ class PrecisionInfo:
 
   loss_scale: float | None  # final loss scale; None: no loss scaling
   skipped_steps: int  # steps skipped for a non-finite gradient
+
+  def to_keys(self) -> dict:
+    """This part's keys of the results line."""
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepReport:
+  """What the step table reported at every step (warm-up included).
+
+  Keys `loss_type`, `learning_rates`, `top_1_accuracies`, `top_5_accuracies`
+  of training and forward-only lines.
+  """
+
+  loss_type: str  # what `losses` hold: total_loss or base_loss
+  learning_rates: list | None = None  # training lines: the rate each step used
+  # --print_training_accuracy (and --forward_only): the fraction of the
+  # step's batch (the writing task's towers) whose label is the top (top-5)
+  # prediction; None when not computed.
+  top_1_accuracies: list | None = None
+  top_5_accuracies: list | None = None
 
   def to_keys(self) -> dict:
     """This part's keys of the results line."""
@@ -112,7 +166,14 @@ class ClusterInfo:
 
 
 # BenchmarkResult fields that are optional parts: None leaves their keys out.
-_PARTS = ('run', 'precision_info', 'training', 'evaluation', 'cluster')
+_PARTS = (
+  'run',
+  'precision_info',
+  'training',
+  'evaluation',
+  'cluster',
+  'step_report',
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +183,9 @@ class BenchmarkResult:
   The fields up to `peak_tflops_origin` are the keys of every line. The
   optional parts after them add their keys (see their classes) when set: the
   driver sets `run` on every line, `precision_info` and `training` on
-  training and forward-only lines, `evaluation` on eval lines, and `cluster`
-  in multi-worker runs.
+  training and forward-only lines, `evaluation` on eval lines, `cluster`
+  in multi-worker runs, and `step_report` on training and forward-only
+  lines.
   """
 
   params: dict
@@ -153,6 +215,7 @@ class BenchmarkResult:
   training: TrainInfo | None = None
   evaluation: EvalInfo | None = None
   cluster: ClusterInfo | None = None
+  step_report: StepReport | None = None
 
   @property
   def final_loss(self) -> float | None:

@@ -24,6 +24,10 @@ class Tower:
   logits: tf.Tensor
   grads_and_vars: list  # [] when forward only
   update_ops: tuple  # batch-norm statistic updates
+  base_loss: tf.Tensor | None = None  # the loss without the L2 term
+  # (top-1, top-5) examples of the batch predicted right, float32; None
+  # unless asked for (the classic harness built them only then).
+  correct: tuple | None = None
 
 
 def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
@@ -35,13 +39,38 @@ def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
   )
 
 
-def l2_penalty(variables: Sequence[tf.Variable], weight_decay: float):
-  """weight_decay * sum of l2_loss over the non-batch-norm variables."""
+def l2_penalty(
+  variables: Sequence[tf.Variable], weight_decay: float, single_op: bool = False
+):
+  """weight_decay * sum of l2_loss over the non-batch-norm variables.
+
+  single_op: one l2_loss of the variables concatenated into one vector
+  (classic --single_l2_loss_op) instead of one per variable.
+  """
   decayed = [v for v in variables if 'batchnorm' not in v.op.name]
   if not weight_decay or not decayed:
     return tf.constant(0.0)
-  return weight_decay * tf.add_n(
-    [tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in decayed]
+  as_float32 = [tf.cast(v, tf.float32) for v in decayed]
+  if single_op:
+    flat = tf.concat([tf.reshape(v, [-1]) for v in as_float32], axis=0)
+    return weight_decay * tf.nn.l2_loss(flat)
+  return weight_decay * tf.add_n([tf.nn.l2_loss(v) for v in as_float32])
+
+
+def correct_predictions(logits: tf.Tensor, labels: tf.Tensor) -> tuple:
+  """(top-1, top-5) numbers of examples whose label is in the top k, float32.
+
+  As tf.nn.in_top_k: a label tied with the k-th largest logit counts, a
+  non-finite logit never does.
+  """
+  logits = tf.cast(logits, tf.float32)
+  return tuple(
+    tf.reduce_sum(
+      tf.cast(
+        tf.nn.in_top_k(targets=labels, predictions=logits, k=k), tf.float32
+      )
+    )
+    for k in (1, 5)
   )
 
 
@@ -83,6 +112,8 @@ def build_tower(
   float16_vars: bool = False,
   scale_loss: Callable | None = None,
   tower_index: int = 0,
+  single_l2_loss_op: bool = False,
+  accuracy: bool = False,
 ) -> Tower:
   """Builds the model on `images`, its loss and (unless forward_only) grads.
 
@@ -91,6 +122,7 @@ def build_tower(
   With `scale_loss`, the gradients are those of scale_loss(loss) (fp16 loss
   scaling); the returned loss is unscaled. `tower_index` is the tower's
   global index (worker w's tower t: w*T+t); it picks its dropout masks.
+  With `accuracy`, the tower also counts its batch's right predictions.
   """
   storage = float16_variables() if float16_vars else contextlib.nullcontext()
   with storage, builder.random_stream(tower_index):
@@ -103,18 +135,29 @@ def build_tower(
       seed=seed,
     )
   with tf1.name_scope('loss'):
-    loss = cross_entropy(out.logits, labels)
+    base_loss = cross_entropy(out.logits, labels)
     if out.aux_logits is not None:
-      loss += AUX_LOSS_WEIGHT * cross_entropy(out.aux_logits, labels)
+      base_loss += AUX_LOSS_WEIGHT * cross_entropy(out.aux_logits, labels)
     variables = trainable_variables()
-    loss += l2_penalty(variables, weight_decay)
+    loss = base_loss + l2_penalty(variables, weight_decay, single_l2_loss_op)
+  correct = None
+  if accuracy:
+    with tf1.name_scope('accuracy'):
+      correct = correct_predictions(out.logits, labels)
   if forward_only:
-    return Tower(loss, out.logits, [], tuple(out.update_ops))
+    return Tower(
+      loss, out.logits, [], tuple(out.update_ops), base_loss, correct
+    )
   with tf1.name_scope('gradients'):
     grads = tf1.gradients(scale_loss(loss) if scale_loss else loss, variables)
   missing = [v.op.name for g, v in zip(grads, variables) if g is None]
   if missing:
     raise ValueError('model %s: no gradient for %s' % (model.name, missing[:3]))
   return Tower(
-    loss, out.logits, list(zip(grads, variables)), tuple(out.update_ops)
+    loss,
+    out.logits,
+    list(zip(grads, variables)),
+    tuple(out.update_ops),
+    base_loss,
+    correct,
   )

@@ -24,6 +24,8 @@ GPUs and has no bfloat16 kernel, so bfloat16 is summed in float32 and cast
 back; int32 on GPU devices works, but TF runs int32 adds in host memory.
 """
 
+import contextlib
+import contextvars
 import dataclasses
 import re
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -647,10 +649,27 @@ def collective_all_reduce(
   return outputs
 
 
+# Set while building a graph to inspect, never to run (--build_only): GPU
+# algorithms then check only that their devices are GPUs.
+_ASSUME_GPUS_VISIBLE = contextvars.ContextVar(
+  'assume_gpus_visible', default=False
+)
+
+
+@contextlib.contextmanager
+def assume_gpus_visible():
+  """Builds GPU-only algorithms on a machine without a visible GPU."""
+  token = _ASSUME_GPUS_VISIBLE.set(True)
+  try:
+    yield
+  finally:
+    _ASSUME_GPUS_VISIBLE.reset(token)
+
+
 def _require_nccl(devices):
   """Raises AllReduceUnavailableError unless NCCL can run on `devices`."""
   not_gpu = [d for d in devices if not _is_gpu(d)]
-  visible = tf.config.list_physical_devices('GPU')
+  visible = _ASSUME_GPUS_VISIBLE.get() or tf.config.list_physical_devices('GPU')
   if not_gpu or not visible:
     reason = f'non-GPU devices {not_gpu}' if not_gpu else 'no GPU is visible'
     cpu_names = ', '.join(algorithm_names(cpu_only=True))

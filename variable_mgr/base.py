@@ -324,6 +324,8 @@ class ClusterDevices:
   task_index: this worker's index (0 on a controller).
   is_chief: whether this process initialises shared state.
   cross_replica_sync: whether the workers' gradients of a step are averaged.
+  pack_transfers: whether tensors for (or from) a ps task travel packed (see
+    transfers.packed_transfer).
   """
 
   ps_devices: tuple
@@ -331,6 +333,7 @@ class ClusterDevices:
   task_index: int
   is_chief: bool
   cross_replica_sync: bool = True
+  pack_transfers: bool = True
 
   @property
   def num_workers(self) -> int:

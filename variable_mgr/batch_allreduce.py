@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from variable_mgr import allreduce
 from variable_mgr import sizes
+from variable_mgr import topology
 
 tf1 = tf.compat.v1
 
@@ -37,7 +38,9 @@ class BatchAllReduce:
   option makes all of them one group.
 
   Args:
-    spec: AllReduceSpec or spec string (see allreduce.parse_all_reduce_spec).
+    spec: AllReduceSpec or spec string (see allreduce.parse_all_reduce_spec),
+      or a per-unit reduction of variable_mgr/topology.py (the classic
+      spec-less defaults), which gets each unit's index.
     merge_scope: gradients per name scope when nothing is packed.
     num_packs: N > 0 concatenates all tensors of a dtype and reduces them as
       N nearly equal packs (--gradient_repacking).
@@ -46,6 +49,8 @@ class BatchAllReduce:
     agg_small_grads_max_group: see agg_small_grads_max_bytes.
     compact_dtype: tf.float16 or tf.bfloat16 to send float32 values in 16
       bits (cast before the reduction, cast back after).
+    ring_order: the order of the towers (of each worker) the spec's
+      algorithm sees (--gpu_indices: the ring of xring); None: as given.
   """
 
   def __init__(
@@ -57,6 +62,7 @@ class BatchAllReduce:
     agg_small_grads_max_bytes: int = 0,
     agg_small_grads_max_group: int = 10,
     compact_dtype=None,
+    ring_order=None,
   ):
     if num_packs > 0 and agg_small_grads_max_bytes > 0:
       raise ValueError(
@@ -71,13 +77,17 @@ class BatchAllReduce:
     self.agg_small_grads_max_bytes = agg_small_grads_max_bytes
     self.agg_small_grads_max_group = agg_small_grads_max_group
     self.compact_dtype = _check_compact(compact_dtype)
+    self.ring_order = tuple(ring_order) if ring_order else None
+    self._unit_index = 0  # units reduced so far by the current sum()
 
   @classmethod
   def from_params(cls, params) -> 'BatchAllReduce':
     """The all-reduce the flags describe.
 
-    Gradients travel in 16 bits (--compact_gradient_transfer) only when the
-    towers compute in 16 bits, and then in the compute dtype.
+    Without --all_reduce_spec: the classic default (topology.py), set by
+    --hierarchical_copy or --local_parameter_device. Gradients travel in 16
+    bits (--compact_gradient_transfer) only when the towers compute in 16
+    bits, and then in the compute dtype.
     """
     compute = params.compute_dtype
     compact = (
@@ -85,13 +95,20 @@ class BatchAllReduce:
       if params.compact_gradient_transfer and compute in COMPACT_DTYPES
       else None
     )
+    if params.all_reduce_spec:
+      spec = params.all_reduce_spec
+    elif params.hierarchical_copy:
+      spec = topology.HierarchicalCopy(params.network_topology)
+    else:
+      spec = topology.CopyToDevices(params.local_parameter_device == 'gpu')
     return cls(
-      params.all_reduce_spec or 'copy',
+      spec,
       merge_scope=params.allreduce_merge_scope,
       num_packs=params.gradient_repacking,
       agg_small_grads_max_bytes=params.agg_small_grads_max_bytes,
       agg_small_grads_max_group=params.agg_small_grads_max_group,
       compact_dtype=compact,
+      ring_order=topology.ring_order(params.gpu_indices, params.num_gpus),
     )
 
   def describe(self) -> str:
@@ -106,6 +123,8 @@ class BatchAllReduce:
       )
     if self.compact_dtype is not None:
       options.append('sent as %s' % self.compact_dtype.name)
+    if self.ring_order and isinstance(self.spec, allreduce.AllReduceSpec):
+      options.append('tower order %s' % ','.join(map(str, self.ring_order)))
     return str(self.spec) + (' (%s)' % ', '.join(options) if options else '')
 
   def sum(
@@ -127,6 +146,7 @@ class BatchAllReduce:
     packing = self.num_packs > 0 or self.agg_small_grads_max_bytes > 0
     step = (num or 1) if packing else self.merge_scope
     sums = [[] for _ in towers]
+    self._unit_index = 0
     for start in range(0, num, step):
       group = [tensors[start : start + step] for tensors in towers]
       with tf1.name_scope('allreduce_%d' % (start // step)):
@@ -158,8 +178,33 @@ class BatchAllReduce:
     if squeeze:
       # Cast on the sending device so the 16-bit copy is what travels.
       unit = _cast_each(unit, devices, self.compact_dtype)
-    summed = allreduce.all_reduce(unit, devices, self.spec)
+    if isinstance(self.spec, allreduce.AllReduceSpec):
+      summed = _in_order(
+        lambda ts, ds: allreduce.all_reduce(ts, ds, self.spec),
+        unit,
+        devices,
+        self.ring_order,
+      )
+    else:  # a classic per-unit reduction: it places the unit by its index
+      summed = self.spec.sum_unit(unit, devices, self._unit_index)
+    self._unit_index += 1
     return _cast_each(summed, devices, dtype) if squeeze else summed
+
+
+def _in_order(reduce_fn, tensors, devices, ring_order):
+  """reduce_fn over the towers of each worker taken in `ring_order`.
+
+  The outputs come back in the devices' own order.
+  """
+  if not ring_order:
+    return reduce_fn(tensors, devices)
+  g = len(ring_order)
+  perm = [w + k for w in range(0, len(devices), g) for k in ring_order]
+  summed = reduce_fn([tensors[k] for k in perm], [devices[k] for k in perm])
+  out = [None] * len(devices)
+  for position, k in enumerate(perm):
+    out[k] = summed[position]
+  return out
 
 
 def _check_towers(tower_tensors, devices):

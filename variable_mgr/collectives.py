@@ -47,10 +47,12 @@ def collective_reduce(
   *,
   merge_op: str = 'Add',
   final_op: str = 'Div',
+  max_subdivs_per_device: int = -1,
 ) -> list:
   """CollectiveReduceV2 of `tensors` (one per local tower) over `group`.
 
   Defaults give the mean; merge_op='Min', final_op='Id' the minimum.
+  max_subdivs_per_device: ring subdivisions (-1: TensorFlow picks).
   """
   group_key = keys.get_group_key(group)
   instance_key = keys.get_instance_key()
@@ -67,6 +69,7 @@ def collective_reduce(
           merge_op=merge_op,
           final_op=final_op,
           timeout_seconds=STEP_COLLECTIVE_TIMEOUT_S,
+          max_subdivs_per_device=max_subdivs_per_device,
         )
       )
   return out
@@ -117,17 +120,30 @@ def collective_min(value, tower_devices, group) -> list:
   )
 
 
-def collective_means_per_tower(tower_grads, tower_devices, group) -> list:
-  """Every tower's (mean over all towers of all workers, variable) list."""
+def collective_means_per_tower(
+  tower_grads, tower_devices, group, *, merge_scope=1, subdivs=-1
+) -> list:
+  """Every tower's (mean over all towers of all workers, variable) list.
+
+  merge_scope: gradients per 'allreduce' name scope (--allreduce_merge_scope).
+  subdivs: ring subdivisions per device (collective#N; -1: TF picks).
+  """
   keys = collective_keys.keys_for_graph()
   per_tower = [[] for _ in tower_grads]
+  by_variable = list(zip(*tower_grads))
   with tf1.name_scope('collective_allreduce'):
-    for grads_and_vars in zip(*tower_grads):
-      means = collective_reduce(
-        [g for g, _ in grads_and_vars], tower_devices, group, keys
-      )
-      for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
-        per_tower[i].append((mean, var))
+    for start in range(0, len(by_variable), merge_scope):
+      with tf1.name_scope('allreduce'):
+        for grads_and_vars in by_variable[start : start + merge_scope]:
+          means = collective_reduce(
+            [g for g, _ in grads_and_vars],
+            tower_devices,
+            group,
+            keys,
+            max_subdivs_per_device=subdivs,
+          )
+          for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
+            per_tower[i].append((mean, var))
   return per_tower
 
 

@@ -28,6 +28,7 @@ from variable_mgr import collectives
 from variable_mgr import local
 from variable_mgr import naming
 from variable_mgr import sizes
+from variable_mgr import transfers
 from variable_mgr.registry import register
 from variable_mgr.registry import register_cluster_variant
 from variable_mgr.traits import Traits
@@ -52,6 +53,11 @@ class SyncAccumulators:
   accumulators still count it, and a stamp behind their count is dropped as
   stale (the chief would then wait forever). The workers move in lockstep, so
   their counts agree.
+
+  With automatic loss scaling the chief alone sees the averaged gradients, so
+  it alone can tell a step to skip (inf/nan); each token carries its verdict
+  (1: applied, 0: skipped), and the other workers record the one they take
+  as theirs: their batch-norm statistics move only on an applied step.
   """
 
   def __init__(
@@ -73,14 +79,26 @@ class SyncAccumulators:
         collections=[tf1.GraphKeys.LOCAL_VARIABLES],
       )
 
-  def step(self, grads_and_vars, apply_fn) -> tf.Operation:
-    """Ops of one synchronous step; apply_fn(grads_and_vars) -> update op."""
+  def step(self, grads_and_vars, apply_fn, loss_scale=None) -> tf.Operation:
+    """Ops of one synchronous step; apply_fn(grads_and_vars) -> update op.
+
+    loss_scale: the automatic LossScale whose verdict on this step the
+    tokens carry (see the class), or None.
+    """
     num_workers = self.cluster.num_workers
     counter = self._step_counter()
     with tf.device(self.counter_device):
       stamp = tf.identity(counter.read_value())
+    grads_and_vars = list(grads_and_vars)
+    grads = [g for g, _ in grads_and_vars]
+    if self.cluster.pack_transfers:  # one transfer per ps task, not per grad
+      grads = transfers.packed_transfer(
+        grads,
+        [self.counter_device] * len(grads),
+        [v.device for _, v in grads_and_vars],
+      )
     pushes, accumulators = [], []
-    for grad, var in grads_and_vars:
+    for grad, (_, var) in zip(grads, grads_and_vars):
       with tf.device(var.device):
         acc = tf1.ConditionalAccumulator(
           grad.dtype,
@@ -102,7 +120,11 @@ class SyncAccumulators:
       )
     if not self.cluster.is_chief:
       with tf.control_dependencies(pushes):
-        return tf.group(tokens.dequeue(), count, name='sync_wait')
+        token = tokens.dequeue()
+      if loss_scale is not None:
+        with tf.device(self.counter_device):
+          loss_scale.record_verdict(token > 0)
+      return tf.group(token, count, name='sync_wait')
     means = []
     with tf.control_dependencies(pushes):
       for acc, (_, var) in zip(accumulators, grads_and_vars):
@@ -110,7 +132,12 @@ class SyncAccumulators:
           means.append((acc.take_grad(num_workers), var))
     update = apply_fn(means)
     with tf.control_dependencies([update]):
-      release = tokens.enqueue_many([tf.zeros([num_workers - 1], tf.int32)])
+      verdict = (
+        tf.constant(1, tf.int32)
+        if loss_scale is None
+        else tf.cast(loss_scale.step_verdict(), tf.int32)
+      )
+      release = tokens.enqueue_many([tf.fill([num_workers - 1], verdict)])
     return tf.group(update, release, count, name='sync_apply')
 
 
@@ -146,6 +173,8 @@ class PsClusterMixin:
   """
 
   cluster: base.ClusterDevices
+  # Set by _sync_or_async (see there).
+  applied_grads: list | None = None
 
   @property
   def ps_devices(self) -> tuple:
@@ -194,6 +223,7 @@ class PsClusterMixin:
     clip_norm,
     guard=None,
     loss=None,
+    loss_scale=None,
   ):
     """The update: averaged over workers (sync) or this worker's own.
 
@@ -203,12 +233,19 @@ class PsClusterMixin:
     loss: this worker's loss; in sync mode it is averaged with the
     gradients (one more scalar accumulator), and the chief's
     `cluster_loss` is the mean.
+    loss_scale: the LossScale `guard` checks with; in sync mode the other
+    workers learn the chief's verdict from it (see SyncAccumulators).
+    Sets `applied_grads`: the gradients the update receives here (before
+    unscaling and clipping), or None where none is applied (a non-chief
+    worker in sync mode).
     """
+    self.applied_grads = None
 
     def apply(gvs):
       return self._apply(gvs, make_optimizer, global_step, clip_norm)
 
     def apply_fn(gvs):
+      self.applied_grads = list(gvs)
       return guard(gvs, apply) if guard else apply(gvs)
 
     if not (self.cluster.cross_replica_sync and self.cluster.num_workers > 1):
@@ -225,9 +262,21 @@ class PsClusterMixin:
         self.cluster_loss = means[-1][0]
         return apply_fn(means[:-1])
 
+    auto = loss_scale if loss_scale and loss_scale.config.auto else None
     return SyncAccumulators(
       self.cluster, self.ps_devices[0], self.cpu_device
-    ).step(grads_and_vars, apply_fn_and_loss if loss is not None else apply_fn)
+    ).step(
+      grads_and_vars,
+      apply_fn_and_loss if loss is not None else apply_fn,
+      loss_scale=auto,
+    )
+
+  def _report_applied_norm(self, loss_scale, clip_norm) -> None:
+    """applied_gradient_norm from what _sync_or_async applied here."""
+    if self.applied_grads:
+      self.applied_gradient_norm = base.applied_norm(
+        self.applied_grads, self.cpu_device, loss_scale, clip_norm
+      )
 
   def _loss_scale_guard(self, loss_scale):
     """guard for _sync_or_async: unscale, check, skip on inf/nan, adjust.
@@ -411,7 +460,7 @@ class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
     # Average this worker's towers locally, so each gradient crosses once.
     means = _local_means(tower_grads, self.cpu_device)
     with tf.control_dependencies(_all_grads(tower_grads)):
-      return tf.group(
+      train_op = tf.group(
         self._sync_or_async(
           means,
           make_optimizer,
@@ -419,9 +468,12 @@ class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
           clip_norm,
           guard=self._loss_scale_guard(loss_scale),
           loss=loss,
+          loss_scale=loss_scale,
         ),
         name='train_op',
       )
+    self._report_applied_norm(loss_scale, clip_norm)
+    return train_op
 
 
 @register
@@ -486,7 +538,9 @@ class DistributedReplicated(PsClusterMixin, base.PerTowerCopies):
         clip_norm,
         guard=self._loss_scale_guard(loss_scale),
         loss=loss,
+        loss_scale=loss_scale,
       )
+    self._report_applied_norm(loss_scale, clip_norm)
     with tf.control_dependencies([update]):
       copies = self._copy_back(relatives)
     return tf.group(update, *copies, name='train_op')
@@ -494,10 +548,19 @@ class DistributedReplicated(PsClusterMixin, base.PerTowerCopies):
   def _copy_back(self, relatives):
     """Every tower's copy of each variable named <- its shared copy."""
     tower_copies = base.tower_copies(tf1.global_variables(), self.num_towers)
+    shared = [self._ps_copies[relative] for relative in relatives]
+    values = []
+    for v in shared:
+      with tf.device(v.device):
+        values.append(v.read_value())
+    if self.cluster.pack_transfers:  # one transfer per ps task, not per copy
+      values = transfers.packed_transfer(
+        values, [v.device for v in shared], [self.cpu_device] * len(shared)
+      )
     ops = []
-    for relative in relatives:
+    for relative, value in zip(relatives, values):
       with tf.device(self.cpu_device):
-        value = tf.identity(self._ps_copies[relative].read_value())
+        value = tf.identity(value)
       for device, target in zip(self.tower_devices, tower_copies[relative]):
         with tf.device(device):
           ops.append(target.assign(value))
@@ -532,9 +595,22 @@ class CollectiveAllReduce(base.PerTowerCopies):
   """Per-worker graphs; gradients averaged by collectives over all towers."""
 
   name = 'collective_all_reduce'
-  traits = Traits(runs_local=False, runs_in_cluster=True, cross_worker_ops=True)
+  traits = Traits(
+    runs_local=False,
+    runs_in_cluster=True,
+    cross_worker_ops=True,
+    collective_spec=True,
+  )
 
-  def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
+  def __init__(
+    self,
+    tower_devices,
+    *,
+    cluster: base.ClusterDevices,
+    merge_scope: int = 1,
+    subdivs: int = -1,
+    **kwargs,
+  ):
     tower_devices = [
       collectives.device_on_task(cluster.worker_device, d)
       for d in tower_devices
@@ -546,13 +622,34 @@ class CollectiveAllReduce(base.PerTowerCopies):
       **kwargs,
     )
     self.group = collectives.collective_group(self.tower_devices, cluster)
+    self.merge_scope = merge_scope
+    self.subdivs = subdivs
+
+  @classmethod
+  def from_params(cls, params, tower_devices, cluster=None):
+    # --all_reduce_spec=collective#N (params checked it is that or unset).
+    spec = params.all_reduce_spec
+    return cls(
+      tower_devices,
+      cluster=cluster,
+      merge_scope=params.allreduce_merge_scope,
+      subdivs=int(spec.partition('#')[2]) if spec and '#' in spec else -1,
+      use_resource_vars=params.use_resource_vars,
+    )
 
   def all_reduce_description(self):
-    return 'CollectiveReduceV2 over %d device(s)' % len(self.group)
+    return 'CollectiveReduceV2 over %d device(s)%s' % (
+      len(self.group),
+      '' if self.subdivs < 0 else ', %d subdivision(s)' % self.subdivs,
+    )
 
   def reduce_gradients(self, tower_grads):
     per_tower = collectives.collective_means_per_tower(
-      tower_grads, self.tower_devices, self.group
+      tower_grads,
+      self.tower_devices,
+      self.group,
+      merge_scope=self.merge_scope,
+      subdivs=self.subdivs,
     )
     return base.Reduction(
       [(d, gv) for d, gv in zip(self.tower_devices, per_tower)]
@@ -838,6 +935,7 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
       with tf.device(self.global_step_device), tf.control_dependencies(updates):
         bump = guard.count_step(global_step)
       train_op = tf.group(*updates, bump, name='train_op')
+    self._report_hybrid_norm(sites, means, clip_norm)
     if loss is None:
       return train_op
     means = collectives.collective_mean_loss(
@@ -845,6 +943,22 @@ class Hybrid(PsClusterMixin, base.PerTowerCopies):
     )
     self.cluster_loss = means[0]
     return tf.group(train_op, *means, name='train_op_and_loss')
+
+  def _report_hybrid_norm(self, sites, means, clip_norm) -> None:
+    """applied_gradient_norm: of both groups, where both are applied.
+
+    Tower 0's all-reduced group and the ps-held group as its update
+    receives it (the workers' average on the chief, with sync); both are
+    already unscaled. None on a worker that does not apply the ps group.
+    """
+    if means and not self.applied_grads:
+      return
+    self.applied_gradient_norm = base.applied_norm(
+      (list(sites[0]) if sites else []) + list(self.applied_grads or []),
+      self.cpu_device,
+      None,
+      clip_norm,
+    )
 
   def _reduce(self, tower_grads):
     """Reduces the step's gradients; returns (sites, means).

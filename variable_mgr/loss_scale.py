@@ -161,19 +161,37 @@ class LossScale:
     # resource variables (params turn them on with auto loss scaling).
     return tf.cond(finite, apply_and_report, lambda: tf.constant(False))
 
+  def step_verdict(self) -> tf.Tensor:
+    """True iff this step's update is applied: every recorded verdict holds.
+
+    Only after a guarded update (or a verdict received from the process
+    that applies it) was recorded.
+    """
+    if not self._verdicts:
+      raise ValueError('no verdict recorded on this step yet')
+    if len(self._verdicts) == 1:
+      return self._verdicts[0]
+    with tf.device(self.device):
+      return tf.reduce_all(tf.stack(self._verdicts))
+
   def guard_statistics(self, stat_updates: Sequence) -> list:
     """`stat_updates` (batch-norm moving statistics) under the step's guard.
 
     A skipped step must move no variable: the statistics' assign ops are
     built again inside a branch that runs only if the step's gradients were
     finite (an inf/nan forward pass would otherwise poison them for good).
-    Returns them unchanged without automatic scaling, or where this process
-    built no guarded update (a non-chief worker of a synchronous ps mode).
+    A process that does not apply the update itself (a non-chief worker of
+    a synchronous ps mode) records the verdict it receives from the one
+    that does. Returns them unchanged without automatic scaling.
     """
-    if not self.config.auto or not self._verdicts or not stat_updates:
+    if not self.config.auto or not stat_updates:
       return list(stat_updates)
-    with tf.device(self.device):
-      finite = tf.reduce_all(tf.stack(self._verdicts))
+    if not self._verdicts:
+      raise ValueError(
+        'automatic loss scaling: the statistics of a step whose verdict '
+        'this process never learns cannot be guarded'
+      )
+    finite = self.step_verdict()
 
     def updates():
       return [_rebuild_assign(op) for op in stat_updates]

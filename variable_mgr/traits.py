@@ -23,6 +23,8 @@ class Traits:
     so its session cannot be filtered down to itself and the ps tasks.
   all_reduce: reduces gradients with an --all_reduce_spec (and the batch
     all-reduce flags).
+  collective_spec: takes --all_reduce_spec=collective[#N] only (the classic
+    spelling of its collective reduction; #N = ring subdivisions).
   """
 
   runs_local: bool = True
@@ -31,6 +33,7 @@ class Traits:
   one_graph: bool = False
   cross_worker_ops: bool = False
   all_reduce: bool = False
+  collective_spec: bool = False
 
 
 def workers_in_lockstep(traits: Traits, cross_replica_sync: bool) -> bool:

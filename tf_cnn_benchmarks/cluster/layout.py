@@ -41,6 +41,7 @@ def layout(
   device_kind: str,
   towers_per_worker: int,
   cross_replica_sync: bool = True,
+  pack_transfers: bool = True,
 ) -> Layout:
   """Tower devices and global indices of this process's graph."""
   local = devices_lib.tower_devices(device_kind, towers_per_worker)
@@ -72,6 +73,11 @@ def layout(
     me * towers_per_worker,
     cluster.num_workers,
     manager_base.ClusterDevices(
-      ps, workers, me, me == 0, cross_replica_sync=cross_replica_sync
+      ps,
+      workers,
+      me,
+      me == 0,
+      cross_replica_sync=cross_replica_sync,
+      pack_transfers=pack_transfers,
     ),
   )

@@ -47,10 +47,11 @@ def serve(
   one_graph: bool,
   num_cpu_devices: int = 1,
   out=sys.stdout,
+  pools: servers.ThreadPools = servers.TF_DEFAULTS,
 ) -> int:
   """Runs a serve-only task until every client is done; returns 0."""
   r = roles(cluster, one_graph)
-  server = servers.start_server(cluster, num_cpu_devices)
+  server = servers.start_server(cluster, num_cpu_devices, pools)
   print(
     '%s serving on %s for %d client(s)'
     % (cluster.task_name, cluster.address_of(*cluster.me), len(r.clients)),

@@ -71,8 +71,10 @@ class ClientRun:
     cross_replica_sync: bool = True,
     reports_results: Optional[bool] = None,
     run_flags: tuple = (),
+    pools: servers.ThreadPools = servers.TF_DEFAULTS,
   ):
     self.cluster = cluster
+    self.pools = pools
     self.run_flags = run_flags
     self.traits = traits
     self.num_cpu_devices = num_cpu_devices
@@ -101,7 +103,9 @@ class ClientRun:
   def start(self) -> None:
     """Starts the server, the done flags and the watchdog."""
     me = self.cluster.me
-    self._server = servers.start_server(self.cluster, self.num_cpu_devices)
+    self._server = servers.start_server(
+      self.cluster, self.num_cpu_devices, self.pools
+    )
     self.target = self._server.target
     own = me if me in self.roles.flag_keepers else None
     self.flags = done_flags.DoneFlags(
@@ -168,10 +172,15 @@ def make(
   cross_replica_sync: bool = True,
   reports_results: Optional[bool] = None,
   run_flags: tuple = (),
+  cluster_threads: str = 'auto',
+  explicit_threads: tuple = (0, 0),
 ) -> RunContext:
   """The context of a run: LocalRun without a cluster, else a ClientRun.
 
   run_flags: ((flag, value), ...) every client must share (see fingerprint).
+  cluster_threads, explicit_threads: --cluster_threads and the (intra, inter)
+  thread counts given (0: unset), which size the server's pools (see
+  servers.thread_pools).
   """
   if cluster is None:
     return LocalRun(True if reports_results is None else reports_results)
@@ -182,4 +191,7 @@ def make(
     cross_replica_sync=cross_replica_sync,
     reports_results=reports_results,
     run_flags=run_flags,
+    pools=servers.thread_pools(
+      cluster, cluster_threads, explicit=servers.ThreadPools(*explicit_threads)
+    ),
   )

@@ -1,0 +1,180 @@
+"""--xla and --xla_compile: same losses as without XLA, and XLA really ran."""
+
+import functools
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import test_distributed
+from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks import xla
+
+tf1 = tf.compat.v1
+
+XLA_FLAGS = ('xla', 'xla_compile')
+LOCAL = dict(
+  model='lenet',
+  data_name='imagenet',
+  device='cpu',
+  num_gpus=2,
+  batch_size=4,
+  num_batches=3,
+  num_warmup_batches=0,
+  display_every=100,
+  peak_tflops_per_device='none',
+)
+# Kernels of a tower's forward and backward pass (TensorFlow's and oneDNN's
+# names): with XLA none of them may run outside a compiled cluster.
+TOWER_KERNELS = (
+  'Conv2D',
+  'MatMul',
+  'BiasAdd',
+  'Relu',
+  'MaxPool',
+  'SparseSoftmaxCrossEntropyWithLogits',
+  'L2Loss',
+)
+
+
+def make(**kw):
+  return params_lib.make_params(**dict(LOCAL, **kw))
+
+
+@functools.lru_cache(maxsize=None)
+def losses(variable_update, flag=None):
+  """Per-step losses of a local run (cached: the non-XLA reference)."""
+  p = make(variable_update=variable_update, **({flag: True} if flag else {}))
+  return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
+
+
+@pytest.mark.parametrize('flag', XLA_FLAGS)
+@pytest.mark.parametrize('variable_update', ['replicated', 'parameter_server'])
+def test_losses_agree_with_and_without_xla(variable_update, flag):
+  reference = losses(variable_update)
+  got = losses(variable_update, flag)
+  assert len(got) == 3
+  np.testing.assert_allclose(got, reference, rtol=1e-4)
+  assert not np.array_equal(got[0], got[-1])  # it trained
+
+
+def one_step(p, fetch_initial=False):
+  """(XlaOps of one training step, initial variable values by name)."""
+  bench = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO())
+  built = bench.build()
+  with built.graph.as_default():
+    variables = tf1.global_variables() + tf1.local_variables()
+  with tf1.Session(graph=built.graph, config=bench._session_config()) as sess:
+    sess.run(built.init_ops)
+    initial = (
+      {v.op.name: sess.run(v) for v in variables} if fetch_initial else {}
+    )
+    if built.post_init_ops:
+      sess.run(built.post_init_ops)
+    metadata = tf1.RunMetadata()
+    sess.run(
+      built.step_op,
+      options=xla.partition_graph_options(),
+      run_metadata=metadata,
+    )
+  return xla.xla_ops(metadata), initial
+
+
+def kernels_outside_xla(ops: xla.XlaOps) -> dict:
+  """Tower kernels that ran outside a compiled cluster, by device."""
+  out = {}
+  for device, counts in ops.other_ops_by_device.items():
+    found = sorted(op for op in counts if any(k in op for k in TOWER_KERNELS))
+    if found:
+      out[device] = found
+  return out
+
+
+@pytest.mark.parametrize('flag', (None,) + XLA_FLAGS)
+def test_the_tower_kernels_run_inside_xla_clusters(flag):
+  ops, _ = one_step(
+    make(variable_update='replicated', **({flag: True} if flag else {}))
+  )
+  if flag is None:  # the check can fail: without XLA the kernels are there
+    assert ops.num_clusters == 0
+    assert len(kernels_outside_xla(ops)) == 2
+    return
+  assert kernels_outside_xla(ops) == {}
+  # One compiled cluster (or two: see xla.py) on each tower's device.
+  assert sorted(d[-5:] for d in ops.clusters_by_device) == ['CPU:0', 'CPU:1']
+  assert all(1 <= n <= 2 for n in ops.clusters_by_device.values()), ops
+
+
+def test_xla_compile_with_one_tower_is_one_cluster():
+  ops, _ = one_step(
+    make(model='trivial', data_name='cifar10', num_gpus=1, xla_compile=True)
+  )
+  assert list(ops.clusters_by_device.values()) == [1]
+  assert kernels_outside_xla(ops) == {}
+
+
+@pytest.mark.parametrize('flag', XLA_FLAGS)
+def test_initial_values_and_inputs_do_not_depend_on_xla(flag):
+  # XLA's stateless random ops draw other numbers: they must stay out.
+  kw = dict(model='resnet20', data_name='cifar10', num_gpus=1)
+  _, reference = one_step(make(**kw), fetch_initial=True)
+  _, got = one_step(make(**kw, **{flag: True}), fetch_initial=True)
+  assert sorted(got) == sorted(reference)
+  for name, value in reference.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize('flag', ['use_fp16', 'use_bf16'])
+def test_16bit_compute_trains_with_xla_compile(flag):
+  p = make(variable_update='parameter_server', xla_compile=True, **{flag: True})
+  result = benchmark_cnn.run_benchmark(p, out=io.StringIO())
+  reference = benchmark_cnn.run_benchmark(
+    make(variable_update='parameter_server', **{flag: True}),
+    out=io.StringIO(),
+  )
+  # 16-bit arithmetic: XLA and TensorFlow round differently.
+  np.testing.assert_allclose(result.losses, reference.losses, rtol=2e-2)
+
+
+def test_session_config_sets_global_jit_only_with_xla():
+  on = benchmark_cnn.BenchmarkCNN(make(xla=True))._session_config()
+  off = benchmark_cnn.BenchmarkCNN(make())._session_config()
+  jit = tf1.OptimizerOptions.ON_1
+  assert on.graph_options.optimizer_options.global_jit_level == jit
+  assert off.graph_options.optimizer_options.global_jit_level != jit
+
+
+@pytest.mark.parametrize('flag', XLA_FLAGS)
+def test_two_workers_with_xla_train_like_one_local_tower(
+  tmp_path, monkeypatch, flag
+):
+  # The tasks dump the graphs XLA's clustering pass marked: proof that the
+  # cluster's steps were compiled.
+  dump = tmp_path / 'dump'
+  dump.mkdir()
+  monkeypatch.setenv('TF_DUMP_GRAPH_PREFIX', str(dump))
+  monkeypatch.setenv('TF_XLA_FLAGS', '--tf_xla_clustering_debug')
+  rc, out, records = test_distributed.launch(
+    tmp_path,
+    2,
+    test_distributed.LINEAR
+    + ['--variable_update=collective_all_reduce', '--%s' % flag],
+    launcher_flags=['--num_ps=0', '--no-controller'],
+    every_worker_reports=True,
+  )
+  assert rc == 0, out[-3000:]
+  per_worker = test_distributed.worker_losses(records, 2)
+  expected = test_distributed.local_losses(batch_size=2 * test_distributed.B)
+  np.testing.assert_allclose(
+    (per_worker[0] + per_worker[1]) / 2, expected, rtol=1e-4
+  )
+  assert all(r['params'][flag] for r in records)
+  marked = [
+    f.name
+    for f in dump.iterdir()
+    if f.name.startswith('mark_for_compilation_annotated')
+    and '_XlaCluster' in f.read_text()
+  ]
+  assert marked, sorted(f.name for f in dump.iterdir())

@@ -1,0 +1,263 @@
+"""Learning-rate schedules with the classic flags' meanings.
+
+The schedule of a training run, from the classic flags:
+
+  --piecewise_learning_rate_schedule='LR0;E1;LR1;...;En;LRn': LR0 until epoch
+    E1, LR1 from E1 until E2, ...; LRn from En on. Epoch E starts at global
+    step int(E * steps_per_epoch) (classic: a boundary of int(E * steps) - 1
+    for tf.train.piecewise_constant, whose value changes after it).
+  --init_learning_rate [--num_epochs_per_decay --learning_rate_decay_factor]:
+    init * factor ** floor(step / int(steps_per_epoch * epochs_per_decay)).
+  neither: the model's own schedule; --resnet_base_lr replaces the base (the
+    rate at a global batch of 256) of the ImageNet ResNets' schedule.
+  --minimum_learning_rate floors any of these.
+  --num_learning_rate_warmup_epochs=W (with --init_learning_rate or a
+    piecewise schedule): init * step / int(W * steps_per_epoch) before that
+    step, where init is --init_learning_rate or LR0 (not floored, as classic).
+
+steps_per_epoch is examples_per_epoch / images_per_step (a float), where
+images_per_step are the images one increment of the global step stands for:
+every worker's batch when the workers step together (an epoch counts the
+whole cluster's images), one worker's when each moves the shared step alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from typing import Optional
+
+import tensorflow as tf
+
+from models import resnet
+from models import schedules
+
+tf1 = tf.compat.v1
+
+
+class ScheduleError(ValueError):
+  """A bad schedule flag or combination; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Piecewise:
+  """A parsed --piecewise_learning_rate_schedule."""
+
+  values: tuple  # len(epochs) + 1 learning rates
+  epochs: tuple  # ascending epoch boundaries
+
+  def boundaries(self, steps_per_epoch: float) -> list:
+    """Steps after which the next value applies (tf1 piecewise_constant)."""
+    return [int(e * steps_per_epoch) - 1 for e in self.epochs]
+
+
+def parse_piecewise(text: str) -> Piecewise:
+  """'LR0;E1;LR1;...;En;LRn' -> Piecewise; ScheduleError if malformed.
+
+  Epochs may be fractional (classic: whole numbers only); they must be > 0
+  and strictly ascending, the rates finite and > 0.
+  """
+  flag = '--piecewise_learning_rate_schedule=%s' % text
+  pieces = text.split(';')
+  if len(pieces) % 2 == 0:
+    raise ScheduleError(
+      '%s: must be LR0;E1;LR1;...;En;LRn (an odd number of ;-separated '
+      'parts)' % flag
+    )
+  values, epochs = [], []
+  for i, piece in enumerate(pieces):
+    kind = 'learning rate' if i % 2 == 0 else 'epoch'
+    try:
+      number = float(piece)
+    except ValueError:
+      raise ScheduleError('%s: invalid %s %r' % (flag, kind, piece)) from None
+    if not math.isfinite(number) or number <= 0:
+      raise ScheduleError(
+        '%s: invalid %s %r (must be a finite number > 0)' % (flag, kind, piece)
+      )
+    (values if i % 2 == 0 else epochs).append(number)
+  if any(b <= a for a, b in zip(epochs, epochs[1:])):
+    raise ScheduleError('%s: the epochs must be strictly ascending' % flag)
+  return Piecewise(tuple(values), tuple(epochs))
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig:
+  """The schedule flags of a run (classic meanings, see the module doc)."""
+
+  init_learning_rate: Optional[float] = None
+  num_epochs_per_decay: float = 0
+  learning_rate_decay_factor: float = 0
+  minimum_learning_rate: float = 0
+  piecewise: Optional[Piecewise] = None
+  warmup_epochs: float = 0
+  resnet_base_lr: Optional[float] = None
+
+  @classmethod
+  def from_params(cls, params) -> 'ScheduleConfig':
+    text = params.piecewise_learning_rate_schedule
+    return cls(
+      init_learning_rate=params.init_learning_rate,
+      num_epochs_per_decay=params.num_epochs_per_decay,
+      learning_rate_decay_factor=params.learning_rate_decay_factor,
+      minimum_learning_rate=params.minimum_learning_rate,
+      piecewise=parse_piecewise(text) if text else None,
+      warmup_epochs=params.num_learning_rate_warmup_epochs,
+      resnet_base_lr=params.resnet_base_lr,
+    )
+
+  @property
+  def warmup_target(self) -> Optional[float]:
+    """The rate a --num_learning_rate_warmup_epochs ramp climbs to."""
+    if self.init_learning_rate is not None:
+      return self.init_learning_rate
+    return self.piecewise.values[0] if self.piecewise else None
+
+
+def uses_resnet_base_lr(model) -> bool:
+  """Whether the model's own schedule is built on --resnet_base_lr."""
+  return isinstance(model, resnet.ResNet)
+
+
+def check(params, model) -> list[str]:
+  """The classic refusals of contradictory schedule flags.
+
+  Returns:
+    Warning lines for flags the schedule ignores (as the classic harness
+    did, silently).
+
+  Raises:
+    ScheduleError: one line naming the contradictory flags.
+  """
+  decay = (params.num_epochs_per_decay, params.learning_rate_decay_factor)
+  if params.piecewise_learning_rate_schedule:
+    parse_piecewise(params.piecewise_learning_rate_schedule)
+    others = [
+      name
+      for name, value in (
+        ('init_learning_rate', params.init_learning_rate is not None),
+        ('num_epochs_per_decay', decay[0]),
+        ('learning_rate_decay_factor', decay[1]),
+      )
+      if value
+    ]
+    if others:
+      raise ScheduleError(
+        '--piecewise_learning_rate_schedule: no other schedule flag may be '
+        'given with it (got --%s)' % ', --'.join(others)
+      )
+  if any(decay) and not all(decay):
+    raise ScheduleError(
+      '--num_epochs_per_decay and --learning_rate_decay_factor: give both '
+      '(and --init_learning_rate) or neither'
+    )
+  own_schedule = (
+    params.init_learning_rate is None
+    and not params.piecewise_learning_rate_schedule
+  )
+  # The classic harness ignored these two silently; a classic command line
+  # must still run, so they warn instead of refusing.
+  ignored = []
+  if params.num_learning_rate_warmup_epochs and own_schedule:
+    ignored.append(
+      'warning: --num_learning_rate_warmup_epochs has no effect without '
+      "--init_learning_rate or --piecewise_learning_rate_schedule (the "
+      "model's own schedule is used as it is)"
+    )
+  if params.resnet_base_lr is not None:
+    if not uses_resnet_base_lr(model):
+      ignored.append(
+        'warning: --resnet_base_lr has no effect with --model=%s (only the '
+        'ImageNet ResNet models use it)' % params.model
+      )
+    elif not own_schedule:
+      ignored.append(
+        'warning: --resnet_base_lr has no effect with --init_learning_rate '
+        'or --piecewise_learning_rate_schedule'
+      )
+  return ignored
+
+
+def _step(global_step):
+  return tf.cast(global_step, tf.int64)
+
+
+def _model_schedule(config, model, global_step, images_per_step, examples):
+  if config.resnet_base_lr is not None and uses_resnet_base_lr(model):
+    model = copy.copy(model)  # the same schedule on another base
+    model.default_learning_rate = config.resnet_base_lr
+  return model.learning_rate(global_step, images_per_step, examples)
+
+
+def _schedule(config, model, global_step, images_per_step, examples):
+  """The schedule before the warm-up ramp (and before the floor)."""
+  steps_per_epoch = examples / images_per_step
+  if config.piecewise is not None:
+    return schedules.piecewise_constant(
+      global_step,
+      config.piecewise.boundaries(steps_per_epoch),
+      list(config.piecewise.values),
+    )
+  if config.init_learning_rate is None:
+    return _model_schedule(
+      config, model, global_step, images_per_step, examples
+    )
+  if config.num_epochs_per_decay > 0 and config.learning_rate_decay_factor > 0:
+    return schedules.staircase_exponential_decay(
+      global_step,
+      config.init_learning_rate,
+      max(1, int(steps_per_epoch * config.num_epochs_per_decay)),
+      config.learning_rate_decay_factor,
+    )
+  return config.init_learning_rate
+
+
+def learning_rate(
+  config: ScheduleConfig,
+  model,
+  global_step,
+  images_per_step: int,
+  examples_per_epoch: int,
+) -> tf.Tensor:
+  """The learning rate of the step `global_step` is at: a float32 scalar.
+
+  images_per_step: the images one increment of global_step stands for.
+  """
+  # Not 'learning_rate': the summary of that name would become learning_rate_1.
+  with tf1.name_scope('learning_rate_schedule'):
+    lr = tf.cast(
+      _schedule(
+        config, model, global_step, images_per_step, examples_per_epoch
+      ),
+      tf.float32,
+    )
+    if config.minimum_learning_rate:
+      lr = tf.maximum(lr, tf.constant(config.minimum_learning_rate, tf.float32))
+    target = config.warmup_target
+    if config.warmup_epochs > 0 and target is not None:
+      warmup_steps = int(
+        examples_per_epoch / images_per_step * config.warmup_epochs
+      )
+      if warmup_steps > 0:
+        step = _step(global_step)
+        ramp = target * tf.cast(step, tf.float32) / float(warmup_steps)
+        lr = tf.where(step < warmup_steps, ramp, lr)
+    return tf.identity(lr, name='value')
+
+
+def images_per_global_step(
+  batch_size: int,
+  towers_per_worker: int,
+  num_graphs: int,
+  each_worker_moves_step: bool,
+) -> int:
+  """The images one increment of the global step stands for.
+
+  num_graphs: graphs stepping together (workers, or 1 for one controller
+  graph); each_worker_moves_step: every worker applies its own update and
+  moves the shared global step alone (asynchronous ps training).
+  """
+  if each_worker_moves_step:
+    return batch_size * towers_per_worker
+  return batch_size * towers_per_worker * num_graphs

@@ -1,0 +1,224 @@
+"""Input, runtime and profiling knobs of the classic harness (issue 14, 6-7).
+
+The flags live in `KnobSettings`, a base class of `params.Params` (so they are
+Params fields like any other). What they do:
+
+  Session config (`configure_session`, every session of the run):
+    --enable_optimizations=false: graph optimisations off, as classic
+      (OptimizerOptions L0 and grappler's meta optimizer disabled).
+    --rewriter_config=TEXT: a RewriterConfig text proto that replaces the
+      grappler settings (classic: it wins over --enable_optimizations).
+    --use_numa_affinity: ConfigProto.experimental.use_numa_affinity, the
+      classic switch: TensorFlow gives logical CPU device i (tower i) the
+      memory allocator of NUMA node i mod the node count. On a machine with
+      one NUMA node, or in a cluster task (its server, not the session,
+      creates the devices), it changes nothing, and the header says so.
+  Input (data_sources.py): --datasets_sloppy_parallel_interleave,
+    --datasets_parallel_interleave_prefetch.
+  Profiling (profiling.py): --tfprof_file, --partitioned_graph_file_prefix,
+    --use_chrome_trace_format.
+  Records: --benchmark_log_dir gets the run's results line(s) too (file
+    `benchmark_run.log`, one JSON line per run), and --benchmark_test_id is a
+    free-form label written into every results line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import sys
+from typing import Any, Optional
+
+from tf_cnn_benchmarks import outputs
+from tf_cnn_benchmarks import result_lines
+
+# The file --benchmark_log_dir gets (the classic model-garden logger's name
+# for the record of a run).
+BENCHMARK_LOG_NAME = 'benchmark_run.log'
+
+
+def _field(default: Any, help_text: str) -> Any:
+  # The metadata params._field gives (params imports this module).
+  return dataclasses.field(
+    default=default, metadata={'help': help_text, 'choices': ()}
+  )
+
+
+@dataclasses.dataclass(frozen=True)
+class KnobSettings:
+  """The input, runtime and profiling flags of `params.Params` (a base)."""
+
+  datasets_sloppy_parallel_interleave: bool = _field(
+    False,
+    'Real data (ImageNet TFRecords): let the parallel file interleave '
+    'depart from deterministic order (tf.data deterministic=False), '
+    'skipping files whose records are not ready yet.',
+  )
+  datasets_parallel_interleave_prefetch: Optional[int] = _field(
+    None,
+    'Real data (ImageNet TFRecords): files the interleave opens ahead of '
+    "their turn (the classic parallel_interleave's prefetch_input_elements; "
+    'unset: tf.data autotunes it).',
+  )
+  use_numa_affinity: bool = _field(
+    False,
+    'NUMA affinity for the CPU devices (ConfigProto use_numa_affinity: '
+    'logical CPU device i allocates on NUMA node i mod the node count).',
+  )
+  enable_optimizations: bool = _field(
+    True,
+    'Graph optimisations (grappler and the classic optimizer options); '
+    'false turns them off.',
+  )
+  rewriter_config: Optional[str] = _field(
+    None,
+    'A RewriterConfig text proto (e.g. "constant_folding: OFF") that '
+    'replaces the grappler settings; it wins over --enable_optimizations.',
+  )
+  tfprof_file: Optional[str] = _field(
+    None,
+    'Profile the first 10 steps after warm-up (extra, untimed steps) with '
+    'tfprof, write the ProfileProto here and print the 20 ops that take '
+    'the most time.',
+  )
+  partitioned_graph_file_prefix: Optional[str] = _field(
+    None,
+    'Write the partitioned, optimised graph of each device of one step '
+    '(after warm-up) to PREFIX<device>[.ext] (text if the name ends in txt).',
+  )
+  use_chrome_trace_format: bool = _field(
+    True,
+    'With --trace_file: a Chrome trace; false: the raw StepStats text proto.',
+  )
+  benchmark_log_dir: Optional[str] = _field(
+    None,
+    "Also append the run's results line(s) to %s in this directory."
+    % BENCHMARK_LOG_NAME,
+  )
+  benchmark_test_id: Optional[str] = _field(
+    None,
+    'A free-form label of the run, written into its results line '
+    '(benchmark_test_id); it changes nothing else.',
+  )
+
+
+# String flags whose classic default None means off; '' is off too.
+EMPTY_IS_UNSET = (
+  'rewriter_config',
+  'tfprof_file',
+  'partitioned_graph_file_prefix',
+  'benchmark_log_dir',
+  'benchmark_test_id',
+)
+
+
+def check(p, error_cls) -> None:
+  """Raises error_cls (one line) for a bad knob value of Params `p`."""
+  prefetch = p.datasets_parallel_interleave_prefetch
+  if prefetch is not None and prefetch < 1:
+    raise error_cls(
+      '--datasets_parallel_interleave_prefetch=%d: must be >= 1 (or unset)'
+      % prefetch
+    )
+  if p.rewriter_config is not None:
+    try:
+      parse_rewriter_config(p.rewriter_config)
+    except ValueError as e:
+      raise error_cls(str(e)) from None
+
+
+def parse_rewriter_config(text: str):
+  """The RewriterConfig proto `text` describes.
+
+  Raises:
+    ValueError: the text is not a RewriterConfig text proto; the message is
+      one line naming the flag.
+  """
+  from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  config = type(tf.compat.v1.ConfigProto().graph_options.rewrite_options)()
+  try:
+    text_format.Merge(text, config)
+  except text_format.ParseError as e:
+    raise ValueError(
+      '--rewriter_config=%r: not a RewriterConfig text proto (%s)'
+      % (text, ' '.join(str(e).split()))
+    ) from None
+  return config
+
+
+def configure_session(config, p):
+  """Adds the grappler and NUMA knobs of Params `p` to a ConfigProto.
+
+  Returns the same config.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  if p.rewriter_config is not None:
+    rewrite_options = config.graph_options.rewrite_options
+    rewrite_options.CopyFrom(parse_rewriter_config(p.rewriter_config))
+  elif not p.enable_optimizations:
+    options = config.graph_options
+    options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
+    options.rewrite_options.disable_meta_optimizer = True
+  if p.use_numa_affinity:
+    config.experimental.use_numa_affinity = True
+  return config
+
+
+def numa_node_count(root: str = '/sys/devices/system/node') -> int:
+  """NUMA nodes of this machine (1 when the kernel does not say)."""
+  return max(1, len(glob.glob(os.path.join(root, 'node[0-9]*'))))
+
+
+def header_rows(
+  p, *, in_cluster: bool = False, num_numa_nodes: Optional[int] = None
+) -> list:
+  """The classic header's rows for the knobs that are not at their default.
+
+  Where --use_numa_affinity changes nothing (a machine of one NUMA node, or
+  a cluster task, whose devices its server creates), also prints one
+  warning line on stderr.
+  """
+  rows = []
+  if p.use_numa_affinity:
+    nodes = numa_node_count() if num_numa_nodes is None else num_numa_nodes
+    why = None
+    if in_cluster:
+      why = "a cluster task's devices are made by its server"
+    elif nodes == 1:
+      why = 'this machine has one NUMA node'
+    if why is None:
+      rows.append(('NUMA bind', 'True (%d NUMA nodes)' % nodes))
+    else:
+      rows.append(('NUMA bind', 'True (no effect: %s)' % why))
+      print(
+        'warning: --use_numa_affinity has no effect: %s' % why,
+        file=sys.stderr,
+        flush=True,
+      )
+  if p.rewriter_config is not None:
+    rows.append(('RewriterConfig', p.rewriter_config))
+  elif not p.enable_optimizations:
+    rows.append(('Graph opts', 'off (--noenable_optimizations)'))
+  return rows
+
+
+def write_benchmark_log(p, records) -> Optional[str]:
+  """Appends `records` (results lines) to --benchmark_log_dir's log file.
+
+  Returns the file written, or None without --benchmark_log_dir.
+  """
+  if not p.benchmark_log_dir:
+    return None
+  path = os.path.join(p.benchmark_log_dir, BENCHMARK_LOG_NAME)
+  try:
+    result_lines.append_json_lines(path, records)
+  except OSError as e:
+    raise outputs.OutputError(
+      '--benchmark_log_dir=%s: writing %s failed (%s)'
+      % (p.benchmark_log_dir, BENCHMARK_LOG_NAME, e.strerror or e)
+    ) from None
+  return path

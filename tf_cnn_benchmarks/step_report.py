@@ -1,0 +1,102 @@
+"""What the classic step table reports, beside images/sec and the loss.
+
+The loss column is --loss_type_to_report's (total_loss, or base_loss without
+the L2 term); --print_training_accuracy (and every --forward_only run, as
+classic) adds the top_1_accuracy and top_5_accuracy of each step's batch;
+--display_perf_ewma turns the images/sec into an exponentially weighted
+average. The results line gets the same values for every step (warm-up
+included): the StepReport part, with the learning rate each step used.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import tensorflow as tf
+
+from tf_cnn_benchmarks import results
+
+# Digits of the loss and accuracy columns (classic).
+DIGITS = 3
+
+
+def wants_accuracy(params) -> bool:
+  """Whether the towers count right predictions (classic condition)."""
+  return bool(params.print_training_accuracy or params.forward_only)
+
+
+def reported_loss(tower, loss_type: str) -> tf.Tensor:
+  """The loss of one tower the run reports."""
+  return tower.base_loss if loss_type == 'base_loss' else tower.loss
+
+
+def accuracy_tensors(built_towers: Sequence, device: str) -> Optional[dict]:
+  """{'top_1_accuracy', 'top_5_accuracy'}: fractions over the towers' batches.
+
+  None when the towers counted nothing.
+  """
+  if not built_towers or built_towers[0].correct is None:
+    return None
+  out = {}
+  with tf.device(device):
+    examples = tf.cast(
+      tf.add_n([tf.shape(t.logits)[0] for t in built_towers]), tf.float32
+    )
+    for k, key in enumerate(('top_1_accuracy', 'top_5_accuracy')):
+      out[key] = tf.add_n([t.correct[k] for t in built_towers]) / examples
+  return out
+
+
+class StepRecorder:
+  """Collects each step's learning rate and accuracies; formats table rows."""
+
+  def __init__(self, params, learning_rate, accuracy: Optional[dict]):
+    self.loss_type = params.loss_type_to_report
+    self.ewma = params.display_perf_ewma
+    self._learning_rate = learning_rate
+    self._accuracy = accuracy
+    self.learning_rates = [] if learning_rate is not None else None
+    self.accuracies = {k: [] for k in accuracy} if accuracy else None
+
+  def fetches(self) -> dict:
+    """What to fetch with each step, beside the step op and the loss."""
+    out = dict(self._accuracy or {})
+    if self._learning_rate is not None:
+      out['learning_rate'] = self._learning_rate
+    return out
+
+  def record(self, got: dict) -> None:
+    """Keeps the values of one step's fetches."""
+    if self.learning_rates is not None:
+      self.learning_rates.append(float(got['learning_rate']))
+    for key, values in (self.accuracies or {}).items():
+      values.append(float(got[key]))
+
+  def header(self) -> str:
+    """The table's header line."""
+    columns = ['Step', 'Img/sec', self.loss_type]
+    if self.accuracies is not None:
+      columns += ['top_1_accuracy', 'top_5_accuracy']
+    return '\t'.join(columns)
+
+  def row(self, step: int, speed, loss: float) -> str:
+    """One table row: the last recorded step's values."""
+    text = '%d\t%s\t%.*f' % (step, speed, DIGITS, loss)
+    if self.accuracies is not None:
+      text += '\t%.*f\t%.*f' % (
+        DIGITS,
+        self.accuracies['top_1_accuracy'][-1],
+        DIGITS,
+        self.accuracies['top_5_accuracy'][-1],
+      )
+    return text
+
+  def report(self) -> results.StepReport:
+    """The results line's part."""
+    accuracies = self.accuracies or {}
+    return results.StepReport(
+      loss_type=self.loss_type,
+      learning_rates=self.learning_rates,
+      top_1_accuracies=accuracies.get('top_1_accuracy'),
+      top_5_accuracies=accuracies.get('top_5_accuracy'),
+    )
