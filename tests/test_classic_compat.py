@@ -291,14 +291,10 @@ def _non_default(name):
   'name', sorted(classic_flags.not_implemented()), ids=str
 )
 def test_pending_flags_exit_2_with_one_line(name, capfd):
-  f = classic_flags.EXTRA_FLAGS[name]
   status, _, err = run_main(
     ['--device=cpu', '--only_check_args', _non_default(name)], capfd
   )
-  if f.status == classic_flags.GPU_ONLY:  # on a CPU run: a warning, goes on
-    assert (status, len(err.strip().splitlines())) == (0, 1)
-  else:
-    assert (status, len(err.strip().splitlines())) == (2, 1)
+  assert (status, len(err.strip().splitlines())) == (2, 1)
 
 
 @pytest.mark.parametrize(

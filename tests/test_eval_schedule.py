@@ -139,17 +139,6 @@ def test_num_eval_batches_defaults_as_classic():
       dict(eval_during_training_every_n_steps=2, forward_only=True),
       'only when training',
     ),
-    (
-      dict(
-        eval_during_training_every_n_steps=2,
-        stop_at_top_1_accuracy=0.5,
-        job_name='worker',
-        task_index=0,
-        worker_hosts='127.0.0.1:1,127.0.0.1:2',
-        variable_update='collective_all_reduce',
-      ),
-      'drop the cluster flags',
-    ),
   ],
 )
 def test_bad_eval_flags_are_one_line(flags, needle):

@@ -2,6 +2,7 @@
 
 import io
 import json
+import time
 import types
 
 import pytest
@@ -11,6 +12,8 @@ from tests import testing_models
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks import eval_schedule
 from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.cluster import fingerprint
+from tf_cnn_benchmarks.cluster import verdicts as verdicts_lib
 
 
 def scripted(accuracies, *, num_batches=10, target=0.5, every=2):
@@ -138,3 +141,226 @@ def test_lenet_reaches_top1_of_099_on_the_separable_set(
   lines = out.getvalue().splitlines()
   assert 'Stopping, as eval accuracy at least 0.99 was reached' in lines
   assert any(x.startswith('Time to accuracy: ') for x in lines)
+
+
+# ---- in a cluster: the chief evaluates, every worker stops with it --------
+
+
+def test_cluster_flags_are_accepted_with_a_target():
+  p = params_lib.make_params(
+    model='trivial',
+    device='cpu',
+    eval_during_training_every_n_steps=2,
+    stop_at_top_1_accuracy=0.5,
+    job_name='worker',
+    task_index=0,
+    worker_hosts='127.0.0.1:1,127.0.0.1:2',
+    variable_update='collective_all_reduce',
+  )
+  assert p.stop_at_top_1_accuracy == 0.5
+
+
+class FakeVerdicts:
+  """Records the chief's calls; a waiter gets the scripted verdicts."""
+
+  chief_name = 'worker:0 (h:1)'
+
+  def __init__(self, stops=()):
+    self.calls, self.stops = [], set(stops)
+
+  def announce(self, step):
+    self.calls.append(('announce', step))
+
+  def publish(self, step, stop):
+    self.calls.append(('publish', step, stop))
+
+  def wait(self, step):
+    self.calls.append(('wait', step))
+    return step in self.stops
+
+
+def test_chief_publishes_each_verdict_after_its_evaluation():
+  during, _ = scripted([0.2, 0.9])
+  during.verdicts = verdicts = FakeVerdicts()
+  stops = [during.after_step(s) for s in range(1, 5)]
+  assert stops == [False, False, False, True]
+  assert verdicts.calls == [
+    ('announce', 2),
+    ('publish', 2, False),
+    ('announce', 4),
+    ('publish', 4, True),
+  ]
+
+
+def test_other_workers_stop_on_the_chiefs_verdict():
+  lines = []
+  verdicts = FakeVerdicts(stops={6})
+  during = eval_schedule.DuringTraining(
+    eval_schedule.EvalSchedule(every_n_steps=3),
+    lambda: pytest.fail('a worker that does not evaluate evaluated'),
+    lambda: 0,
+    lines.append,
+    num_batches=10,
+    target=0.5,
+    evaluates=False,
+    verdicts=verdicts,
+  )
+  assert [during.after_step(s) for s in range(1, 7)] == [False] * 5 + [True]
+  assert verdicts.calls == [('wait', 3), ('wait', 6)]
+  assert lines == [
+    'Stopping, as the evaluation of worker:0 (h:1) after step 6 reached 0.5'
+  ]
+  during.finish()
+  assert during.evals == [] and during.time_to_accuracy() is None
+
+
+def test_without_a_target_nobody_waits():
+  verdicts = FakeVerdicts(stops={2})
+  during = eval_schedule.DuringTraining(
+    eval_schedule.EvalSchedule(every_n_steps=2),
+    lambda: None,
+    lambda: 0,
+    print,
+    num_batches=10,
+    evaluates=False,
+    verdicts=verdicts,
+  )
+  assert not any(during.after_step(s) for s in range(1, 10))
+  assert verdicts.calls == []
+
+
+def test_schedule_and_target_are_run_flags_every_task_shares():
+  p = params_lib.make_params(
+    model='trivial',
+    device='cpu',
+    eval_during_training_every_n_steps=2,
+    stop_at_top_1_accuracy=0.5,
+  )
+  flags = dict(fingerprint.run_flags(p))
+  assert flags['stop_at_top_1_accuracy'] == 0.5
+  assert flags['eval_during_training_every_n_steps'] == 2
+  assert {
+    'eval_during_training_every_n_epochs',
+    'eval_during_training_at_specified_steps',
+    'eval_during_training_at_specified_epochs',
+  } <= set(flags)
+
+
+@pytest.fixture(scope='module')
+def verdict_server():
+  """One in-process server: the keeper of the verdict variable."""
+  import tensorflow as tf
+
+  from tests.test_distributed import _free_ports
+
+  (port,) = _free_ports(1)
+  server = tf.distribute.Server(
+    tf.train.ClusterSpec({'worker': ['127.0.0.1:%d' % port]}),
+    job_name='worker',
+    task_index=0,
+    start=True,
+  )
+  return server.target
+
+
+def make_verdicts(target, **waits):
+  return verdicts_lib.Verdicts(
+    target, ('worker', 0), ('worker', 0), '127.0.0.1:9', **waits
+  )
+
+
+def test_verdicts_continue_stop_and_steps_only_grow(verdict_server):
+  chief = make_verdicts(verdict_server)
+  other = make_verdicts(verdict_server, reach_wait_s=5.0)
+  chief.publish(3, stop=False)
+  assert other.wait(3) is False
+  chief.publish(9, stop=True)
+  # The chief went past step 6: it continued there; it stopped at 9.
+  assert other.wait(6) is False
+  assert other.wait(9) is True
+
+
+def test_no_verdict_in_time_names_the_chief(verdict_server):
+  import tensorflow as tf
+
+  chief = make_verdicts(verdict_server)
+  other = make_verdicts(verdict_server, reach_wait_s=0.3, eval_wait_s=0.6)
+  chief.publish(20, stop=False)
+  with pytest.raises(tf.errors.DeadlineExceededError) as e:
+    other.wait(21)
+  assert str(e.value.message) == (
+    'no evaluation verdict from the chief worker:0 (127.0.0.1:9) for step 21 '
+    'within 0.3s (it did not reach that step)'
+  )
+  chief.announce(21)  # evaluating: the longer bound applies
+  start = time.monotonic()
+  with pytest.raises(tf.errors.DeadlineExceededError) as e:
+    other.wait(21)
+  assert time.monotonic() - start >= 0.6
+  assert 'its evaluation did not end' in e.value.message
+
+
+# Three task processes for parameter_server take longer: slow suite only.
+CLUSTER_MODES = [
+  pytest.param(
+    'parameter_server',
+    ['--num_ps=1', '--no-controller'],
+    id='parameter_server',
+    marks=pytest.mark.slow,
+  ),
+  pytest.param(
+    'collective_all_reduce',
+    ['--num_ps=0', '--no-controller'],
+    id='collective_all_reduce',
+  ),
+]
+
+
+@pytest.mark.parametrize('mode,launcher_flags', CLUSTER_MODES)
+def test_two_workers_stop_at_the_chiefs_step(
+  mode, launcher_flags, separable_dir, tmp_path
+):
+  """Lenet on the separable set: every task exits 0 at the same step."""
+  from tests.test_distributed import launch
+
+  rc, out, records = launch(
+    tmp_path,
+    2,
+    [
+      '--model=lenet',
+      '--data_dir=%s' % separable_dir,
+      '--device=cpu',
+      '--batch_size=8',
+      '--num_batches=200',
+      '--num_warmup_batches=0',
+      '--display_every=100',
+      '--optimizer=sgd',
+      '--init_learning_rate=0.001',
+      '--nodistortions',
+      '--variable_update=%s' % mode,
+      '--eval_during_training_every_n_steps=3',
+      '--num_eval_batches=2',
+      '--stop_at_top_1_accuracy=0.99',
+      '--peak_tflops_per_device=none',
+    ],
+    launcher_flags=launcher_flags,
+    every_worker_reports=True,
+  )
+  assert rc == 0, out[-3000:]
+  by_task = {r['task']['task_index']: r for r in records}
+  chief, other = by_task[0], by_task[1]
+  steps = chief['steps_to_accuracy']
+  assert steps is not None and steps < 200, out[-3000:]
+  assert chief['end_step'] == other['end_step'] == steps
+  assert len(chief['losses']) == len(other['losses']) == steps
+  accuracies = [e['top_1_accuracy'] for e in chief['evals']]
+  assert accuracies[-1] >= 0.99 and max(accuracies[:-1], default=0) < 0.99
+  assert [e['checkpoint_step'] for e in chief['evals']] == list(
+    range(3, steps + 1, 3)
+  )
+  assert chief['time_to_accuracy_sec'] > 0
+  assert other['time_to_accuracy_sec'] is other['evals'] is None
+  assert any(
+    'worker:1' in x and 'Stopping, as the evaluation of worker:0' in x
+    for x in out.splitlines()
+  ), out[-3000:]

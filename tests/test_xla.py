@@ -60,17 +60,19 @@ def test_losses_agree_with_and_without_xla(variable_update, flag):
   assert not np.array_equal(got[0], got[-1])  # it trained
 
 
-def one_step(p, fetch_initial=False):
-  """(XlaOps of one training step, initial variable values by name)."""
+def session(p):
+  """(BenchmarkCNN, built graph, open initialised session) of a run."""
   bench = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO())
   built = bench.build()
-  with built.graph.as_default():
-    variables = tf1.global_variables() + tf1.local_variables()
-  with tf1.Session(graph=built.graph, config=bench._session_config()) as sess:
-    sess.run(built.init_ops)
-    initial = (
-      {v.op.name: sess.run(v) for v in variables} if fetch_initial else {}
-    )
+  sess = tf1.Session(graph=built.graph, config=bench._session_config())
+  sess.run(built.init_ops)
+  return bench, built, sess
+
+
+def one_step(p) -> xla.XlaOps:
+  """The XLA ops of one training step of a run."""
+  _, built, sess = session(p)
+  with sess:
     if built.post_init_ops:
       sess.run(built.post_init_ops)
     metadata = tf1.RunMetadata()
@@ -79,7 +81,16 @@ def one_step(p, fetch_initial=False):
       options=xla.partition_graph_options(),
       run_metadata=metadata,
     )
-  return xla.xla_ops(metadata), initial
+  return xla.xla_ops(metadata)
+
+
+def initial_values(p) -> dict:
+  """Every variable's value after initialisation (inputs too), by name."""
+  _, built, sess = session(p)
+  with built.graph.as_default():
+    variables = tf1.global_variables() + tf1.local_variables()
+  with sess:
+    return dict(zip([v.op.name for v in variables], sess.run(variables)))
 
 
 def kernels_outside_xla(ops: xla.XlaOps) -> dict:
@@ -94,7 +105,7 @@ def kernels_outside_xla(ops: xla.XlaOps) -> dict:
 
 @pytest.mark.parametrize('flag', (None,) + XLA_FLAGS)
 def test_the_tower_kernels_run_inside_xla_clusters(flag):
-  ops, _ = one_step(
+  ops = one_step(
     make(variable_update='replicated', **({flag: True} if flag else {}))
   )
   if flag is None:  # the check can fail: without XLA the kernels are there
@@ -108,7 +119,7 @@ def test_the_tower_kernels_run_inside_xla_clusters(flag):
 
 
 def test_xla_compile_with_one_tower_is_one_cluster():
-  ops, _ = one_step(
+  ops = one_step(
     make(model='trivial', data_name='cifar10', num_gpus=1, xla_compile=True)
   )
   assert list(ops.clusters_by_device.values()) == [1]
@@ -118,22 +129,31 @@ def test_xla_compile_with_one_tower_is_one_cluster():
 @pytest.mark.parametrize('flag', XLA_FLAGS)
 def test_initial_values_and_inputs_do_not_depend_on_xla(flag):
   # XLA's stateless random ops draw other numbers: they must stay out.
-  kw = dict(model='resnet20', data_name='cifar10', num_gpus=1)
-  _, reference = one_step(make(**kw), fetch_initial=True)
-  _, got = one_step(make(**kw, **{flag: True}), fetch_initial=True)
+  kw = dict(model='resnet20', data_name='cifar10', num_gpus=2)
+  reference = initial_values(make(**kw))
+  got = initial_values(make(**kw, **{flag: True}))
   assert sorted(got) == sorted(reference)
   for name, value in reference.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
 
 
-@pytest.mark.parametrize('flag', ['use_fp16', 'use_bf16'])
-def test_16bit_compute_trains_with_xla_compile(flag):
-  p = make(variable_update='parameter_server', xla_compile=True, **{flag: True})
-  result = benchmark_cnn.run_benchmark(p, out=io.StringIO())
-  reference = benchmark_cnn.run_benchmark(
-    make(variable_update='parameter_server', **{flag: True}),
-    out=io.StringIO(),
+@pytest.mark.parametrize(
+  'flags',
+  [
+    ('use_fp16', 'xla_compile'),
+    ('use_bf16', 'xla_compile'),
+    pytest.param(('use_fp16', 'xla'), marks=pytest.mark.slow),
+    pytest.param(('use_bf16', 'xla'), marks=pytest.mark.slow),
+  ],
+)
+def test_16bit_compute_trains_with_xla(flags):
+  precision, flag = flags
+  kw = dict(model='trivial', data_name='cifar10', num_gpus=1)
+  kw[precision] = True
+  result = benchmark_cnn.run_benchmark(
+    make(**kw, **{flag: True}), out=io.StringIO()
   )
+  reference = benchmark_cnn.run_benchmark(make(**kw), out=io.StringIO())
   # 16-bit arithmetic: XLA and TensorFlow round differently.
   np.testing.assert_allclose(result.losses, reference.losses, rtol=2e-2)
 
@@ -146,7 +166,9 @@ def test_session_config_sets_global_jit_only_with_xla():
   assert off.graph_options.optimizer_options.global_jit_level != jit
 
 
-@pytest.mark.parametrize('flag', XLA_FLAGS)
+@pytest.mark.parametrize(
+  'flag', ['xla_compile', pytest.param('xla', marks=pytest.mark.slow)]
+)
 def test_two_workers_with_xla_train_like_one_local_tower(
   tmp_path, monkeypatch, flag
 ):

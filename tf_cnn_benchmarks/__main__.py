@@ -10,6 +10,7 @@ kernel), 130 on Ctrl-C (one line).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from absl import flags
@@ -87,7 +88,7 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     return 0
   try:
     plan = params_lib.plan_from_flags(FLAGS)
-    for line in classic_flags.check_command_line(FLAGS, plan.params.device):
+    for line in classic_flags.check_command_line(FLAGS):
       print(line, file=sys.stderr, flush=True)
     for line in gpu_runtime.cpu_warnings(plan.params) + list(plan.warnings):
       print(line, file=sys.stderr, flush=True)
@@ -155,8 +156,12 @@ def _dispatch(plan, reports_results) -> int:
     cpus = devices.logical_cpu_count(p.device, p.num_gpus)
     gpu_runtime.apply_environment(gpu_runtime.environment(p))
     pools = servers.pools_for(cluster, p)
+    fields = gpu_runtime.config_fields(p)  # the server creates the GPUs
     return _in_cluster(
-      lambda: roles.serve(cluster, one_graph, cpus, pools=pools), cluster
+      lambda: roles.serve(
+        cluster, one_graph, cpus, pools=pools, runtime_fields=fields
+      ),
+      cluster,
     )
   return _in_cluster(run, cluster)
 
@@ -174,5 +179,19 @@ def _in_cluster(fn, cluster) -> int:
     return 1
 
 
+def exit_process(status: int) -> None:
+  """Ends the process with status; after a failed run, without clean-up.
+
+  A cluster task whose peer is gone can block for ever in TensorFlow's
+  teardown (a server or session waiting on the lost peer's RPCs), after its
+  one error line. Everything the run wrote is flushed and on disk by then.
+  """
+  if status == 1:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # pylint: disable=protected-access
+  sys.exit(status)
+
+
 if __name__ == '__main__':
-  sys.exit(main(sys.argv))
+  exit_process(main(sys.argv))

@@ -160,6 +160,7 @@ class BenchmarkCNN:
         params.num_intra_threads or 0,
         params.num_inter_threads,
       ),
+      runtime_fields=gpu_runtime.config_fields(params),
     )
     # Checkpoints for evaluations during training without --train_dir.
     self._scratch: str | None = None
@@ -261,11 +262,13 @@ class BenchmarkCNN:
     first_stream: int,
     num_streams: int,
     batch_size: int | None = None,
+    host_device: str | None = None,
   ) -> tuple:
     """([(images, labels)] per device, [ops to run once after init]).
 
     Synthetic data, or streams read from --data_dir (their iterators start
     with the returned ops). batch_size: per device (None: --batch_size).
+    host_device: where the input pipeline runs (None: the manager's CPU).
     """
     p = self.params
     batch_size = batch_size or p.batch_size
@@ -297,7 +300,7 @@ class BenchmarkCNN:
       first_stream=first_stream,
       num_streams=num_streams,
       num_local_towers=len(devices_),
-      host_device=self.manager.cpu_device,
+      host_device=host_device or self.manager.cpu_device,
       tower_devices=devices_,
     )
     return list(streams.batches), [streams.initializer]
@@ -559,6 +562,8 @@ class BenchmarkCNN:
         first_stream=0,
         num_streams=len(local),
         batch_size=self.eval_batch_size,
+        # The evaluation session is in-process, even on a cluster's chief.
+        host_device='/cpu:0',
       ),
       num_batches=num_batches,
       session_config=self._session_config(),
@@ -768,6 +773,7 @@ class BenchmarkCNN:
       num_batches=p.num_batches,
       target=p.stop_at_top_1_accuracy,
       evaluates=self.run_context.is_chief,
+      verdicts=self.run_context.verdicts(),
     )
 
   def evaluate_now(self, sess, built: BuiltGraph) -> evaluation.EvalResult:

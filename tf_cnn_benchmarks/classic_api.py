@@ -36,8 +36,7 @@ def make_params(**kwargs: Any) -> params_lib.Params:
   unknown = set(kwargs) - set(params_lib.FIELDS)
   pending = {n: kwargs.pop(n) for n in unknown & set(classic_flags.EXTRA_FLAGS)}
   if pending:  # a warning (no effect) is printed, a pending flag raises
-    device = (kwargs.get('device') or 'cpu').lower()
-    for line in classic_flags.check_extra_flags(pending, device):
+    for line in classic_flags.check_extra_flags(pending):
       print(line, file=sys.stderr, flush=True)
   unknown -= set(pending)
   if unknown:

@@ -9,8 +9,6 @@ so each one is here with what it does in this project:
     here) that does what the classic flag did.
   no effect: accepted with one warning line naming the flag and why it
     cannot exist on TF 2.21 or this build; the run goes on.
-  gpu only: a GPU knob; on a CPU run it is accepted with one warning line
-    saying it has no effect on CPU, on a GPU run it is not implemented yet.
   issue 14 / issue 15: not implemented yet; a non-default value exits 2 with
     one line `not implemented yet: --FLAG (issue N)`.
 
@@ -29,7 +27,6 @@ from absl import flags
 
 IMPLEMENTED = 'implemented'
 NO_EFFECT = 'no effect'
-GPU_ONLY = 'gpu only'
 ISSUE_14 = 'issue 14'
 ISSUE_15 = 'issue 15'
 
@@ -63,7 +60,7 @@ class ClassicFlag:
     used for the flags defined here (not Params fields).
   default: the classic default.
   choices: the enum values.
-  status: IMPLEMENTED, NO_EFFECT, GPU_ONLY, ISSUE_14 or ISSUE_15.
+  status: IMPLEMENTED, NO_EFFECT, ISSUE_14 or ISSUE_15.
   note: the reason (no effect) or what the flag does (defined here).
   """
 
@@ -180,6 +177,7 @@ _PARAMS_FLAGS = (
   _f('datasets_sloppy_parallel_interleave', 'bool', False, PERFORMANCE),
   _f('datasets_parallel_interleave_prefetch', 'int', None, PERFORMANCE),
   _f('use_resource_vars', 'bool', False, STRATEGY),
+  _f('staged_vars', 'bool', False, STRATEGY),
   _f('use_fp16', 'bool', False, PRECISION),
   _f('fp16_loss_scale', 'float', None, PRECISION),
   _f('fp16_vars', 'bool', False, PRECISION),
@@ -268,16 +266,6 @@ _EXTRA_FLAGS = (
     MODEL_DATA,
     ISSUE_14,
     'MLPerf input pipeline (channel means subtracted, no scaling).',
-  ),
-  _f(
-    'staged_vars',
-    'bool',
-    False,
-    STRATEGY,
-    NO_EFFECT,
-    'towers read the variables from their parameter device each step; '
-    'staging them ahead of the step is not built (TF 2.21 has the '
-    'tf.raw_ops.Stage/Unstage ops, not the StagingArea class)',
   ),
   _f(
     'fuse_decode_and_crop',
@@ -384,11 +372,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       help_text = 'No effect here: %s.' % f.note
     elif f.status in (ISSUE_14, ISSUE_15):
       help_text = '%s Not implemented yet (%s).' % (f.note, f.status)
-    elif f.status == GPU_ONLY:
-      help_text = (
-        '%s GPU only: no effect on CPU; on GPU not implemented '
-        'yet (issue 15).' % f.note
-      )
     if f.kind == 'enum':
       flags.DEFINE_enum(
         f.name, f.default, list(f.choices), help_text, flag_values=flag_values
@@ -412,12 +395,11 @@ class NotImplementedYet(ClassicFlagError):
   """A classic flag set to a value a later issue implements."""
 
 
-def check_extra_flags(values: dict, device: str) -> list[str]:
+def check_extra_flags(values: dict) -> list[str]:
   """Checks the non-Params classic flags a run was given.
 
   Args:
     values: flag name -> parsed value, for the names in EXTRA_FLAGS.
-    device: the resolved device kind of the run (cpu or gpu).
 
   Returns:
     The warning lines to print (one per flag set that has no effect).
@@ -431,24 +413,19 @@ def check_extra_flags(values: dict, device: str) -> list[str]:
     f = EXTRA_FLAGS[name]
     if value == f.default or f.status == IMPLEMENTED:
       continue
-    if f.status == GPU_ONLY and device == 'cpu':
-      warnings.append(
-        'warning: --%s has no effect on CPU (a GPU-only setting)' % name
-      )
-    elif f.status == NO_EFFECT:
+    if f.status == NO_EFFECT:
       warnings.append('warning: --%s has no effect: %s' % (name, f.note))
     else:
-      issue = ISSUE_15 if f.status == GPU_ONLY else f.status
-      raise NotImplementedYet('not implemented yet: --%s (%s)' % (name, issue))
+      raise NotImplementedYet(
+        'not implemented yet: --%s (%s)' % (name, f.status)
+      )
   return warnings
 
 
 def not_implemented() -> dict:
   """Flag name -> the issue that implements it, for every pending flag."""
   return {
-    f.name: ISSUE_15 if f.status == GPU_ONLY else f.status
-    for f in _EXTRA_FLAGS
-    if f.status in (ISSUE_14, ISSUE_15, GPU_ONLY)
+    f.name: f.status for f in _EXTRA_FLAGS if f.status in (ISSUE_14, ISSUE_15)
   }
 
 
@@ -523,7 +500,7 @@ def _describe(flag) -> str:
   return '%s\n    (default: %r)' % (body, flag.default)
 
 
-def check_command_line(flag_values: flags.FlagValues, device: str) -> list:
+def check_command_line(flag_values: flags.FlagValues) -> list:
   """Checks the parsed flags that are not Params fields.
 
   Returns the warning lines to print; raises ClassicFlagError (one line) for
@@ -536,4 +513,4 @@ def check_command_line(flag_values: flags.FlagValues, device: str) -> list:
         'this harness' % name
       )
   values = {n: flag_values[n].value for n in EXTRA_FLAGS if n in flag_values}
-  return check_extra_flags(values, device)
+  return check_extra_flags(values)

@@ -11,7 +11,8 @@ images are every worker's (the run's --num_epochs rule).
 --stop_at_top_1_accuracy=X ends training at the first evaluation whose top-1
 accuracy is at least X (no final evaluation then) and reports the seconds
 since the first training step (warm-up and evaluations included) and the
-global step it took.
+global step it took. In a cluster the chief evaluates and the other workers
+stop at the same step on its verdict (cluster/verdicts.py).
 
 This module imports no TensorFlow: params.py validates with it.
 """
@@ -70,7 +71,7 @@ def parsed_lists(p, error_cls) -> dict:
   return out
 
 
-def check(p, cluster, error_cls) -> None:
+def check(p, error_cls) -> None:
   """The evaluation flags of Params `p` (list flags already parsed).
 
   Raises:
@@ -109,7 +110,7 @@ def check(p, cluster, error_cls) -> None:
       error_cls,
     )
   _check_eval_size(p, error_cls)
-  _check_target(p, cluster, set_flags, error_cls)
+  _check_target(p, set_flags, error_cls)
 
 
 def _check_eval_size(p, error_cls) -> None:
@@ -131,7 +132,7 @@ def _check_eval_size(p, error_cls) -> None:
   )
 
 
-def _check_target(p, cluster, set_flags, error_cls) -> None:
+def _check_target(p, set_flags, error_cls) -> None:
   target = p.stop_at_top_1_accuracy
   if target is None:
     return
@@ -144,14 +145,6 @@ def _check_target(p, cluster, set_flags, error_cls) -> None:
     bool(set_flags),
     '--stop_at_top_1_accuracy: only with one of the '
     '--eval_during_training_* flags',
-    error_cls,
-  )
-  # Evaluations during training run on the chief alone: the other workers
-  # could not learn that it stopped.
-  _require(
-    cluster is None,
-    '--stop_at_top_1_accuracy: runs in one process (evaluations during '
-    'training run on the chief only); drop the cluster flags',
     error_cls,
   )
 
@@ -234,6 +227,9 @@ class DuringTraining:
   global_step: () -> the global step now.
   evaluates: False on a task that does not evaluate (a cluster's non-chief
     workers): no evaluation, no line.
+  verdicts: with a target in a cluster of several workers, how the chief
+    tells the others to stop (cluster/verdicts.py): the chief publishes each
+    scheduled evaluation's verdict, the others wait for it and stop with it.
   """
 
   def __init__(
@@ -246,6 +242,7 @@ class DuringTraining:
     num_batches: int,
     target: Optional[float] = None,
     evaluates: bool = True,
+    verdicts=None,
   ):
     self.schedule = schedule
     self.evaluate = evaluate
@@ -254,6 +251,8 @@ class DuringTraining:
     self.num_batches = num_batches
     self.target = target
     self.evaluates = evaluates
+    # Only a target can stop training: without one nobody needs to wait.
+    self.verdicts = verdicts if target is not None else None
     self.evals = []
     self.reached: Optional[results.TimeToAccuracy] = None
     self._start = time.perf_counter()
@@ -266,10 +265,26 @@ class DuringTraining:
     """After timed step `step`: evaluates if due; True: stop training."""
     if step >= self.num_batches or not self.schedule.due(step):
       return False
+    if not self.evaluates:
+      return self._chief_verdict(step)
+    if self.verdicts is not None:
+      self.verdicts.announce(step)
     stop = self._evaluate(final=False)
-    if not stop and self.evaluates:
+    if self.verdicts is not None:
+      self.verdicts.publish(step, stop)
+    if not stop:
       self.print_line('Resuming training')
     return stop
+
+  def _chief_verdict(self, step: int) -> bool:
+    """A worker that does not evaluate: stops where the chief's did."""
+    if self.verdicts is None or not self.verdicts.wait(step):
+      return False
+    self.print_line(
+      'Stopping, as the evaluation of %s after step %d reached %s'
+      % (self.verdicts.chief_name, step, self.target)
+    )
+    return True
 
   def finish(self) -> None:
     """The final evaluation, unless the target stopped training."""

@@ -75,8 +75,9 @@ def _kernels_of(op_type: str, kind: str) -> tuple:
 
 def registry_has_gpu_kernels() -> bool:
   """Whether this build registers GPU kernels (MatMul float32 on GPU)."""
+  float32 = tf.float32.as_datatype_enum
   return any(
-    k.constraints == (('T', frozenset([tf.float32.as_datatype_enum])),)
+    float32 in dict(k.constraints).get('T', ())
     for k in _kernels_of('MatMul', GPU)
   )
 

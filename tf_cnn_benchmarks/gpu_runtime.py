@@ -239,6 +239,16 @@ def config_fields(p) -> dict:
   return fields
 
 
+def set_config_fields(config, fields: Mapping[str, Any]) -> None:
+  """Sets each dotted ConfigProto field path of `fields` in `config`."""
+  for path, value in fields.items():
+    *parents, leaf = path.split('.')
+    message = config
+    for name in parents:
+      message = getattr(message, name)
+    setattr(message, leaf, value)
+
+
 def environment(p) -> dict:
   """Environment variable -> value (None: removed) the runtime flags set."""
   env = {}

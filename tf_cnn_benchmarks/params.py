@@ -58,11 +58,12 @@ NOT_CNN_MODELS = {
   'ssd300': 'ssd300 (coco) is not available yet',
 }
 # Classic --variable_update=horovod (issue 15, item 7): Horovod is a C++
-# extension built from source against the installed TensorFlow, and no build
-# of it for TF 2.21 is part of this project.
+# extension built from source against the installed TensorFlow. Its last
+# release (0.28.1) does not compile against TF 2.21: the wheel's XLA headers
+# include highwayhash/arch_specific.h, which the wheel does not ship.
 HOROVOD_UNAVAILABLE = (
-  '--variable_update=horovod: Horovod is not available here (it must be '
-  'compiled against this TensorFlow 2.21 and is not part of this project); '
+  '--variable_update=horovod: Horovod is not available here (horovod 0.28.1 '
+  'does not compile against TensorFlow 2.21); '
   'use --variable_update=collective_all_reduce, the ring all-reduce across '
   'worker processes (--worker_hosts)'
 )
@@ -146,6 +147,12 @@ class Params(gpu_runtime.RuntimeSettings, runtime_knobs.KnobSettings):
     'Use resource variables instead of reference variables. Default: '
     'false, but true with --fp16_enable_auto_loss_scale (the skipped update '
     'is a conditional branch, which only resource variables can enter).',
+  )
+  staged_vars: bool = _field(
+    False,
+    'parameter_server only: stage the variables on each tower ahead of the '
+    'step, and its gradients a step late (the classic pipeline; the forward '
+    "pass reads last step's values; see variable_mgr/staged.py).",
   )
 
   # Multi-worker (see README "Multi-worker"); without --job_name, the
@@ -720,6 +727,7 @@ def _resolve(p: Params) -> RunPlan:
     '--worker_hosts); local modes: %s'
     % (p.variable_update, ', '.join(variable_mgr.local_names())),
   )
+  _check_setting_variants(p, cluster)
   if cluster is not None:
     _check_cluster(p, cluster, manager_cls)
   _check_all_reduce(p, manager_cls, device)
@@ -880,8 +888,8 @@ def _cluster_and_manager(p: Params) -> tuple:
     )
   except cluster_spec.ClusterError as e:
     raise ParamsError(str(e)) from None
-  return cluster, variable_mgr.get(
-    p.variable_update, in_cluster=cluster is not None
+  return cluster, variable_mgr.select(
+    p.variable_update, p, in_cluster=cluster is not None
   )
 
 
@@ -1013,6 +1021,30 @@ def _check_all_reduce(p: Params, manager_cls, device: str) -> None:
   )
 
 
+def _check_setting_variants(p: Params, cluster) -> None:
+  """A manager setting (--staged_vars) fits its mode, cluster and run."""
+  for setting, cls in variable_mgr.setting_variants().items():
+    if not getattr(p, setting):
+      continue
+    _require(
+      p.variable_update == cls.name,
+      '--%s: only with --variable_update=%s' % (setting, cls.name),
+    )
+    _require(
+      cluster is None or cls.traits.runs_in_cluster,
+      '--%s: local runs only (not built for a cluster)' % setting,
+    )
+    _require(
+      not (p.forward_only or p.eval or eval_schedule.enabled(p)),
+      '--%s: training runs only (not --forward_only, --eval or '
+      '--eval_during_training_*)' % setting,
+    )
+    _require(
+      not p.fp16_enable_auto_loss_scale,
+      '--%s: not with --fp16_enable_auto_loss_scale (as classic)' % setting,
+    )
+
+
 def _check_precision(p: Params) -> None:
   """fp16 / bf16 flags: one precision, fp16-only flags only with fp16."""
   _require(
@@ -1044,8 +1076,7 @@ def _check_precision(p: Params) -> None:
 
 
 def _check_build_only(p: Params) -> None:
-  """--build_only builds the training (or inference) graph and measures
-  nothing."""
+  """--build_only: a training or inference graph, and nothing measured."""
   if not p.build_only:
     return
   _require(
@@ -1121,7 +1152,7 @@ def _check_data_and_outputs(p: Params, cluster) -> None:
   _require(
     not p.eval_interval_secs or p.eval, '--eval_interval_secs: only with --eval'
   )
-  eval_schedule.check(p, cluster, ParamsError)
+  eval_schedule.check(p, ParamsError)
   _require(
     not p.datasets_repeat_cached_sample or p.data_dir,
     '--datasets_repeat_cached_sample: only with --data_dir',

@@ -6,26 +6,40 @@ random function takes a `seed`, an int64 tensor of shape [2], and derives its
 own sub-seeds from it, so an example's preprocessing depends only on that seed
 and never on thread timing or on how many examples came before in the process.
 
-ImageNet (TF-slim TFRecords of JPEG images):
+ImageNet (TF-slim TFRecords of JPEG images), the classic 'default'
+preprocessor:
   training: a random crop guided by the bounding boxes (the whole image when
-    there are none), decoded with decode_and_crop_jpeg so only the crop is
-    decoded; resized to the model size; random left-right flip; with
-    distortions, random brightness / saturation / hue / contrast in an order
-    drawn per image, clipped to [0, 1] after each.
-  evaluation: the central 87.5% of the image (again decoded cropped), resized.
+    there are none, or with --ml_perf, which ignores them); with
+    fuse_decode_and_crop (the default) decoded with decode_and_crop_jpeg so
+    only the crop is decoded, else the whole image is decoded and sliced
+    (same pixels, more work); resized to the model size; random left-right
+    flip; with distortions, the classic colour distortion (distort_color).
+  evaluation: the central 87.5% of the image (decoded cropped the same way),
+    resized.
   resize_method: nearest, bilinear, bicubic or area are tf.image.resize
     methods. 'crop' resizes with bilinear: the crop is already what the name
     promises (the random box for training, the central crop for evaluation),
     and it still has to become image_size x image_size. 'round_robin' cycles
     nearest, bilinear, bicubic, area by the example's position in its stream.
+  Output: [-1, 1], or with --ml_perf the pixels in [0, 255] minus the
+    ImageNet channel means (no scaling), as classic.
+ImageNet, --input_preprocessor=official_models_imagenet (the model garden's
+ResNet preprocessing the classic harness imported):
+  training: the same bounding-box crop (always fused), flip, bilinear resize;
+    no colour distortion.
+  evaluation: aspect-preserving bilinear resize so the shorter side is 256
+    (or the model size when larger), then a central image_size crop.
+  Output: pixels in [0, 255] minus the channel means.
 CIFAR-10 (raw 32x32x3 uint8 pixels):
   training: pad 4 pixels of zeros per side, random 32x32 crop, random flip.
   evaluation: the image as is.
-Both end scaled from [0, 1] to [-1, 1], float32, HWC.
+CIFAR-10 ends scaled from [0, 1] to [-1, 1]; every image is float32, HWC.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import typing
 
 import tensorflow as tf
@@ -54,6 +68,16 @@ BRIGHTNESS_MAX_DELTA = 32.0 / 255.0
 SATURATION_RANGE = (0.5, 1.5)
 HUE_MAX_DELTA = 0.2
 CONTRAST_RANGE = (0.5, 1.5)
+# In YIQ space (classic: contrib's random_hsv_in_yiq): the hue is a rotation
+# of the IQ plane by up to this angle (radians), saturation scales IQ.
+YIQ_HUE_MAX_DELTA = 0.2 * math.pi
+
+# The ImageNet channel means (RGB, on [0, 255]) --ml_perf and the official
+# models' preprocessing subtract (classic _CHANNEL_MEANS).
+CHANNEL_MEANS = (123.68, 116.78, 103.94)
+# official_models_imagenet evaluation: the shorter side after the
+# aspect-preserving resize (the model garden's _RESIZE_MIN).
+OFFICIAL_RESIZE_MIN = 256
 
 CIFAR_IMAGE_SIZE = 32
 CIFAR_DEPTH = 3
@@ -61,6 +85,30 @@ CIFAR_RECORD_BYTES = CIFAR_IMAGE_SIZE * CIFAR_IMAGE_SIZE * CIFAR_DEPTH
 CIFAR_PADDING = 4
 
 _BBOX_KEYS = ('ymin', 'xmin', 'ymax', 'xmax')
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagenetStyle:
+  """How ImageNet images are preprocessed: the classic input flags.
+
+  fuse_decode_and_crop: decode only the crop window (decode_and_crop_jpeg);
+    false decodes the whole JPEG, then slices the same window.
+  distort_color_in_yiq: with distortions, hue and saturation are one
+    transform in YIQ space (else tf.image's HSV-based hue and saturation).
+  use_bboxes: the training crop is guided by the record's boxes (--ml_perf:
+    false, the whole image is the object).
+  mean_subtraction: end as pixels in [0, 255] minus CHANNEL_MEANS instead
+    of [-1, 1] (--ml_perf).
+  official: the official_models_imagenet preprocessor (its own crops,
+    resize and mean subtraction; the fields above except use_bboxes, and
+    resize_method and distortions, do not apply).
+  """
+
+  fuse_decode_and_crop: bool = True
+  distort_color_in_yiq: bool = True
+  use_bboxes: bool = True
+  mean_subtraction: bool = False
+  official: bool = False
 
 
 class ImagenetRecord(typing.NamedTuple):
@@ -157,50 +205,137 @@ def resize(
   return tf.ensure_shape(resized, [image_size, image_size, image.shape[-1]])
 
 
-def distort_color(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-  """Random brightness, saturation, hue and contrast in a random order.
+def adjust_hsv_in_yiq(
+  image: tf.Tensor, delta_hue: tf.Tensor, scale_saturation: tf.Tensor
+) -> tf.Tensor:
+  """Hue rotation and saturation scaling of an RGB image in YIQ space.
 
-  The order is a permutation drawn per image (from `seed`), not one of a few
-  fixed orders, so no ordering is favoured. The image is clipped to [0, 1]
-  after each step because hue and saturation are defined on that range.
+  Y (luma) is kept; the chroma vector (I, Q) is rotated by `delta_hue`
+  radians (I' = s (I cos h - Q sin h), Q' = s (I sin h + Q cos h)) and
+  scaled by `scale_saturation`, then the image goes back to RGB: contrib's
+  adjust_hsv_in_yiq with value scale 1. Not clipped.
+
+  Args:
+    image: float32 [..., 3] RGB.
+    delta_hue: float32 scalar, radians.
+    scale_saturation: float32 scalar.
+
+  Returns:
+    float32, the shape of `image`.
+  """
+  y, i, q = tf.unstack(tf.image.rgb_to_yiq(image), axis=-1)
+  cos = scale_saturation * tf.cos(delta_hue)
+  sin = scale_saturation * tf.sin(delta_hue)
+  yiq = tf.stack([y, i * cos - q * sin, i * sin + q * cos], axis=-1)
+  return tf.image.yiq_to_rgb(yiq)
+
+
+def _colour_step(image: tf.Tensor, in_yiq: bool, seed: tf.Tensor) -> tf.Tensor:
+  """Random hue and saturation: one YIQ transform, or saturation then hue."""
+  hue_seed, saturation_seed = _sub_seeds(seed, 2)
+  if in_yiq:
+    delta_hue = tf.random.stateless_uniform(
+      [], hue_seed, -YIQ_HUE_MAX_DELTA, YIQ_HUE_MAX_DELTA
+    )
+    scale = tf.random.stateless_uniform([], saturation_seed, *SATURATION_RANGE)
+    return adjust_hsv_in_yiq(image, delta_hue, scale)
+  image = tf.image.stateless_random_saturation(
+    image, *SATURATION_RANGE, seed=saturation_seed
+  )
+  return tf.image.stateless_random_hue(image, HUE_MAX_DELTA, hue_seed)
+
+
+def distort_color(
+  image: tf.Tensor, seed: tf.Tensor, index: tf.Tensor, in_yiq: bool = True
+) -> tf.Tensor:
+  """The classic colour distortion: brightness, colour, contrast.
+
+  Random brightness first; then, for an even `index`, random hue and
+  saturation followed by random contrast, for an odd one contrast first (the
+  classic harness's two orders, picked by the image's position in its
+  batch; here by its position in its stream, the same parity for an even
+  batch size). Hue and saturation are one YIQ transform with `in_yiq`
+  (classic --distort_color_in_yiq, the default), else tf.image's saturation
+  then hue. Clipped to [0, 1] once at the end, as classic.
 
   Args:
     image: float32 [H, W, 3] in [0, 1].
     seed: int64 [2] stateless seed.
+    index: int64 scalar, the example's position in its stream.
+    in_yiq: hue and saturation in YIQ space.
 
   Returns:
     float32 [H, W, 3] in [0, 1].
   """
-  order_seed, b_seed, s_seed, h_seed, c_seed = _sub_seeds(seed, 5)
-  steps = (
-    lambda x: tf.image.stateless_random_brightness(
-      x, BRIGHTNESS_MAX_DELTA, b_seed
-    ),
-    lambda x: tf.image.stateless_random_saturation(
-      x, *SATURATION_RANGE, seed=s_seed
-    ),
-    lambda x: tf.image.stateless_random_hue(x, HUE_MAX_DELTA, h_seed),
-    lambda x: tf.image.stateless_random_contrast(
-      x, *CONTRAST_RANGE, seed=c_seed
-    ),
+  brightness_seed, colour_seed, contrast_seed = _sub_seeds(seed, 3)
+  image = tf.image.stateless_random_brightness(
+    image, BRIGHTNESS_MAX_DELTA, brightness_seed
   )
-  order = tf.argsort(tf.random.stateless_uniform([len(steps)], order_seed))
-  for position in range(len(steps)):
-    shape = image.shape
-    image = tf.switch_case(
-      order[position],
-      [
-        lambda step=step, x=image: tf.clip_by_value(step(x), 0.0, 1.0)
-        for step in steps
-      ],
+
+  def colour(x):
+    return _colour_step(x, in_yiq, colour_seed)
+
+  def contrast(x):
+    return tf.image.stateless_random_contrast(
+      x, *CONTRAST_RANGE, seed=contrast_seed
     )
-    image.set_shape(shape)
-  return image
+
+  shape = image.shape
+  image = tf.cond(
+    tf.equal(index % 2, 0),
+    lambda: contrast(colour(image)),
+    lambda: colour(contrast(image)),
+  )
+  image.set_shape(shape)
+  return tf.clip_by_value(image, 0.0, 1.0)
 
 
 def to_symmetric_range(image: tf.Tensor) -> tf.Tensor:
   """Maps a float image in [0, 1] to [-1, 1]."""
   return image * 2.0 - 1.0
+
+
+def subtract_channel_means(image: tf.Tensor) -> tf.Tensor:
+  """Maps a float image in [0, 1] to [0, 255] minus CHANNEL_MEANS."""
+  return image * 255.0 - tf.constant(CHANNEL_MEANS, tf.float32)
+
+
+def _finish(image: tf.Tensor, style: ImagenetStyle) -> tf.Tensor:
+  if style.mean_subtraction or style.official:
+    return subtract_channel_means(image)
+  return to_symmetric_range(image)
+
+
+def decode_window(
+  encoded: tf.Tensor, window: tf.Tensor, fused: bool = True
+) -> tf.Tensor:
+  """The uint8 [h, w, 3] crop `window` (y, x, h, w) of a JPEG.
+
+  fused: decode only the window (decode_and_crop_jpeg); else decode the
+  whole image and slice it (same pixels).
+  """
+  if fused:
+    return tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
+  image = tf.io.decode_jpeg(encoded, channels=3)
+  return tf.slice(image, [window[0], window[1], 0], [window[2], window[3], 3])
+
+
+def train_crop_window(
+  encoded: tf.Tensor, bboxes: tf.Tensor, seed: tf.Tensor
+) -> tf.Tensor:
+  """The random training crop (y, x, h, w), from the JPEG header's shape."""
+  shape = tf.io.extract_jpeg_shape(encoded)
+  begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+    shape,
+    bounding_boxes=tf.expand_dims(bboxes, 0),
+    seed=seed,
+    min_object_covered=MIN_OBJECT_COVERED,
+    aspect_ratio_range=ASPECT_RATIO_RANGE,
+    area_range=AREA_RANGE,
+    max_attempts=MAX_CROP_ATTEMPTS,
+    use_image_if_no_bounding_boxes=True,
+  )
+  return tf.stack([begin[0], begin[1], size[0], size[1]])
 
 
 def imagenet_train_image(
@@ -212,6 +347,7 @@ def imagenet_train_image(
   distortions: bool,
   seed: tf.Tensor,
   index: tf.Tensor,
+  style: ImagenetStyle = ImagenetStyle(),
 ) -> tf.Tensor:
   """A training image from JPEG bytes: random box crop, resize, flip, colour.
 
@@ -223,35 +359,53 @@ def imagenet_train_image(
     distortions: whether to apply the random colour distortion.
     seed: int64 [2] stateless seed of this example.
     index: int64 scalar, the example's position in its stream.
+    style: the classic input flags' choices (ImagenetStyle).
 
   Returns:
-    float32 [image_size, image_size, 3] in [-1, 1].
+    float32 [image_size, image_size, 3]: in [-1, 1], or mean-subtracted
+    pixels (see ImagenetStyle).
   """
   crop_seed, flip_seed, color_seed = _sub_seeds(seed, 3)
-  # The crop is chosen from the header's shape alone, then only that window
-  # is decoded: most of a large JPEG's decode cost is skipped.
-  shape = tf.io.extract_jpeg_shape(encoded)
-  begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
-    shape,
-    bounding_boxes=tf.expand_dims(bboxes, 0),
-    seed=crop_seed,
-    min_object_covered=MIN_OBJECT_COVERED,
-    aspect_ratio_range=ASPECT_RATIO_RANGE,
-    area_range=AREA_RANGE,
-    max_attempts=MAX_CROP_ATTEMPTS,
-    use_image_if_no_bounding_boxes=True,
-  )
-  window = tf.stack([begin[0], begin[1], size[0], size[1]])
-  image = tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
+  if not style.use_bboxes:
+    bboxes = tf.zeros([0, 4], tf.float32)
+  # The crop is chosen from the header's shape alone, so (fused) only that
+  # window is decoded: most of a large JPEG's decode cost is skipped.
+  window = train_crop_window(encoded, bboxes, crop_seed)
+  fused = style.fuse_decode_and_crop or style.official
+  image = decode_window(encoded, window, fused)
+  if style.official:
+    resize_method, distortions = 'bilinear', False
   image = resize(image, image_size, resize_method, index)
   image = tf.image.stateless_random_flip_left_right(image, flip_seed)
   if distortions:
-    image = distort_color(image, color_seed)
-  return to_symmetric_range(image)
+    image = distort_color(
+      image, color_seed, index, in_yiq=style.distort_color_in_yiq
+    )
+  return _finish(image, style)
+
+
+def _official_eval_image(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
+  """Aspect-preserving resize (shorter side 256), central crop; [0, 1]."""
+  image = tf.io.decode_jpeg(encoded, channels=3)
+  shape = tf.cast(tf.shape(image)[:2], tf.float32)
+  shorter = float(max(OFFICIAL_RESIZE_MIN, image_size))
+  scale = shorter / tf.reduce_min(shape)
+  new_size = tf.cast(shape * scale, tf.int32)
+  resized = tf.image.resize(image, new_size, method='bilinear')
+  top = (new_size[0] - image_size) // 2
+  left = (new_size[1] - image_size) // 2
+  image = tf.slice(resized, [top, left, 0], [image_size, image_size, 3])
+  image = tf.clip_by_value(image / 255.0, 0.0, 1.0)
+  return tf.ensure_shape(image, [image_size, image_size, 3])
 
 
 def imagenet_eval_image(
-  encoded: tf.Tensor, *, image_size: int, resize_method: str, index: tf.Tensor
+  encoded: tf.Tensor,
+  *,
+  image_size: int,
+  resize_method: str,
+  index: tf.Tensor,
+  style: ImagenetStyle = ImagenetStyle(),
 ) -> tf.Tensor:
   """An evaluation image from JPEG bytes: central 87.5% crop, then resize.
 
@@ -260,10 +414,14 @@ def imagenet_eval_image(
     image_size: side of the result.
     resize_method: one of RESIZE_METHODS ('crop' resizes with bilinear).
     index: int64 scalar, the example's position in its stream.
+    style: the classic input flags' choices (ImagenetStyle).
 
   Returns:
-    float32 [image_size, image_size, 3] in [-1, 1].
+    float32 [image_size, image_size, 3]: in [-1, 1], or mean-subtracted
+    pixels (see ImagenetStyle).
   """
+  if style.official:
+    return _finish(_official_eval_image(encoded, image_size), style)
   shape = tf.io.extract_jpeg_shape(encoded)
   height, width = shape[0], shape[1]
   crop_h = tf.cast(
@@ -275,8 +433,8 @@ def imagenet_eval_image(
   window = tf.stack(
     [(height - crop_h) // 2, (width - crop_w) // 2, crop_h, crop_w]
   )
-  image = tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
-  return to_symmetric_range(resize(image, image_size, resize_method, index))
+  image = decode_window(encoded, window, style.fuse_decode_and_crop)
+  return _finish(resize(image, image_size, resize_method, index), style)
 
 
 def cifar_record_image(record: tf.Tensor) -> tf.Tensor:

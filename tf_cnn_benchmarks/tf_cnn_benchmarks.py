@@ -27,4 +27,4 @@ if __name__ == '__main__':
   _fix_import_path()
   from tf_cnn_benchmarks import __main__ as entry  # pylint: disable=g-import-not-at-top
 
-  sys.exit(entry.main(sys.argv))
+  entry.exit_process(entry.main(sys.argv))

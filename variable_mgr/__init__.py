@@ -11,6 +11,7 @@ Modules:
   batch_allreduce: BatchAllReduce, how replicated sums its gradients
     (packing, 16-bit transfer); allreduce: the algorithms and spec grammar.
   relaxed: the one-step delay of --variable_consistency=relaxed.
+  staged: parameter_server with --staged_vars (a setting variant).
   loss_scale: fp16 loss scaling; sizes: byte counts and even splits;
   collective_keys: keys for collective ops; registry, traits.
 """
@@ -18,6 +19,7 @@ Modules:
 # Importing the manager modules registers them.
 from variable_mgr import distributed  # noqa: F401
 from variable_mgr import local  # noqa: F401
+from variable_mgr import staged  # noqa: F401
 from variable_mgr.base import VariableMgr
 from variable_mgr.registry import all_reduce_names
 from variable_mgr.registry import cluster_names
@@ -26,6 +28,8 @@ from variable_mgr.registry import get
 from variable_mgr.registry import local_names
 from variable_mgr.registry import names
 from variable_mgr.registry import register
+from variable_mgr.registry import select
+from variable_mgr.registry import setting_variants
 
 __all__ = [
   'all_reduce_names',
@@ -35,5 +39,7 @@ __all__ = [
   'local_names',
   'names',
   'register',
+  'select',
+  'setting_variants',
   'VariableMgr',
 ]

@@ -6,6 +6,9 @@ _MANAGERS: dict = {}
 # Managers used instead of the registered one when a cluster is given (e.g.
 # parameter_server across workers): name -> VariableMgr subclass.
 _CLUSTER_VARIANTS: dict = {}
+# Managers used instead of the registered one when a boolean run setting is
+# on (e.g. --staged_vars for parameter_server): setting -> subclass.
+_SETTING_VARIANTS: dict = {}
 
 
 def register(cls):
@@ -22,6 +25,27 @@ def register_cluster_variant(cls):
     raise ValueError('cluster variant %r is already registered' % cls.name)
   _CLUSTER_VARIANTS[cls.name] = cls
   return cls
+
+
+def register_setting_variant(setting: str):
+  """Class decorator: the class serves `cls.name` when `setting` is on.
+
+  setting: a boolean Params field. The variant's traits say where it runs
+  (a local-only variant is refused in a cluster by the flag checks).
+  """
+
+  def decorate(cls):
+    if setting in _SETTING_VARIANTS:
+      raise ValueError('setting %r already has a variant' % setting)
+    _SETTING_VARIANTS[setting] = cls
+    return cls
+
+  return decorate
+
+
+def setting_variants() -> dict:
+  """{setting: the manager class it selects} (its .name: the base mode)."""
+  return dict(_SETTING_VARIANTS)
 
 
 def names() -> list[str]:
@@ -62,11 +86,20 @@ def get(name: str, *, in_cluster: bool = False):
     ) from None
 
 
+def select(name: str, params, *, in_cluster: bool = False):
+  """The class that serves `name` for a run: get(), or the setting variant
+  of `name` whose setting is on in params."""
+  for setting, variant in _SETTING_VARIANTS.items():
+    if variant.name == name and getattr(params, setting, False):
+      return variant
+  return get(name, in_cluster=in_cluster)
+
+
 def create(name: str, params, tower_devices, cluster=None):
   """Builds the manager `name` from run Params and the tower devices.
 
   cluster: a base.ClusterDevices for a multi-worker run, else None.
   """
-  return get(name, in_cluster=cluster is not None).from_params(
+  return select(name, params, in_cluster=cluster is not None).from_params(
     params, tuple(tower_devices), cluster=cluster
   )

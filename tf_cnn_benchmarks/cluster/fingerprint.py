@@ -73,6 +73,13 @@ RUN_FLAGS = (
   'tf_random_seed',
   'distortions',
   'resize_method',
+  # Every worker must know the evaluation steps: the others wait there for
+  # the chief's verdict (verdicts.py).
+  'eval_during_training_every_n_steps',
+  'eval_during_training_every_n_epochs',
+  'eval_during_training_at_specified_steps',
+  'eval_during_training_at_specified_epochs',
+  'stop_at_top_1_accuracy',
 )
 # How long a client waits for the others' hashes (the watchdog reports a
 # client that never comes up sooner).

@@ -48,10 +48,14 @@ def serve(
   num_cpu_devices: int = 1,
   out=sys.stdout,
   pools: servers.ThreadPools = servers.TF_DEFAULTS,
+  runtime_fields=None,
 ) -> int:
-  """Runs a serve-only task until every client is done; returns 0."""
+  """Runs a serve-only task until every client is done; returns 0.
+
+  runtime_fields: the GPU options its server creates the devices with.
+  """
   r = roles(cluster, one_graph)
-  server = servers.start_server(cluster, num_cpu_devices, pools)
+  server = servers.start_server(cluster, num_cpu_devices, pools, runtime_fields)
   print(
     '%s serving on %s for %d client(s)'
     % (cluster.task_name, cluster.address_of(*cluster.me), len(r.clients)),

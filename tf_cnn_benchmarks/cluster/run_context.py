@@ -16,6 +16,7 @@ from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import roles as roles_lib
 from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.cluster import verdicts as verdicts_lib
 from tf_cnn_benchmarks.cluster import watchdog as watchdog_lib
 from variable_mgr import traits as traits_lib
 
@@ -34,6 +35,7 @@ class RunContext(Protocol):
   def start(self) -> None: ...
   def configure(self, config): ...
   def finish(self) -> None: ...
+  def verdicts(self) -> Optional[verdicts_lib.Verdicts]: ...
 
 
 class LocalRun:
@@ -54,6 +56,10 @@ class LocalRun:
   def finish(self) -> None:
     pass
 
+  def verdicts(self) -> None:
+    """No other worker to tell when an evaluation stops training."""
+    return None
+
 
 class ClientRun:
   """A task that runs steps: its server, done flags and watchdog.
@@ -72,9 +78,12 @@ class ClientRun:
     reports_results: Optional[bool] = None,
     run_flags: tuple = (),
     pools: servers.ThreadPools = servers.TF_DEFAULTS,
+    runtime_fields: Optional[dict] = None,
   ):
     self.cluster = cluster
     self.pools = pools
+    # The GPU options reach the devices only through the server's config.
+    self.runtime_fields = dict(runtime_fields or {})
     self.run_flags = run_flags
     self.traits = traits
     self.num_cpu_devices = num_cpu_devices
@@ -104,7 +113,7 @@ class ClientRun:
     """Starts the server, the done flags and the watchdog."""
     me = self.cluster.me
     self._server = servers.start_server(
-      self.cluster, self.num_cpu_devices, self.pools
+      self.cluster, self.num_cpu_devices, self.pools, self.runtime_fields
     )
     self.target = self._server.target
     own = me if me in self.roles.flag_keepers else None
@@ -156,6 +165,18 @@ class ClientRun:
       )
     return config
 
+  def verdicts(self) -> Optional[verdicts_lib.Verdicts]:
+    """The chief's stop/continue verdicts (None with one client)."""
+    if len(self.roles.clients) < 2:
+      return None
+    chief = self.roles.clients[0]
+    return verdicts_lib.Verdicts(
+      self.target,
+      self.roles.flag_keepers[0],
+      chief,
+      self.cluster.address_of(*chief),
+    )
+
   def finish(self) -> None:
     """Marks this client done everywhere; a keeper waits for the others."""
     self.watchdog.stop()
@@ -174,13 +195,15 @@ def make(
   run_flags: tuple = (),
   cluster_threads: str = 'auto',
   explicit_threads: tuple = (0, 0),
+  runtime_fields: Optional[dict] = None,
 ) -> RunContext:
   """The context of a run: LocalRun without a cluster, else a ClientRun.
 
   run_flags: ((flag, value), ...) every client must share (see fingerprint).
   cluster_threads, explicit_threads: --cluster_threads and the (intra, inter)
   thread counts given (0: unset), which size the server's pools (see
-  servers.thread_pools).
+  servers.thread_pools). runtime_fields: the GPU options the task's server
+  creates its devices with (gpu_runtime.config_fields).
   """
   if cluster is None:
     return LocalRun(True if reports_results is None else reports_results)
@@ -194,4 +217,5 @@ def make(
     pools=servers.thread_pools(
       cluster, cluster_threads, explicit=servers.ThreadPools(*explicit_threads)
     ),
+    runtime_fields=runtime_fields,
   )

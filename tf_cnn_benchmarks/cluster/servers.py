@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any, Mapping
 
 import tensorflow as tf
 
+from tf_cnn_benchmarks import gpu_runtime
 from tf_cnn_benchmarks import quiet
 from tf_cnn_benchmarks.cluster import spec as spec_lib
 
@@ -59,7 +61,8 @@ def thread_pools(
   mode 'auto', the workers on a host split its cores; a ps or controller
   that shares the host with workers (it applies updates or only drives the
   steps) gets an even share of all the host's tasks. A task alone on its
-  host keeps TensorFlow's defaults. `explicit` (--num_intra_threads /
+  host keeps TensorFlow's defaults. Hosts are compared as written in the
+  cluster's addresses. `explicit` (--num_intra_threads /
   --num_inter_threads; 0: unset) wins over both modes.
   """
   sized = TF_DEFAULTS
@@ -67,13 +70,9 @@ def thread_pools(
   sharing = sum(here.values())
   if mode == 'auto' and sharing > 1:
     cores = cores or available_cores()
-    workers = here.get('worker', 0)
-    if cluster.job_name == 'worker' or not workers:
-      share = max(1, cores // (workers or sharing))
-    else:
-      share = max(1, cores // sharing)
+    split = here['worker'] if cluster.job_name == 'worker' else sharing
+    share = max(1, cores // split)
     sized = ThreadPools(share, share)
-    sized = _override_for_experiments(cluster, sized)
   return ThreadPools(
     explicit.intra_op or sized.intra_op, explicit.inter_op or sized.inter_op
   )
@@ -90,24 +89,18 @@ def pools_for(cluster: spec_lib.Cluster, params) -> ThreadPools:
   )
 
 
-def _override_for_experiments(cluster, sized):
-  spec = os.environ.get('H7_THREADS')
-  if not spec:
-    return sized
-  w_intra, w_inter, o_intra, o_inter = map(int, spec.split(','))
-  if cluster.job_name == 'worker':
-    return ThreadPools(w_intra, w_inter)
-  return ThreadPools(o_intra, o_inter)
-
-
 def server_config(
-  num_cpu_devices: int = 1, pools: ThreadPools = TF_DEFAULTS
+  num_cpu_devices: int = 1,
+  pools: ThreadPools = TF_DEFAULTS,
+  runtime_fields: Mapping[str, Any] | None = None,
 ) -> tf1.ConfigProto:
   """Config the server creates its devices with (CPU towers: logical CPUs).
 
   The server's devices and its compute pool run every op placed on this
   task, so its pool sizes are the ones that count (a client session's own
-  are not used for remote graphs).
+  are not used for remote graphs). Likewise the GPU options: the server
+  creates the GPU devices, so runtime_fields (dotted field -> value, the
+  GPU options of gpu_runtime.config_fields) are set here, last.
   """
   config = tf1.ConfigProto(device_count={'CPU': max(1, num_cpu_devices)})
   config.intra_op_parallelism_threads = pools.intra_op
@@ -117,6 +110,7 @@ def server_config(
   )
   # The server creates the GPU devices: several tasks may share a GPU.
   config.gpu_options.allow_growth = True
+  gpu_runtime.set_config_fields(config, runtime_fields or {})
   return config
 
 
@@ -131,13 +125,15 @@ def start_server(
   cluster: spec_lib.Cluster,
   num_cpu_devices: int = 1,
   pools: ThreadPools = TF_DEFAULTS,
+  runtime_fields: Mapping[str, Any] | None = None,
 ):
   """Starts this task's tf.distribute.Server.
+
+  runtime_fields: the run's GPU options (see server_config).
 
   Raises ClusterError naming the port and its flag when the port is taken
   (TensorFlow's own lines name neither); its C++ log lines are dropped.
   """
-  print('H7 pools %s %s' % (cluster.task_name, pools), flush=True)
   failure = None
   with quiet.captured_stderr_fd():
     try:
@@ -146,7 +142,7 @@ def start_server(
         job_name=cluster.job_name,
         task_index=cluster.task_index,
         protocol=cluster.protocol,
-        config=server_config(num_cpu_devices, pools),
+        config=server_config(num_cpu_devices, pools, runtime_fields),
         start=True,
       )
     except tf.errors.OpError as e:
