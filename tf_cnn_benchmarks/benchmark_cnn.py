@@ -25,6 +25,7 @@ from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
 from tf_cnn_benchmarks import eval_schedule
 from tf_cnn_benchmarks import evaluation
+from tf_cnn_benchmarks import freezing
 from tf_cnn_benchmarks import gpu_runtime
 from tf_cnn_benchmarks import input_failures
 from tf_cnn_benchmarks import inputs
@@ -92,6 +93,7 @@ class BuiltGraph:
   # (images, labels).
   tower_grads: tuple = ()
   tower_inputs: tuple = ()
+  input_init: tuple = ()  # the input ops among init_ops (freezing.py)
 
 
 class BenchmarkCNN:
@@ -381,6 +383,7 @@ class BenchmarkCNN:
       accuracy,
       tower_grads=tuple(tuple(t.grads_and_vars) for t in built_towers),
       tower_inputs=tuple(batches),
+      input_init=tuple(input_init),
     )
 
   @property
@@ -511,7 +514,13 @@ class BenchmarkCNN:
     self, built_towers, global_step, stat_updates, loss_scale, loss
   ):
     p = self.params
-    with tf.device(self.manager.global_step_device):
+    # Classic --compute_lr_on_cpu: on this process's CPU, not the step's.
+    lr_device = (
+      self.manager.cpu_device
+      if p.compute_lr_on_cpu
+      else self.manager.global_step_device
+    )
+    with tf.device(lr_device):
       lr = optimizers.learning_rate(
         p,
         self.model,
@@ -624,6 +633,8 @@ class BenchmarkCNN:
     )
     try:
       built = self.build()
+      if p.forward_only and p.freeze_when_forward_only:
+        built = freezing.freeze(built, self._session_config())
       if p.graph_file:
         observability.write_graph(p.graph_file, built.graph)
       if p.placement_file:

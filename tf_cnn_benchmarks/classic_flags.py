@@ -9,8 +9,6 @@ so each one is here with what it does in this project:
     here) that does what the classic flag did.
   no effect: accepted with one warning line naming the flag and why it
     cannot exist on TF 2.21 or this build; the run goes on.
-  issue 14 / issue 15: not implemented yet; a non-default value exits 2 with
-    one line `not implemented yet: --FLAG (issue N)`.
 
 Flags that are not `Params` fields are defined here as absl flags with the
 classic type and default, so every classic spelling parses
@@ -27,8 +25,6 @@ from absl import flags
 
 IMPLEMENTED = 'implemented'
 NO_EFFECT = 'no effect'
-ISSUE_14 = 'issue 14'
-ISSUE_15 = 'issue 15'
 
 # Help topics, in the order --help prints them.
 MODEL_DATA = 'model and data'
@@ -60,7 +56,7 @@ class ClassicFlag:
     used for the flags defined here (not Params fields).
   default: the classic default.
   choices: the enum values.
-  status: IMPLEMENTED, NO_EFFECT, ISSUE_14 or ISSUE_15.
+  status: IMPLEMENTED or NO_EFFECT.
   note: the reason (no effect) or what the flag does (defined here).
   """
 
@@ -84,6 +80,7 @@ _PARAMS_FLAGS = (
   _f('eval_interval_secs', 'int', 0, CHECKPOINTS),
   _f('eval_during_training_every_n_steps', 'int', None, CHECKPOINTS),
   _f('forward_only', 'bool', False, MODEL_DATA),
+  _f('freeze_when_forward_only', 'bool', False, MODEL_DATA),
   _f('batch_size', 'int', 0, MODEL_DATA),
   _f('num_batches', 'int', None, MODEL_DATA),
   _f('num_eval_batches', 'int', None, CHECKPOINTS),
@@ -105,6 +102,10 @@ _PARAMS_FLAGS = (
   _f('data_name', 'string', None, MODEL_DATA),
   _f('resize_method', 'string', 'bilinear', MODEL_DATA),
   _f('distortions', 'bool', False, MODEL_DATA),
+  _f('input_preprocessor', 'string', 'default', MODEL_DATA),
+  _f('ml_perf', 'bool', False, MODEL_DATA),
+  _f('fuse_decode_and_crop', 'bool', True, MODEL_DATA),
+  _f('distort_color_in_yiq', 'bool', True, MODEL_DATA),
   _f('gradient_repacking', 'int', 0, STRATEGY),
   _f('compact_gradient_transfer', 'bool', True, STRATEGY),
   _f('variable_consistency', 'enum', 'strong', STRATEGY),
@@ -144,6 +145,7 @@ _PARAMS_FLAGS = (
   _f('gradient_clip', 'float', None, MODEL_DATA),
   _f('weight_decay', 'float', 0.00004, MODEL_DATA),
   _f('single_l2_loss_op', 'bool', False, PERFORMANCE),
+  _f('compute_lr_on_cpu', 'bool', False, PERFORMANCE),
   _f('tf_random_seed', 'int', 1234, MODEL_DATA),
   _f('datasets_prefetch_buffer_size', 'int', 1, PERFORMANCE),
   _f('datasets_num_private_threads', 'int', None, PERFORMANCE),
@@ -208,14 +210,6 @@ _PARAMS_FLAGS = (
 
 # Classic flags that are not Params fields: defined here.
 _EXTRA_FLAGS = (
-  _f(
-    'freeze_when_forward_only',
-    'bool',
-    False,
-    MODEL_DATA,
-    ISSUE_14,
-    'Freeze the graph (variables to constants) with --forward_only.',
-  ),
   _f('batch_group_size', 'int', 1, PERFORMANCE, NO_EFFECT, _STAGING),
   _f('collect_eval_results_async', 'bool', False, CHECKPOINTS, NO_EFFECT, _SSD),
   _f(
@@ -225,14 +219,6 @@ _EXTRA_FLAGS = (
     PERFORMANCE,
     NO_EFFECT,
     'input is always tf.data; ' + _STAGING,
-  ),
-  _f(
-    'input_preprocessor',
-    'string',
-    'default',
-    MODEL_DATA,
-    ISSUE_14,
-    'Input preprocessor name (default: the model family preprocessing).',
   ),
   _f(
     'use_tf_layers',
@@ -258,38 +244,6 @@ _EXTRA_FLAGS = (
     PERFORMANCE,
     NO_EFFECT,
     'no Python thread barrier is used (one session.run per step); ' + _STAGING,
-  ),
-  _f(
-    'ml_perf',
-    'bool',
-    False,
-    MODEL_DATA,
-    ISSUE_14,
-    'MLPerf input pipeline (channel means subtracted, no scaling).',
-  ),
-  _f(
-    'fuse_decode_and_crop',
-    'bool',
-    True,
-    MODEL_DATA,
-    ISSUE_14,
-    'Fuse JPEG decode and crop in the ImageNet preprocessing.',
-  ),
-  _f(
-    'distort_color_in_yiq',
-    'bool',
-    True,
-    MODEL_DATA,
-    ISSUE_14,
-    'Colour distortion in YIQ space (with --distortions).',
-  ),
-  _f(
-    'compute_lr_on_cpu',
-    'bool',
-    False,
-    PERFORMANCE,
-    ISSUE_14,
-    'Compute the learning rate on the CPU.',
   ),
   _f(
     'sparse_to_dense_grads',
@@ -370,8 +324,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     help_text = f.note
     if f.status == NO_EFFECT:
       help_text = 'No effect here: %s.' % f.note
-    elif f.status in (ISSUE_14, ISSUE_15):
-      help_text = '%s Not implemented yet (%s).' % (f.note, f.status)
     if f.kind == 'enum':
       flags.DEFINE_enum(
         f.name, f.default, list(f.choices), help_text, flag_values=flag_values
@@ -391,10 +343,6 @@ class ClassicFlagError(ValueError):
   """A classic flag this run cannot honour; the message is one line."""
 
 
-class NotImplementedYet(ClassicFlagError):
-  """A classic flag set to a value a later issue implements."""
-
-
 def check_extra_flags(values: dict) -> list[str]:
   """Checks the non-Params classic flags a run was given.
 
@@ -403,30 +351,14 @@ def check_extra_flags(values: dict) -> list[str]:
 
   Returns:
     The warning lines to print (one per flag set that has no effect).
-
-  Raises:
-    NotImplementedYet: the first flag set to a non-default value that a
-      later issue implements; its message is the one line to print.
   """
   warnings = []
   for name, value in sorted(values.items()):
     f = EXTRA_FLAGS[name]
     if value == f.default or f.status == IMPLEMENTED:
       continue
-    if f.status == NO_EFFECT:
-      warnings.append('warning: --%s has no effect: %s' % (name, f.note))
-    else:
-      raise NotImplementedYet(
-        'not implemented yet: --%s (%s)' % (name, f.status)
-      )
+    warnings.append('warning: --%s has no effect: %s' % (name, f.note))
   return warnings
-
-
-def not_implemented() -> dict:
-  """Flag name -> the issue that implements it, for every pending flag."""
-  return {
-    f.name: f.status for f in _EXTRA_FLAGS if f.status in (ISSUE_14, ISSUE_15)
-  }
 
 
 # absl.app's flags (defined once TensorFlow imports absl.app): this harness
@@ -504,7 +436,7 @@ def check_command_line(flag_values: flags.FlagValues) -> list:
   """Checks the parsed flags that are not Params fields.
 
   Returns the warning lines to print; raises ClassicFlagError (one line) for
-  an absl app flag this harness does not offer or a flag not implemented yet.
+  an absl app flag this harness does not offer.
   """
   for name in ABSL_APP_FLAGS_NOT_OFFERED:
     if name in flag_values and flag_values[name].present:

@@ -75,6 +75,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks import input_settings
 from tf_cnn_benchmarks import preprocessing
 
 tf1 = tf.compat.v1
@@ -127,6 +128,8 @@ class InputOptions:
   # many there (--datasets_use_prefetch, --multi_device_iterator_max_buffer_
   # size); 0: the tower reads them from the host.
   device_prefetch: int = 0
+  # ImageNet: the classic preprocessing flags (input_settings.py).
+  imagenet_style: preprocessing.ImagenetStyle = preprocessing.ImagenetStyle()
 
   def __post_init__(self):
     checks = (
@@ -191,6 +194,7 @@ class InputOptions:
         else 0
       ),
       data_format=params.data_format,
+      imagenet_style=input_settings.imagenet_style(params),
     )
 
   @property
@@ -667,6 +671,7 @@ def _imagenet_stream(
         distortions=options.distortions,
         seed=seed,
         index=position,
+        style=options.imagenet_style,
       )
     else:
       image = preprocessing.imagenet_eval_image(
@@ -674,6 +679,7 @@ def _imagenet_stream(
         image_size=image_size,
         resize_method=options.resize_method,
         index=position,
+        style=options.imagenet_style,
       )
     return image, label
 

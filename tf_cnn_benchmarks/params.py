@@ -26,7 +26,9 @@ from absl import flags
 import models
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import eval_schedule
+from tf_cnn_benchmarks import freezing
 from tf_cnn_benchmarks import gpu_runtime
+from tf_cnn_benchmarks import input_settings
 from tf_cnn_benchmarks import learning_rates
 from tf_cnn_benchmarks import limits
 from tf_cnn_benchmarks import runtime_knobs
@@ -70,11 +72,16 @@ HOROVOD_UNAVAILABLE = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(gpu_runtime.RuntimeSettings, runtime_knobs.KnobSettings):
+class Params(
+  gpu_runtime.RuntimeSettings,
+  runtime_knobs.KnobSettings,
+  input_settings.InputSettings,
+):
   """Everything a benchmark run depends on. Field name == flag name.
 
   The GPU / MKL runtime fields are inherited from gpu_runtime.RuntimeSettings,
-  the input, runtime and profiling knobs from runtime_knobs.KnobSettings.
+  the input, runtime and profiling knobs from runtime_knobs.KnobSettings,
+  the ImageNet preprocessing flags from input_settings.InputSettings.
   """
 
   # What to run.
@@ -101,6 +108,17 @@ class Params(gpu_runtime.RuntimeSettings, runtime_knobs.KnobSettings):
   )
   forward_only: bool = _field(
     False, 'Time inference (forward pass) only, no gradients or updates.'
+  )
+  freeze_when_forward_only: bool = _field(
+    False,
+    'With --forward_only: freeze the graph after initialisation (variables '
+    'become constants), then time the frozen graph.',
+  )
+  compute_lr_on_cpu: bool = _field(
+    False,
+    "Compute the learning rate on this process's CPU (default: once, on "
+    "the global step's device: the CPU in a local run, ps 0 with "
+    'parameter servers).',
   )
 
   # Where it runs.
@@ -735,6 +753,8 @@ def _resolve(p: Params) -> RunPlan:
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
   _check_build_only(p)
+  input_warnings = input_settings.check(p, data_name, ParamsError)
+  input_warnings += freezing.check(p, cluster, ParamsError)
   limits.check(p, data_name, model, cluster, ParamsError)
   gpu_runtime.check(p, ParamsError)
   runtime_knobs.check(p, ParamsError)
@@ -778,7 +798,7 @@ def _resolve(p: Params) -> RunPlan:
     manager_cls,
     mode_of(resolved),
     device_was_auto=p.device is None,
-    warnings=tuple(schedule_warnings),
+    warnings=tuple(schedule_warnings) + tuple(input_warnings),
   )
 
 

@@ -71,6 +71,18 @@ CONTRAST_RANGE = (0.5, 1.5)
 # In YIQ space (classic: contrib's random_hsv_in_yiq): the hue is a rotation
 # of the IQ plane by up to this angle (radians), saturation scales IQ.
 YIQ_HUE_MAX_DELTA = 0.2 * math.pi
+# contrib's (and TF Addons') YIQ matrices (NTSC 1953; YIQ_TO_RGB is the
+# inverse of RGB_TO_YIQ to 5 digits). Rows: output channels.
+RGB_TO_YIQ = (
+  (0.299, 0.587, 0.114),
+  (0.596, -0.274, -0.322),
+  (0.211, -0.523, 0.312),
+)
+YIQ_TO_RGB = (
+  (1.0, 0.95617069, 0.62143257),
+  (1.0, -0.2726886, -0.64681324),
+  (1.0, -1.103744, 1.70062309),
+)
 
 # The ImageNet channel means (RGB, on [0, 255]) --ml_perf and the official
 # models' preprocessing subtract (classic _CHANNEL_MEANS).
@@ -223,11 +235,23 @@ def adjust_hsv_in_yiq(
   Returns:
     float32, the shape of `image`.
   """
-  y, i, q = tf.unstack(tf.image.rgb_to_yiq(image), axis=-1)
   cos = scale_saturation * tf.cos(delta_hue)
   sin = scale_saturation * tf.sin(delta_hue)
-  yiq = tf.stack([y, i * cos - q * sin, i * sin + q * cos], axis=-1)
-  return tf.image.yiq_to_rgb(yiq)
+  zero, one = tf.zeros_like(cos), tf.ones_like(cos)
+  # Row vectors: pixel @ RGB->YIQ @ hue/saturation @ YIQ->RGB.
+  hsv = tf.stack(
+    [
+      tf.stack([one, zero, zero]),
+      tf.stack([zero, cos, sin]),
+      tf.stack([zero, -sin, cos]),
+    ]
+  )
+  rgb_to_yiq = tf.constant(RGB_TO_YIQ, tf.float32, shape=[3, 3])
+  yiq_to_rgb = tf.constant(YIQ_TO_RGB, tf.float32, shape=[3, 3])
+  transform = tf.matmul(
+    tf.matmul(tf.transpose(rgb_to_yiq), hsv), tf.transpose(yiq_to_rgb)
+  )
+  return tf.tensordot(image, transform, axes=[[-1], [0]])
 
 
 def _colour_step(image: tf.Tensor, in_yiq: bool, seed: tf.Tensor) -> tf.Tensor:

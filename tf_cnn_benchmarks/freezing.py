@@ -1,0 +1,123 @@
+"""--freeze_when_forward_only: time a frozen inference graph (issue 14).
+
+As the classic harness: with --forward_only, the graph is built, its
+variables initialised in a scratch session, and every variable except the
+global step becomes a constant holding its initial value
+(tf.compat.v1.graph_util.convert_variables_to_constants); the timed session
+runs the frozen graph, imported into a fresh tf.Graph. Grappler can then
+fold and fuse the model's weights like any constant. The loss and logits are
+those of the unfrozen graph.
+
+Not with --train_dir (the frozen weights are the initial ones; classic
+refused it too) nor in a cluster (one process only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+# BuiltGraph fields that hold tensors or ops the run fetches or runs.
+_FETCHED_FIELDS = (
+  'step_op',
+  'loss',
+  'report',
+  'worker_loss',
+  'learning_rate',
+  'accuracy',
+  'tower_inputs',
+  'input_init',
+)
+
+
+def check(p, cluster, error_cls) -> list[str]:
+  """Validates --freeze_when_forward_only; returns warning lines."""
+  if not p.freeze_when_forward_only:
+    return []
+  if not p.forward_only:
+    return [
+      'warning: --freeze_when_forward_only has no effect without --forward_only'
+    ]
+  if p.train_dir:
+    raise error_cls(
+      '--freeze_when_forward_only: not with --train_dir (the frozen graph '
+      'holds the initial weights, not a checkpoint)'
+    )
+  if cluster is not None:
+    raise error_cls(
+      '--freeze_when_forward_only: runs in one process; drop the cluster flags'
+    )
+  return []
+
+
+def freeze(built, session_config=None):
+  """The frozen version of a forward-only BuiltGraph (benchmark_cnn).
+
+  Runs `built.init_ops` and `built.post_init_ops` in a scratch session,
+  converts every variable but the global step to a constant, and imports
+  the result into a new graph.
+
+  Args:
+    built: a benchmark_cnn.BuiltGraph of a forward-only run (no
+      checkpointer, no summaries).
+    session_config: the ConfigProto of the scratch session.
+
+  Returns:
+    A BuiltGraph of the same kind whose graph, tensors and ops are the
+    frozen graph's; its init ops initialise the global step and start the
+    input iterators.
+  """
+  graph, step = built.graph, built.global_step
+  fetched = {f: getattr(built, f) for f in _FETCHED_FIELDS}
+  outputs = {
+    x.name.split(':')[0] for x in tf.nest.flatten(fetched) if x is not None
+  }
+  # The step's ops its VariableDef names, to rebuild it in the new graph.
+  proto = step.to_proto()
+  outputs.update(
+    name.split(':')[0]
+    for name in (proto.initializer_name, proto.snapshot_name)
+    if name
+  )
+  with tf1.Session(graph=graph, config=session_config) as sess:
+    sess.run(built.init_ops)
+    if built.post_init_ops:
+      sess.run(built.post_init_ops)
+    graph_def = tf1.graph_util.convert_variables_to_constants(
+      sess,
+      graph.as_graph_def(add_shapes=True),
+      sorted(outputs),
+      variable_names_blacklist=[step.op.name],
+    )
+  frozen = tf.Graph()
+  with frozen.as_default():
+    tf1.import_graph_def(graph_def, name='')
+    global_step = tf1.Variable(
+      variable_def=proto, use_resource=proto.is_resource
+    )
+    tf1.add_to_collection(tf1.GraphKeys.GLOBAL_VARIABLES, global_step)
+    tf1.add_to_collection(tf1.GraphKeys.GLOBAL_STEP, global_step)
+
+  def lookup(x):
+    if x is None:
+      return None
+    if isinstance(x, tf.Tensor):
+      return frozen.get_tensor_by_name(x.name)
+    return frozen.get_operation_by_name(x.name)
+
+  remapped = {f: tf.nest.map_structure(lookup, v) for f, v in fetched.items()}
+  return dataclasses.replace(
+    built,
+    graph=frozen,
+    init_ops=(global_step.initializer, *remapped['input_init']),
+    shared_ready=None,
+    post_init_ops=(),
+    global_step=global_step,
+    checkpointer=None,
+    summary_op=None,
+    tower_grads=(),
+    **remapped,
+  )
