@@ -11,7 +11,6 @@ import functools
 import shutil
 import sys
 import tempfile
-import time
 from typing import TextIO
 
 import tensorflow as tf
@@ -23,6 +22,7 @@ from tf_cnn_benchmarks import cpu_features
 from tf_cnn_benchmarks import data_sources
 from tf_cnn_benchmarks import datasets
 from tf_cnn_benchmarks import devices
+from tf_cnn_benchmarks import eval_runs
 from tf_cnn_benchmarks import eval_schedule
 from tf_cnn_benchmarks import evaluation
 from tf_cnn_benchmarks import freezing
@@ -36,13 +36,13 @@ from tf_cnn_benchmarks import outputs
 from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks import peak as peak_lib
 from tf_cnn_benchmarks import placement
-from tf_cnn_benchmarks import profiling
 from tf_cnn_benchmarks import quiet
-from tf_cnn_benchmarks import result_lines
 from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks import run_header
+from tf_cnn_benchmarks import run_results
 from tf_cnn_benchmarks import runtime_knobs
+from tf_cnn_benchmarks import step_loop
 from tf_cnn_benchmarks import step_report
-from tf_cnn_benchmarks import timing
 from tf_cnn_benchmarks import towers
 from tf_cnn_benchmarks import xla
 from tf_cnn_benchmarks.cluster import fingerprint
@@ -59,12 +59,8 @@ make_params = classic_api.make_params
 make_params_from_flags = classic_api.make_params_from_flags
 setup = classic_api.setup
 
-_RULE = '-' * 64
-_HEADER_MODES = {
-  params_lib.Mode.TRAIN: 'training',
-  params_lib.Mode.FORWARD_ONLY: 'forward only',
-  params_lib.Mode.EVAL: 'evaluation',
-}
+# The step loop's old name here (tests patch its run method).
+_StepLoop = step_loop.StepLoop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,47 +186,8 @@ class BenchmarkCNN:
     print(text, file=self.out, flush=True)
 
   def print_header(self) -> None:
-    """The classic header block."""
-    p = self.params
-    auto = (
-      ''
-      if not self.plan.device_was_auto
-      else ' (auto: %s)'
-      % ('GPU visible' if p.device == 'gpu' else 'no GPU visible')
-    )
-    mode = _HEADER_MODES[self.plan.mode]
-    if eval_schedule.enabled(p) and self.training:
-      mode = 'training + evaluation'  # the classic value
-    rows = [
-      ('TensorFlow', tf.__version__),
-      ('Model', p.model),
-      ('Dataset', '%s (%s)' % (p.data_name, p.data_dir or 'synthetic')),
-      ('Mode', mode),
-      ('Batch size', '%d global' % self.global_batch_size),
-      ('', '%d per device' % p.batch_size),
-      ('Num batches', str(p.num_batches)),
-      *([('Num epochs', '%.2f' % p.num_epochs)] if p.num_epochs else []),
-      ('Num warmup', str(p.num_warmup_batches)),
-      ('Devices', str(list(self.devices))),
-      ('Device kind', p.device + auto),
-      ('Data format', p.data_format),
-      ('Precision', self.compute_dtype.name),
-      (
-        'Loss scale',
-        self.loss_scale_config.describe() if self.loss_scale_config else 'none',
-      ),
-      ('Optimizer', p.optimizer),
-      ('Variables', self.manager.describe()),
-      ('AllReduce', str(self.manager.all_reduce_description())),
-      *gpu_runtime.header_rows(
-        self._session_config(), gpu_runtime.environment(p)
-      ),
-    ]
-    if p.train_dir:
-      rows.append(('Train dir', p.train_dir))
-    rows.extend(
-      runtime_knobs.header_rows(p, in_cluster=self.cluster is not None)
-    )
+    """The classic header block (its rows: run_header.py)."""
+    rows = run_header.header_rows(self, self._session_config())
     note = self.slow_16bit_note()
     if note:
       rows.append(('Note', note))
@@ -645,7 +602,7 @@ class BenchmarkCNN:
       with tf1.Session(
         self.run_context.target, graph=built.graph, config=config
       ) as sess:
-        start_step = self._initialize(sess, built)
+        start_step = step_loop.initialize(sess, built, self.print_line)
         loop = _StepLoop(self, sess, built, start_step)
         loop.run()
         final_state = sess.run(built.report)
@@ -690,77 +647,17 @@ class BenchmarkCNN:
     )
 
   def _classic_result(self, *args, **kwargs) -> classic_api.ClassicStats:
-    return classic_api.ClassicStats(self._result(*args, **kwargs))
-
-  def _initialize(self, sess, built: BuiltGraph) -> int:
-    """Initialises (or restores) variables; returns the starting global step."""
-    self.print_line('Initializing graph')
-    sess.run(built.init_ops)
-    if built.checkpointer is not None and built.checkpointer.restore_from:
-      built.checkpointer.restore(sess)
-      self.print_line(
-        'Restored checkpoint %s' % built.checkpointer.restore_from
-      )
-    self._wait_for_shared(sess, built)
-    if built.post_init_ops:
-      sess.run(built.post_init_ops)
-    return int(sess.run(built.global_step))
-
-  def _wait_for_shared(
-    self, sess, built: BuiltGraph, timeout_s: float = 120.0
-  ) -> None:
-    """Waits until another process (the chief) initialised shared state."""
-    if built.shared_ready is None:
-      return
-    deadline = time.monotonic() + timeout_s
-    while len(sess.run(built.shared_ready)):
-      if time.monotonic() > deadline:
-        raise tf.errors.DeadlineExceededError(
-          None, None, 'shared variables not initialised after %ds' % timeout_s
-        )
-      time.sleep(0.2)
+    return classic_api.ClassicStats(
+      run_results.train_result(self, *args, **kwargs)
+    )
 
   def evaluate_checkpoints(self) -> list[results.BenchmarkResult]:
     """--eval: evaluates the latest (or each new) checkpoint of train_dir."""
-    p = self.params
-    self.print_header()
-    setup = self.eval_setup()
-    out, seen = [], set()
-    deadline = time.monotonic() + p.eval_timeout_secs
-    while True:
-      latest = checkpoints.latest_checkpoint(p.train_dir)
-      if latest is None and not p.eval_interval_secs:
-        raise checkpoints.CheckpointError(
-          '--train_dir=%s: no checkpoint to evaluate' % p.train_dir
-        )
-      if latest is not None and latest not in seen:
-        seen.add(latest)
-        self.print_line('Evaluating %s' % latest)
-        ev = evaluation.evaluate(setup, latest)
-        self.print_line(_RULE)  # the classic block of an evaluation
-        self.print_line('total images/sec: %.2f' % ev.examples_per_sec)
-        self.print_line(_RULE)
-        out.append(self._eval_result(ev))
-        record = out[-1].to_record()
-        if p.result_file:  # as it comes: an evaluator may run for hours
-          result_lines.append_json_line(p.result_file, record)
-        runtime_knobs.write_benchmark_log(p, [record])
-        deadline = time.monotonic() + p.eval_timeout_secs
-      if not p.eval_interval_secs or time.monotonic() > deadline:
-        self.eval_summaries.close()
-        return out
-      time.sleep(p.eval_interval_secs)
+    return eval_runs.evaluate_checkpoints(self)
 
   def last_evaluation(self) -> results.BenchmarkResult:
     """--eval: evaluate_checkpoints(); the result of the last evaluation."""
-    evaluated = self.evaluate_checkpoints()
-    if not evaluated:
-      raise checkpoints.CheckpointError(
-        '--train_dir=%s: no checkpoint appeared within '
-        '--eval_timeout_secs=%d'
-        % (self.params.train_dir, self.params.eval_timeout_secs)
-      )
-    return evaluated[-1]
+    return eval_runs.last_evaluation(self)
 
   def during_training(
     self, evaluate, global_step
@@ -770,22 +667,7 @@ class BenchmarkCNN:
     evaluate: () -> EvalResult of the current variables; global_step: () ->
     the global step now. Only the chief evaluates (as it checkpoints).
     """
-    p = self.params
-    if not (self.training and eval_schedule.enabled(p)):
-      return None
-    schedule = eval_schedule.EvalSchedule.from_params(
-      p, self.global_batch_size, self.dataset.num_train_examples
-    )
-    return eval_schedule.DuringTraining(
-      schedule,
-      evaluate,
-      global_step,
-      self.print_line,
-      num_batches=p.num_batches,
-      target=p.stop_at_top_1_accuracy,
-      evaluates=self.run_context.is_chief,
-      verdicts=self.run_context.verdicts(),
-    )
+    return eval_runs.during_training(self, evaluate, global_step)
 
   def evaluate_now(self, sess, built: BuiltGraph) -> evaluation.EvalResult:
     """Evaluation during training: checkpoint the current values, evaluate.
@@ -795,271 +677,12 @@ class BenchmarkCNN:
     built.checkpointer.save(sess)
     return evaluation.evaluate(self.eval_setup(), built.checkpointer.last_path)
 
-  # ---- results ------------------------------------------------------------
-
-  def _eval_result(self, ev: evaluation.EvalResult) -> results.BenchmarkResult:
-    """The result of one evaluated checkpoint (an eval line)."""
-    eval_batch = self.eval_batch_size * self.params.num_gpus
-    return self._make_result(
-      ips=ev.examples_per_sec,
-      num_workers=1,
-      global_batch_size=eval_batch,
-      step_times=[eval_batch / ev.examples_per_sec] * ev.num_batches,
-      losses=ev.losses,
-      forward_only=True,
-      mode='eval',
-      evaluation=ev.info(),
-    )
-
-  def _result(
-    self,
-    losses,
-    step_times,
-    final_state: dict,
-    training: results.TrainInfo,
-    worker_losses=None,
-    report: results.StepReport | None = None,
-  ) -> results.BenchmarkResult:
-    """The result of a training or forward-only run; prints its images/sec."""
-    total_time = sum(step_times)
-    # In a cluster this is the cluster's rate: every worker's images.
-    ips = self.global_batch_size * len(step_times) / total_time
-    self.print_line(_RULE)
-    self.print_line('total images/sec: %.2f' % ips)
-    self.print_line(_RULE)
-    forward_only = self.params.forward_only
-    result = self._make_result(
-      ips=ips,
-      num_workers=self.num_workers,
-      global_batch_size=self.global_batch_size,
-      step_times=step_times,
-      losses=losses,
-      forward_only=forward_only,
-      mode='forward_only' if forward_only else 'train',
-      training=training,
-      precision_info=results.PrecisionInfo(
-        loss_scale=(
-          float(final_state['loss_scale'])
-          if 'loss_scale' in final_state
-          else None
-        ),
-        skipped_steps=int(final_state.get('skipped_steps', 0)),
-      ),
-      cluster=self._cluster_info(ips, worker_losses),
-      step_report=report,
-    )
-    if result.mfu is not None:
-      self.print_line(
-        'MFU: %.2f%% of %.3f TFLOP/s per device (%s peak)'
-        % (
-          100 * result.mfu,
-          result.peak_tflops_per_device,
-          result.peak_tflops_origin,
-        )
-      )
-    return result
-
-  def _make_result(
-    self,
-    *,
-    ips,
-    num_workers,
-    global_batch_size,
-    step_times,
-    losses,
-    forward_only,
-    mode,
-    training=None,
-    evaluation=None,
-    precision_info=None,
-    cluster=None,
-    step_report=None,
-  ) -> results.BenchmarkResult:
-    """A BenchmarkResult of this run's configuration and the figures given.
-
-    num_devices is --num_gpus: the towers of one worker.
-    """
-    p = self.params
-    num_devices = p.num_gpus
-    flops = models.model_flops_per_image(
-      self.model, self.dataset.num_classes, data_format=p.data_format
-    )
-    passes = 1 if forward_only else 3  # forward + 2x for the backward pass
-    tflops = flops * passes * ips / 1e12 if flops else None
-    peak = self.peak if tflops is not None else None
-    mfu = None
-    if peak is not None:
-      mfu = tflops / (peak.tflops_per_device * num_devices * num_workers)
-    return results.BenchmarkResult(
-      params=params_lib.as_dict(p),
-      env=results.environment(p.device),
-      model=p.model,
-      data_name=p.data_name,
-      variable_update=p.variable_update,
-      all_reduce_spec=self.manager.all_reduce_description(),
-      precision=self.compute_dtype.name,
-      num_devices=num_devices,
-      num_workers=num_workers,
-      batch_size_per_device=p.batch_size,
-      global_batch_size=global_batch_size,
-      num_steps=len(step_times),
-      num_warmup_steps=p.num_warmup_batches,
-      images_per_sec=ips,
-      images_per_sec_per_device=ips / (num_devices * num_workers),
-      step_time_ms=timing.step_time_ms(step_times),
-      losses=losses,
-      flops_per_image=flops,
-      tflops_per_sec=tflops,
-      peak_tflops_per_device=peak.tflops_per_device if peak else None,
-      peak_tflops_origin=peak.origin if peak else None,
-      mfu=mfu,
-      run=results.RunInfo(
-        mode=mode,
-        data_dir=p.data_dir,
-        benchmark_test_id=p.benchmark_test_id,
-      ),
-      precision_info=precision_info,
-      training=training,
-      evaluation=evaluation,
-      cluster=cluster,
-      step_report=step_report,
-    )
+  # ---- results (run_results.py) ------------------------------------------
 
   @functools.cached_property
   def peak(self) -> peak_lib.Peak | None:
-    """The per-device peak for MFU (--peak_tflops_per_device), or None.
-
-    In a cluster only the chief measures (tasks on one host would slow each
-    other's probe); the others use the cached figure when there is one.
-    """
-    p = self.params
-    workers = self.cluster.workers_on_my_host() if self.cluster else 1
-    return peak_lib.resolve(
-      p.peak_tflops_per_device,
-      p.device,
-      self.compute_dtype.name,
-      devices.devices_sharing_compute(p.device, p.num_gpus, workers),
-      measure_fn=peak_lib.measure if self.run_context.is_chief else None,
-    )
-
-  def _cluster_info(
-    self, ips: float, worker_losses=None
-  ) -> results.ClusterInfo | None:
-    """Multi-worker runs: the per-worker rate and the task writing the line."""
-    if self.cluster is None:
-      return None
-    return results.ClusterInfo(
-      images_per_sec_per_worker=ips / self.num_workers,
-      worker_losses=list(worker_losses) if worker_losses is not None else None,
-      task=results.TaskInfo(
-        job_name=self.cluster.job_name, task_index=self.cluster.task_index
-      ),
-    )
-
-
-class _StepLoop:
-  """Warm-up and timed steps, with the periodic work between them.
-
-  Between steps (never inside a timed one): checkpoints, summaries and
-  evaluations. With --trace_file, --partitioned_graph_file_prefix or
-  --tfprof_file, extra untimed steps after warm-up are observed
-  (profiling.py).
-  """
-
-  def __init__(
-    self, bench: BenchmarkCNN, sess, built: BuiltGraph, start_step: int
-  ):
-    self.bench, self.sess, self.built = bench, sess, built
-    self.params = bench.params
-    self.step = start_step  # global step, as this process counts
-    self.losses, self.step_times, self.evals = [], [], []
-    # A cluster run: this process's own losses (`losses`: the cluster's).
-    self.worker_losses = [] if built.worker_loss is not None else None
-    self.recorder = step_report.StepRecorder(
-      self.params, built.learning_rate, built.accuracy
-    )
-    self.writer = None
-    if built.summary_op is not None and bench.run_context.is_chief:
-      with built.graph.as_default():
-        self.writer = tf1.summary.FileWriter(self.params.train_dir)
-    self.during = bench.during_training(
-      lambda: bench.evaluate_now(sess, built), lambda: self.step
-    )
-    if self.during is not None:
-      self.evals = self.during.evals
-
-  def time_to_accuracy(self) -> results.TimeToAccuracy | None:
-    """--stop_at_top_1_accuracy's result (None without it)."""
-    return self.during.time_to_accuracy() if self.during else None
-
-  def run(self) -> None:
-    p, out = self.params, self.bench.print_line
-    try:
-      if self.during is not None:
-        self.during.start()
-      if p.num_warmup_batches:
-        out('Running warm up')
-        for _ in range(p.num_warmup_batches):
-          self._one_step()
-        out('Done warm up')
-      profiling.run_observed_steps(
-        p,
-        self.built.graph,
-        self._observed_step,
-        out,
-        writes_files=self.bench.run_context.is_chief,
-      )
-      out(self.recorder.header())
-      for i in range(p.num_batches):
-        loss, seconds = self._one_step()
-        self.step_times.append(seconds)
-        if i == 0 or (i + 1) % p.display_every == 0:
-          summary = timing.speed_summary(
-            self.bench.global_batch_size, self.step_times, p.display_perf_ewma
-          )
-          out(self.recorder.row(i + 1, summary, loss))
-        if self.during is not None and self.during.after_step(i + 1):
-          break
-      if self.during is not None:
-        self.during.finish()
-    finally:
-      if self.writer is not None:
-        self.writer.close()
-
-  def _one_step(self):
-    """Runs one step and the periodic work due after it; (loss, seconds)."""
-    p, built = self.params, self.built
-    fetches = {'step': built.step_op, 'loss': built.loss}
-    fetches.update(self.recorder.fetches())
-    if built.worker_loss is not None:
-      fetches['worker_loss'] = built.worker_loss
-    summarise = (
-      self.writer is not None and (self.step + 1) % p.save_summaries_steps == 0
-    )
-    if summarise:
-      fetches['summary'] = built.summary_op
-    start = time.perf_counter()
-    got = self.sess.run(fetches)
-    seconds = time.perf_counter() - start
-    self.step += 1
-    self.losses.append(float(got['loss']))
-    self.recorder.record(got)
-    if self.worker_losses is not None:
-      self.worker_losses.append(float(got['worker_loss']))
-    if summarise:
-      self.writer.add_summary(got['summary'], self.step)
-    if built.checkpointer is not None and p.train_dir:
-      path = built.checkpointer.step_done(self.sess)
-      if path:
-        self.bench.print_line('Saved checkpoint %s' % path)  # pylint: disable=protected-access
-    return got['loss'], seconds
-
-  def _observed_step(self, options, metadata) -> None:
-    """An untimed step with tracing options (see profiling.py)."""
-    # The loss too: with --forward_only the step op alone computes nothing.
-    fetches = [self.built.step_op, self.built.loss]
-    self.sess.run(fetches, options=options, run_metadata=metadata)
-    self.step += 1
+    """The per-device peak for MFU (--peak_tflops_per_device), or None."""
+    return run_results.resolve_peak(self)
 
 
 def run_benchmark(

@@ -162,7 +162,7 @@ def check(params, model) -> list[str]:
   if params.num_learning_rate_warmup_epochs and own_schedule:
     ignored.append(
       'warning: --num_learning_rate_warmup_epochs has no effect without '
-      "--init_learning_rate or --piecewise_learning_rate_schedule (the "
+      '--init_learning_rate or --piecewise_learning_rate_schedule (the '
       "model's own schedule is used as it is)"
     )
   if params.resnet_base_lr is not None:

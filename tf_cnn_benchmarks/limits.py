@@ -1,6 +1,6 @@
 """Ranges of numeric flags, and whether a run's memory can fit at all.
 
-Checked once, when the flags are resolved (params._resolve), so a value that
+Checked once, when the flags are resolved (resolve.resolve), so a value that
 would crash TensorFlow later (a SIGSEGV, std::bad_alloc, an int32 overflow,
 towers built until the process is killed) or train nonsense silently is one
 line naming the flag instead.

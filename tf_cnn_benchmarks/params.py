@@ -9,33 +9,24 @@ class, mode), decided once.
 
 "Resolved" means every automatic default is replaced by the concrete value
 the run will use (device kind, data format, batch size, number of batches,
-...), so the value recorded in a results line says exactly what ran.
+...), so the value recorded in a results line says exactly what ran. The
+checks and the defaults themselves are in resolve.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import math
-import os
 import typing
 from typing import Any, Optional
 
 from absl import flags
 
-import models
 from tf_cnn_benchmarks import datasets
-from tf_cnn_benchmarks import eval_schedule
-from tf_cnn_benchmarks import freezing
 from tf_cnn_benchmarks import gpu_runtime
 from tf_cnn_benchmarks import input_settings
-from tf_cnn_benchmarks import learning_rates
-from tf_cnn_benchmarks import limits
 from tf_cnn_benchmarks import runtime_knobs
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
-import variable_mgr
-from variable_mgr import allreduce
-from variable_mgr import topology
 
 
 class ParamsError(ValueError):
@@ -636,9 +627,12 @@ def make_plan(**overrides: Any) -> RunPlan:
   unknown = sorted(set(overrides) - set(FIELDS))
   if unknown:
     raise ParamsError('unknown parameter(s): %s' % ', '.join(unknown))
+  # resolve.py imports this module: imported when first called.
+  from tf_cnn_benchmarks import resolve  # pylint: disable=g-import-not-at-top
+
   raw = Params(**classic_spellings(overrides))
-  _check_choices(raw)
-  return _resolve(raw)
+  resolve.check_choices(raw)
+  return resolve.resolve(raw)
 
 
 # String flags whose classic default was '' (unset).
@@ -681,7 +675,9 @@ def as_plan(params_or_plan) -> RunPlan:
   p = params_or_plan
   if not is_resolved(p):
     return make_plan(**dataclasses.asdict(p))
-  cluster, manager_cls = _cluster_and_manager(p)
+  from tf_cnn_benchmarks import resolve  # pylint: disable=g-import-not-at-top
+
+  cluster, manager_cls = resolve.cluster_and_manager(p)
   return RunPlan(p, cluster, manager_cls, mode_of(p))
 
 
@@ -705,481 +701,11 @@ def mode_of(p: Params) -> Mode:
   return Mode.FORWARD_ONLY if p.forward_only else Mode.TRAIN
 
 
-def _check_choices(p: Params) -> None:
-  for name, field in FIELDS.items():
-    value = getattr(p, name)
-    choices = field.metadata['choices']
-    if choices and value is not None and value not in choices:
-      raise ParamsError(
-        '--%s=%s: must be one of %s' % (name, value, ', '.join(choices))
-      )
-
-
-def _require(condition: bool, message: str) -> None:
-  if not condition:
-    raise ParamsError(message)
-
-
 def gpu_available() -> bool:
   """Whether this TensorFlow build sees a GPU."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   return bool(tf.config.list_physical_devices('GPU'))
-
-
-def _resolve(p: Params) -> RunPlan:
-  """Validates the combination and fills in every automatic default."""
-  p = dataclasses.replace(p, **eval_schedule.parsed_lists(p, ParamsError))
-  data_name = p.data_name or _guess_data_name(p.data_dir)
-  model = _checked_model(p, data_name)
-  _check_counts(p)
-  try:
-    schedule_warnings = learning_rates.check(p, model)
-  except learning_rates.ScheduleError as e:
-    raise ParamsError(str(e)) from None
-  device, data_format = _device_and_format(p)
-  cluster, manager_cls = _cluster_and_manager(p)
-  _require(
-    cluster is not None or manager_cls.traits.runs_local,
-    '--variable_update=%s: needs a cluster (--job_name, --ps_hosts, '
-    '--worker_hosts); local modes: %s'
-    % (p.variable_update, ', '.join(variable_mgr.local_names())),
-  )
-  _check_setting_variants(p, cluster)
-  if cluster is not None:
-    _check_cluster(p, cluster, manager_cls)
-  _check_all_reduce(p, manager_cls, device)
-  _check_gpu_all_reduce_in_cluster(p, cluster)
-  _check_precision(p)
-  _check_data_and_outputs(p, cluster)
-  _check_build_only(p)
-  input_warnings = input_settings.check(p, data_name, ParamsError)
-  input_warnings += freezing.check(p, cluster, ParamsError)
-  limits.check(p, data_name, model, cluster, ParamsError)
-  gpu_runtime.check(p, ParamsError)
-  runtime_knobs.check(p, ParamsError)
-
-  batch_size = p.batch_size or model.default_batch_size
-  num_batches = p.num_batches
-  if num_batches is None:
-    if p.num_epochs is not None:
-      # As in the classic harness, one step consumes every worker's batches.
-      examples = datasets.get(data_name).num_train_examples
-      workers = cluster.num_workers if cluster is not None else 1
-      num_batches = max(
-        1,
-        math.ceil(
-          p.num_epochs * examples / (batch_size * p.num_gpus * workers)
-        ),
-      )
-    else:
-      num_batches = 100
-  resolved = dataclasses.replace(
-    p,
-    data_name=data_name,
-    device=device,
-    data_format=data_format,
-    local_parameter_device=p.local_parameter_device or device,
-    use_resource_vars=(
-      p.fp16_enable_auto_loss_scale
-      if p.use_resource_vars is None
-      else p.use_resource_vars
-    ),
-    batch_size=batch_size,
-    num_batches=num_batches,
-    num_warmup_batches=(
-      10 if p.num_warmup_batches is None else p.num_warmup_batches
-    ),
-    **gpu_runtime.resolved_threads(p, device),
-  )
-  return RunPlan(
-    resolved,
-    cluster,
-    manager_cls,
-    mode_of(resolved),
-    device_was_auto=p.device is None,
-    warnings=tuple(schedule_warnings) + tuple(input_warnings),
-  )
-
-
-def _guess_data_name(data_dir: Optional[str]) -> str:
-  """The dataset named in --data_dir (classic rule), else imagenet."""
-  for name in datasets.names():
-    if data_dir and name in data_dir:
-      return name
-  return 'imagenet'
-
-
-def _checked_model(p: Params, data_name: str):
-  """The model --model names for the dataset; the manager name is known."""
-  if p.model in NOT_CNN_MODELS:
-    raise ParamsError('--model=%s: %s' % (p.model, NOT_CNN_MODELS[p.model]))
-  if p.model not in models.names(data_name):
-    raise ParamsError(
-      '--model=%s: no such model for --data_name=%s; one of %s'
-      % (p.model, data_name, ', '.join(models.names(data_name)))
-    )
-  _require(p.variable_update != 'horovod', HOROVOD_UNAVAILABLE)
-  if p.variable_update not in variable_mgr.names():
-    raise ParamsError(
-      '--variable_update=%s: must be one of %s'
-      % (p.variable_update, ', '.join(variable_mgr.names()))
-    )
-  return models.create_model(p.model, data_name)
-
-
-def _check_counts(p: Params) -> None:
-  """Counts, sizes and rates that have a valid range of their own."""
-  _require(p.num_gpus >= 1, '--num_gpus=%d: must be >= 1' % p.num_gpus)
-  _require(
-    p.batch_size >= 0,
-    '--batch_size=%d: must be >= 1 (or 0 for the model default)' % p.batch_size,
-  )
-  _require(
-    p.display_every >= 1, '--display_every=%d: must be >= 1' % p.display_every
-  )
-  _require(
-    p.num_batches is None or p.num_batches >= 1,
-    '--num_batches=%s: must be >= 1' % p.num_batches,
-  )
-  _require(
-    p.num_epochs is None or p.num_epochs > 0,
-    '--num_epochs=%s: must be > 0' % p.num_epochs,
-  )
-  _require(
-    p.num_batches is None or p.num_epochs is None,
-    '--num_batches and --num_epochs: give at most one of them',
-  )
-  _require(
-    p.num_warmup_batches is None or p.num_warmup_batches >= 0,
-    '--num_warmup_batches=%s: must be >= 0' % p.num_warmup_batches,
-  )
-  for name in ('gradient_clip', 'gradient_clip_norm'):
-    value = getattr(p, name)
-    _require(value is None or value > 0, '--%s=%s: must be > 0' % (name, value))
-  _require(
-    p.gradient_clip is None or p.gradient_clip_norm is None,
-    '--gradient_clip and --gradient_clip_norm: use one clipping, not both',
-  )
-  for name in ('num_epochs_per_decay', 'learning_rate_decay_factor'):
-    # Classic rule: a decay needs the rate it decays from.
-    _require(
-      not getattr(p, name) or p.init_learning_rate is not None,
-      '--%s: needs --init_learning_rate' % name,
-    )
-  _require(
-    p.init_learning_rate is None or p.init_learning_rate > 0,
-    '--init_learning_rate=%s: must be > 0' % p.init_learning_rate,
-  )
-  _require(
-    p.weight_decay >= 0, '--weight_decay=%s: must be >= 0' % p.weight_decay
-  )
-
-
-def _device_and_format(p: Params) -> tuple:
-  """(device kind, data format) the run uses, checked against this build."""
-  device = p.device or ('gpu' if gpu_available() else 'cpu')
-  if device == 'gpu' and not p.build_only:  # a built graph needs no GPU
-    _require(
-      gpu_available(),
-      '--device=gpu: this TensorFlow build sees no GPU; '
-      'use --device=cpu (towers become logical CPU devices)',
-    )
-  data_format = p.data_format or ('NCHW' if device == 'gpu' else 'NHWC')
-  if device == 'cpu' and data_format == 'NCHW':
-    _require(
-      os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1') != '0',
-      '--data_format=NCHW on cpu needs oneDNN ops; unset '
-      'TF_ENABLE_ONEDNN_OPTS=0 or use --data_format=NHWC',
-    )
-  return device, data_format
-
-
-def _cluster_and_manager(p: Params) -> tuple:
-  """(the Cluster the flags or TF_CONFIG describe or None, manager class)."""
-  try:
-    cluster = cluster_spec.resolve(
-      p.job_name,
-      p.task_index,
-      p.worker_hosts,
-      p.ps_hosts,
-      p.controller_host,
-      p.server_protocol,
-    )
-  except cluster_spec.ClusterError as e:
-    raise ParamsError(str(e)) from None
-  return cluster, variable_mgr.select(
-    p.variable_update, p, in_cluster=cluster is not None
-  )
-
-
-def _check_cluster(p: Params, cluster, manager_cls) -> None:
-  """The variable manager fits the cluster's jobs."""
-  traits = manager_cls.traits
-  _require(
-    traits.runs_in_cluster,
-    '--variable_update=%s: does not run in a cluster; one of %s'
-    % (p.variable_update, ', '.join(variable_mgr.cluster_names())),
-  )
-  _require(
-    not traits.needs_ps or cluster.num_ps > 0,
-    '--ps_hosts: required with --variable_update=%s' % p.variable_update,
-  )
-  _require(
-    traits.needs_ps or cluster.num_ps == 0,
-    '--ps_hosts: not used by --variable_update=%s; drop it' % p.variable_update,
-  )
-  _require(
-    not traits.one_graph or cluster.controller_host,
-    '--controller_host: required with --variable_update=%s' % p.variable_update,
-  )
-  _require(
-    traits.one_graph or not cluster.controller_host,
-    '--controller_host: only with --variable_update=%s'
-    % ', '.join(
-      n
-      for n in variable_mgr.names()
-      if variable_mgr.get(n, in_cluster=True).traits.one_graph
-    ),
-  )
-  _require(
-    p.ps_partition_threshold_bytes >= 0,
-    '--ps_partition_threshold_bytes=%d: must be >= 0'
-    % p.ps_partition_threshold_bytes,
-  )
-  _require(
-    p.hybrid_threshold_bytes >= 0,
-    '--hybrid_threshold_bytes=%d: must be >= 0' % p.hybrid_threshold_bytes,
-  )
-
-
-def _check_gpu_all_reduce_in_cluster(p: Params, cluster) -> None:
-  """GPU-only algorithms (NCCL) reduce the GPUs of one worker process.
-
-  A graph spanning workers (distributed_all_reduce) may use them only as
-  the intra-worker part of ALG/ALG: NcclAllReduce ops of one reduction in
-  two processes never meet (the build-only report showed such a graph).
-  """
-  if p.all_reduce_spec is None or cluster is None or cluster.num_workers < 2:
-    return
-  spec = allreduce.parse_all_reduce_spec(p.all_reduce_spec)
-  gpu_only = set(allreduce.algorithm_names()) - set(
-    allreduce.algorithm_names(cpu_only=True)
-  )
-  for r in spec.ranges:
-    across = r.alg.intra if r.alg.inter is None else r.alg.inter
-    _require(
-      across not in gpu_only,
-      '--all_reduce_spec=%s: %s reduces the GPUs of one worker only; across '
-      '%d workers use it within each worker, e.g. %s/xring'
-      % (p.all_reduce_spec, across, cluster.num_workers, across),
-    )
-
-
-def _check_all_reduce(p: Params, manager_cls, device: str) -> None:
-  """The all-reduce flags: a parsable spec, used by the manager, runnable."""
-  for name in ('gradient_repacking', 'agg_small_grads_max_bytes'):
-    _require(
-      getattr(p, name) >= 0, '--%s=%d: must be >= 0' % (name, getattr(p, name))
-    )
-  for name in ('agg_small_grads_max_group', 'allreduce_merge_scope'):
-    _require(
-      getattr(p, name) >= 1, '--%s=%d: must be >= 1' % (name, getattr(p, name))
-    )
-  _require(
-    not (p.gradient_repacking and p.agg_small_grads_max_bytes),
-    '--gradient_repacking and --agg_small_grads_max_bytes: use one '
-    'packing, not both',
-  )
-  reduces = manager_cls.traits.all_reduce
-  collective = manager_cls.traits.collective_spec
-  for name, default in (
-    ('all_reduce_spec', None),
-    ('gradient_repacking', 0),
-    ('agg_small_grads_max_bytes', 0),
-    ('variable_consistency', 'strong'),
-    ('hierarchical_copy', False),
-  ):
-    _require(
-      reduces
-      or getattr(p, name) == default
-      or (collective and name == 'all_reduce_spec'),
-      '--%s: only used by the managers that all-reduce (%s), not '
-      '--variable_update=%s'
-      % (name, ', '.join(variable_mgr.all_reduce_names()), p.variable_update),
-    )
-  try:
-    topology.check(p.hierarchical_copy, p.network_topology, p.num_gpus)
-  except ValueError as e:
-    raise ParamsError(str(e)) from None
-  _require(
-    not (p.hierarchical_copy and p.all_reduce_spec),
-    '--hierarchical_copy and --all_reduce_spec: give one reduction, not both',
-  )
-  if p.all_reduce_spec is None:
-    return
-  try:
-    spec = allreduce.parse_all_reduce_spec(p.all_reduce_spec)
-  except allreduce.AllReduceSpecError as e:
-    raise ParamsError(str(e)) from None
-  _require(
-    reduces or (spec.algorithms == {'collective'} and not spec.is_hybrid),
-    '--all_reduce_spec=%s: --variable_update=%s takes only collective or '
-    'collective#N' % (p.all_reduce_spec, p.variable_update),
-  )
-  gpu_only = sorted(
-    spec.algorithms - set(allreduce.algorithm_names(cpu_only=True))
-  )
-  _require(
-    device == 'gpu' or not gpu_only,
-    '--all_reduce_spec=%s: %s needs GPUs; on cpu use one of %s'
-    % (
-      p.all_reduce_spec,
-      ', '.join(gpu_only),
-      ', '.join(allreduce.algorithm_names(cpu_only=True)),
-    ),
-  )
-
-
-def _check_setting_variants(p: Params, cluster) -> None:
-  """A manager setting (--staged_vars) fits its mode, cluster and run."""
-  for setting, cls in variable_mgr.setting_variants().items():
-    if not getattr(p, setting):
-      continue
-    _require(
-      p.variable_update == cls.name,
-      '--%s: only with --variable_update=%s' % (setting, cls.name),
-    )
-    _require(
-      cluster is None or cls.traits.runs_in_cluster,
-      '--%s: local runs only (not built for a cluster)' % setting,
-    )
-    _require(
-      not (p.forward_only or p.eval or eval_schedule.enabled(p)),
-      '--%s: training runs only (not --forward_only, --eval or '
-      '--eval_during_training_*)' % setting,
-    )
-    _require(
-      not p.fp16_enable_auto_loss_scale,
-      '--%s: not with --fp16_enable_auto_loss_scale (as classic)' % setting,
-    )
-
-
-def _check_precision(p: Params) -> None:
-  """fp16 / bf16 flags: one precision, fp16-only flags only with fp16."""
-  _require(
-    not (p.use_fp16 and p.use_bf16),
-    '--use_fp16 and --use_bf16: choose one compute precision',
-  )
-  for name in ('fp16_vars', 'fp16_enable_auto_loss_scale'):
-    _require(
-      p.use_fp16 or not getattr(p, name), '--%s: only with --use_fp16' % name
-    )
-  _require(
-    p.use_fp16 or p.fp16_loss_scale is None,
-    '--fp16_loss_scale: only with --use_fp16',
-  )
-  _require(
-    p.fp16_loss_scale is None or p.fp16_loss_scale > 0,
-    '--fp16_loss_scale=%s: must be > 0' % p.fp16_loss_scale,
-  )
-  _require(
-    p.fp16_inc_loss_scale_every_n >= 1,
-    '--fp16_inc_loss_scale_every_n=%d: must be >= 1'
-    % p.fp16_inc_loss_scale_every_n,
-  )
-  _require(
-    not (p.fp16_enable_auto_loss_scale and p.use_resource_vars is False),
-    '--fp16_enable_auto_loss_scale needs resource variables; drop '
-    '--nouse_resource_vars',
-  )
-
-
-def _check_build_only(p: Params) -> None:
-  """--build_only: a training or inference graph, and nothing measured."""
-  if not p.build_only:
-    return
-  _require(
-    not p.eval,
-    '--build_only: builds a training or --forward_only graph, not --eval',
-  )
-  _require(
-    p.result_file is None,
-    '--result_file: a --build_only run measures nothing; use '
-    '--placement_file for its report',
-  )
-
-
-def _check_data_and_outputs(p: Params, cluster) -> None:
-  """Real data, checkpoint, evaluation and observability flags."""
-  for name in (
-    'save_model_steps',
-    'eval_during_training_every_n_steps',
-    'num_eval_batches',
-    'datasets_parallel_interleave_cycle_length',
-    'datasets_num_private_threads',
-    'multi_device_iterator_max_buffer_size',
-  ):
-    value = getattr(p, name)
-    _require(
-      value is None or value >= 1, '--%s=%s: must be >= 1' % (name, value)
-    )
-  for name in (
-    'save_model_secs',
-    'eval_interval_secs',
-    'eval_timeout_secs',
-    'save_summaries_steps',
-    'datasets_prefetch_buffer_size',
-  ):
-    _require(
-      getattr(p, name) >= 0, '--%s=%s: must be >= 0' % (name, getattr(p, name))
-    )
-  _require(
-    p.max_ckpts_to_keep >= 1,
-    '--max_ckpts_to_keep=%d: must be >= 1' % p.max_ckpts_to_keep,
-  )
-  _require(
-    0 <= p.summary_verbosity <= 3,
-    '--summary_verbosity=%d: must be 0, 1, 2 or 3' % p.summary_verbosity,
-  )
-  for name in ('save_model_steps', 'save_model_secs', 'save_summaries_steps'):
-    _require(
-      not getattr(p, name) or p.train_dir,
-      '--%s: needs --train_dir (where checkpoints and summaries go)' % name,
-    )
-  _require(
-    not (p.summary_verbosity and not p.save_summaries_steps),
-    '--summary_verbosity=%d: give --save_summaries_steps=N (and '
-    '--train_dir) to write them' % p.summary_verbosity,
-  )
-  _require(
-    not (p.save_summaries_steps and not p.summary_verbosity),
-    '--save_summaries_steps: give --summary_verbosity=1, 2 or 3',
-  )
-  _require(
-    not p.eval or p.train_dir,
-    '--eval: needs --train_dir (the checkpoints to evaluate)',
-  )
-  _require(
-    not (p.eval and p.forward_only),
-    '--eval and --forward_only: choose one (--eval is inference on '
-    'the validation split of a checkpoint)',
-  )
-  _require(
-    not (p.eval and cluster is not None),
-    '--eval: runs in one process; drop the cluster flags',
-  )
-  _require(
-    not p.eval_interval_secs or p.eval, '--eval_interval_secs: only with --eval'
-  )
-  eval_schedule.check(p, ParamsError)
-  _require(
-    not p.datasets_repeat_cached_sample or p.data_dir,
-    '--datasets_repeat_cached_sample: only with --data_dir',
-  )
-  for name in ('train_dir', 'data_dir'):
-    value = getattr(p, name)
-    _require(value is None or value.strip(), '--%s: empty path' % name)
 
 
 def as_dict(p: Params) -> dict:

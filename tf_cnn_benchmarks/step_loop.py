@@ -1,0 +1,165 @@
+"""The steps of a training or forward-only run (BenchmarkCNN.run).
+
+First the session's variables are initialised (or restored); then
+warm-up steps, the untimed observed steps (profiling.py) and the timed steps,
+with the periodic work due between two steps: step table rows, checkpoints,
+summaries and evaluations during training.
+"""
+
+from __future__ import annotations
+
+import time
+import typing
+
+import tensorflow as tf
+
+from tf_cnn_benchmarks import profiling
+from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks import step_report
+from tf_cnn_benchmarks import timing
+
+if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
+  from tf_cnn_benchmarks import benchmark_cnn
+
+tf1 = tf.compat.v1
+
+
+def initialize(sess, built: benchmark_cnn.BuiltGraph, print_line) -> int:
+  """Initialises (or restores) variables; returns the starting global step.
+
+  print_line: where the 'Initializing graph' and 'Restored checkpoint' lines
+  go (the run's console).
+  """
+  print_line('Initializing graph')
+  sess.run(built.init_ops)
+  if built.checkpointer is not None and built.checkpointer.restore_from:
+    built.checkpointer.restore(sess)
+    print_line('Restored checkpoint %s' % built.checkpointer.restore_from)
+  _wait_for_shared(sess, built)
+  if built.post_init_ops:
+    sess.run(built.post_init_ops)
+  return int(sess.run(built.global_step))
+
+
+def _wait_for_shared(
+  sess, built: benchmark_cnn.BuiltGraph, timeout_s: float = 120.0
+) -> None:
+  """Waits until another process (the chief) initialised shared state."""
+  if built.shared_ready is None:
+    return
+  deadline = time.monotonic() + timeout_s
+  while len(sess.run(built.shared_ready)):
+    if time.monotonic() > deadline:
+      raise tf.errors.DeadlineExceededError(
+        None, None, 'shared variables not initialised after %ds' % timeout_s
+      )
+    time.sleep(0.2)
+
+
+class StepLoop:
+  """Warm-up and timed steps, with the periodic work between them.
+
+  Between steps (never inside a timed one): checkpoints, summaries and
+  evaluations. With --trace_file, --partitioned_graph_file_prefix or
+  --tfprof_file, extra untimed steps after warm-up are observed
+  (profiling.py).
+  """
+
+  def __init__(
+    self,
+    bench: benchmark_cnn.BenchmarkCNN,
+    sess,
+    built: benchmark_cnn.BuiltGraph,
+    start_step: int,
+  ):
+    self.bench, self.sess, self.built = bench, sess, built
+    self.params = bench.params
+    self.step = start_step  # global step, as this process counts
+    self.losses, self.step_times, self.evals = [], [], []
+    # A cluster run: this process's own losses (`losses`: the cluster's).
+    self.worker_losses = [] if built.worker_loss is not None else None
+    self.recorder = step_report.StepRecorder(
+      self.params, built.learning_rate, built.accuracy
+    )
+    self.writer = None
+    if built.summary_op is not None and bench.run_context.is_chief:
+      with built.graph.as_default():
+        self.writer = tf1.summary.FileWriter(self.params.train_dir)
+    self.during = bench.during_training(
+      lambda: bench.evaluate_now(sess, built), lambda: self.step
+    )
+    if self.during is not None:
+      self.evals = self.during.evals
+
+  def time_to_accuracy(self) -> results.TimeToAccuracy | None:
+    """--stop_at_top_1_accuracy's result (None without it)."""
+    return self.during.time_to_accuracy() if self.during else None
+
+  def run(self) -> None:
+    p, out = self.params, self.bench.print_line
+    try:
+      if self.during is not None:
+        self.during.start()
+      if p.num_warmup_batches:
+        out('Running warm up')
+        for _ in range(p.num_warmup_batches):
+          self._one_step()
+        out('Done warm up')
+      profiling.run_observed_steps(
+        p,
+        self.built.graph,
+        self._observed_step,
+        out,
+        writes_files=self.bench.run_context.is_chief,
+      )
+      out(self.recorder.header())
+      for i in range(p.num_batches):
+        loss, seconds = self._one_step()
+        self.step_times.append(seconds)
+        if i == 0 or (i + 1) % p.display_every == 0:
+          summary = timing.speed_summary(
+            self.bench.global_batch_size, self.step_times, p.display_perf_ewma
+          )
+          out(self.recorder.row(i + 1, summary, loss))
+        if self.during is not None and self.during.after_step(i + 1):
+          break
+      if self.during is not None:
+        self.during.finish()
+    finally:
+      if self.writer is not None:
+        self.writer.close()
+
+  def _one_step(self):
+    """Runs one step and the periodic work due after it; (loss, seconds)."""
+    p, built = self.params, self.built
+    fetches = {'step': built.step_op, 'loss': built.loss}
+    fetches.update(self.recorder.fetches())
+    if built.worker_loss is not None:
+      fetches['worker_loss'] = built.worker_loss
+    summarise = (
+      self.writer is not None and (self.step + 1) % p.save_summaries_steps == 0
+    )
+    if summarise:
+      fetches['summary'] = built.summary_op
+    start = time.perf_counter()
+    got = self.sess.run(fetches)
+    seconds = time.perf_counter() - start
+    self.step += 1
+    self.losses.append(float(got['loss']))
+    self.recorder.record(got)
+    if self.worker_losses is not None:
+      self.worker_losses.append(float(got['worker_loss']))
+    if summarise:
+      self.writer.add_summary(got['summary'], self.step)
+    if built.checkpointer is not None and p.train_dir:
+      path = built.checkpointer.step_done(self.sess)
+      if path:
+        self.bench.print_line('Saved checkpoint %s' % path)
+    return got['loss'], seconds
+
+  def _observed_step(self, options, metadata) -> None:
+    """An untimed step with tracing options (see profiling.py)."""
+    # The loss too: with --forward_only the step op alone computes nothing.
+    fetches = [self.built.step_op, self.built.loss]
+    self.sess.run(fetches, options=options, run_metadata=metadata)
+    self.step += 1
