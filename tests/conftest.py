@@ -15,6 +15,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
+# The package's environment defaults (oneDNN, log level, TF_XLA_FLAGS) must be
+# in place before TensorFlow parses them: XLA's flags are read once per
+# process, the first time any device is created, so a test module that lists
+# devices before importing the package would silently turn --xla off.
+import tf_cnn_benchmarks  # noqa: E402,F401,I001  # isort: skip
 import tensorflow as tf  # pylint: disable=g-import-not-at-top  # noqa: E402
 
 tf.compat.v1.disable_eager_execution()
