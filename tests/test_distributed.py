@@ -120,6 +120,12 @@ MODES = [
     ['--num_ps=2', '--no-controller'],
     ['--ps_partition_threshold_bytes=100'],
   ),
+  # The towers read each variable from the ps (not packed: one RPC each).
+  (
+    'parameter_server',
+    ['--num_ps=1', '--no-controller'],
+    ['--nopack_ps_transfers'],
+  ),
   ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
   ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
   (
@@ -209,6 +215,27 @@ def test_async_parameter_server_runs(tmp_path):
   )
   assert rc == 0, out[-3000:]
   assert 'async' in out and len(records) == 1
+
+
+def test_parameter_server_two_towers_per_worker_read_one_packed_copy(
+  tmp_path,
+):
+  # Both towers of a worker read the worker's one packed copy of the
+  # variables: 2 workers x 2 towers x B train like one local tower x 4B.
+  rc, out, records = launch(
+    tmp_path,
+    2,
+    LINEAR + ['--variable_update=parameter_server', '--num_gpus=2'],
+    launcher_flags=['--num_ps=1', '--no-controller'],
+    every_worker_reports=True,
+  )
+  assert rc == 0, out[-3000:]
+  per_worker = worker_losses(records, 2)
+  np.testing.assert_allclose(
+    (per_worker[0] + per_worker[1]) / 2,
+    local_losses(batch_size=4 * B),
+    rtol=1e-4,
+  )
 
 
 @pytest.mark.slow

@@ -158,7 +158,11 @@ def _by_type(report, op_type) -> list:
 def check_towers(report) -> None:
   """Tower i's convolutions (forward and backward) run on tower i's device."""
   towers = report['run']['tower_devices']
-  convs = [op for op in report['ops'] if op['type'].startswith('Conv2D')]
+  convs = [
+    op
+    for op in report['ops']
+    if op['type'].startswith('Conv2D') and op['in_step']
+  ]
   assert convs
   per_tower = [0] * len(towers)
   for op in convs:

@@ -284,6 +284,9 @@ class BenchmarkCNN:
         first_stream=self.layout.first_tower_index,
         num_streams=self.layout.num_step_towers,
       )
+      self.manager.prepare_towers(
+        lambda: self._forward_pass_for_variables(*batches[0])
+      )
       built_towers = [
         self._build_tower(i, images, labels, loss_scale)
         for i, (images, labels) in enumerate(batches)
@@ -437,6 +440,25 @@ class BenchmarkCNN:
       self._scratch = tempfile.mkdtemp(prefix='tf_cnn_eval_')
     return self._scratch
 
+  def _forward_pass_for_variables(self, images, labels) -> None:
+    """Tower 0's forward pass on stand-in inputs (see prepare_towers).
+
+    Only its variables matter: nothing fetches its ops, so they never run.
+    """
+    del labels  # the loss makes no variables
+    p = self.params
+    towers.forward_pass(
+      self.model,
+      tf1.placeholder(images.dtype, images.shape, name='stand_in_images'),
+      num_classes=self.dataset.num_classes,
+      data_format=p.data_format,
+      compute_dtype=self.compute_dtype,
+      seed=p.tf_random_seed,
+      is_training=self.training,
+      float16_vars=p.fp16_vars,
+      tower_index=self.layout.first_tower_index,
+    )
+
   def _build_tower(
     self,
     index: int,
@@ -459,6 +481,7 @@ class BenchmarkCNN:
         trainable_variables=lambda: self.manager.tower_trainable_variables(
           index
         ),
+        as_read=lambda variables: self.manager.tower_weights(index, variables),
         forward_only=not self.training,
         float16_vars=p.fp16_vars,
         scale_loss=loss_scale.scale_loss if loss_scale else None,

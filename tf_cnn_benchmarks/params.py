@@ -199,9 +199,9 @@ class Params(
   pack_ps_transfers: bool = _field(
     True,
     'parameter_server, distributed_replicated and hybrid in a cluster: a '
-    "worker's gradients for a ps task travel as one packed tensor (and "
-    "distributed_replicated's copies back, one per ps task), not one RPC "
-    'per tensor.',
+    "worker's gradients for a ps task travel as one packed tensor, and "
+    "the variables' values back as one per ps task (parameter_server's "
+    "reads, distributed_replicated's copies), not one RPC per tensor.",
   )
   cross_replica_sync: bool = _field(
     True,

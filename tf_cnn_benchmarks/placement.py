@@ -322,13 +322,15 @@ def tower_inputs(inputs) -> list:
   return out
 
 
-def op_record(op: tf.Operation) -> dict:
-  """One op of the report: name, type, device, dtypes of its outputs."""
+def op_record(op: tf.Operation, in_step: bool) -> dict:
+  """One op of the report: name, type, device, dtypes of its outputs, and
+  whether a step runs it."""
   return {
     'name': op.name,
     'type': op.type,
     'device': canonical(op.device),
     'dtypes': [t.dtype.base_dtype.name for t in op.outputs],
+    'in_step': in_step,
   }
 
 
@@ -392,11 +394,12 @@ def build_report(
   """The report of `graph`; step_fetches: what one step runs."""
   all_ops = graph.get_operations()
   step_ops = closure(step_fetches)
+  step_names = {op.name for op in step_ops}
   init_ops = closure(post_init_ops)
   var_list = variables(all_ops)
   return PlacementReport(
     run=dict(run_info, allow_soft_placement=allow_soft_placement),
-    ops=[op_record(op) for op in all_ops],
+    ops=[op_record(op, op.name in step_names) for op in all_ops],
     variables=var_list,
     reductions=reductions(tower_grads),
     step_transfers=transfers(step_ops),

@@ -40,14 +40,22 @@ def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
 
 
 def l2_penalty(
-  variables: Sequence[tf.Variable], weight_decay: float, single_op: bool = False
+  variables: Sequence[tf.Variable],
+  weight_decay: float,
+  single_op: bool = False,
+  values: Sequence[tf.Tensor] | None = None,
 ):
   """weight_decay * sum of l2_loss over the non-batch-norm variables.
 
   single_op: one l2_loss of the variables concatenated into one vector
   (classic --single_l2_loss_op) instead of one per variable.
+  values: what the tower read of each variable (default: the variables);
+  the names that pick the decayed ones are the variables'.
   """
-  decayed = [v for v in variables if 'batchnorm' not in v.op.name]
+  values = variables if values is None else values
+  decayed = [
+    x for v, x in zip(variables, values) if 'batchnorm' not in v.op.name
+  ]
   if not weight_decay or not decayed:
     return tf.constant(0.0)
   as_float32 = [tf.cast(v, tf.float32) for v in decayed]
@@ -97,6 +105,36 @@ def float16_variables():
     yield
 
 
+def forward_pass(
+  model,
+  images,
+  *,
+  num_classes: int,
+  data_format: str,
+  compute_dtype: tf.DType,
+  seed: int,
+  is_training: bool,
+  float16_vars: bool = False,
+  tower_index: int = 0,
+):
+  """The model's forward pass on `images` (its variables made or reused).
+
+  Returns what model.build returns. Alone (not through build_tower) it serves
+  a manager that must create every variable before the towers read them (see
+  VariableMgr.prepare_towers).
+  """
+  storage = float16_variables() if float16_vars else contextlib.nullcontext()
+  with storage, builder.random_stream(tower_index):
+    return model.build(
+      images,
+      num_classes,
+      is_training=is_training,
+      data_format=data_format,
+      compute_dtype=compute_dtype,
+      seed=seed,
+    )
+
+
 def build_tower(
   model,
   images,
@@ -108,6 +146,7 @@ def build_tower(
   seed: int,
   weight_decay: float,
   trainable_variables: Callable[[], list],
+  as_read: Callable[[list], list] = list,
   forward_only: bool = False,
   float16_vars: bool = False,
   scale_loss: Callable | None = None,
@@ -118,28 +157,34 @@ def build_tower(
   """Builds the model on `images`, its loss and (unless forward_only) grads.
 
   Call inside the variable manager's tower scope; `trainable_variables` is
-  called after the model is built and returns the variables to differentiate.
+  called after the model is built and returns the variables to differentiate;
+  `as_read` maps them to what the tower read of them (the manager's
+  tower_weights), the tensors the L2 term and the gradients are taken of.
   With `scale_loss`, the gradients are those of scale_loss(loss) (fp16 loss
   scaling); the returned loss is unscaled. `tower_index` is the tower's
   global index (worker w's tower t: w*T+t); it picks its dropout masks.
   With `accuracy`, the tower also counts its batch's right predictions.
   """
-  storage = float16_variables() if float16_vars else contextlib.nullcontext()
-  with storage, builder.random_stream(tower_index):
-    out = model.build(
-      images,
-      num_classes,
-      is_training=not forward_only,
-      data_format=data_format,
-      compute_dtype=compute_dtype,
-      seed=seed,
-    )
+  out = forward_pass(
+    model,
+    images,
+    num_classes=num_classes,
+    data_format=data_format,
+    compute_dtype=compute_dtype,
+    seed=seed,
+    is_training=not forward_only,
+    float16_vars=float16_vars,
+    tower_index=tower_index,
+  )
   with tf1.name_scope('loss'):
     base_loss = cross_entropy(out.logits, labels)
     if out.aux_logits is not None:
       base_loss += AUX_LOSS_WEIGHT * cross_entropy(out.aux_logits, labels)
     variables = trainable_variables()
-    loss = base_loss + l2_penalty(variables, weight_decay, single_l2_loss_op)
+    weights = as_read(variables)
+    loss = base_loss + l2_penalty(
+      variables, weight_decay, single_l2_loss_op, weights
+    )
   correct = None
   if accuracy:
     with tf1.name_scope('accuracy'):
@@ -149,7 +194,7 @@ def build_tower(
       loss, out.logits, [], tuple(out.update_ops), base_loss, correct
     )
   with tf1.name_scope('gradients'):
-    grads = tf1.gradients(scale_loss(loss) if scale_loss else loss, variables)
+    grads = tf1.gradients(scale_loss(loss) if scale_loss else loss, weights)
   missing = [v.op.name for g, v in zip(grads, variables) if g is None]
   if missing:
     raise ValueError('model %s: no gradient for %s' % (model.name, missing[:3]))

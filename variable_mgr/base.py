@@ -122,12 +122,33 @@ class VariableMgr:
     """Context in which tower `index` builds its model (variables and ops)."""
     raise NotImplementedError
 
+  def prepare_towers(self, build_forward: Callable[[], None]) -> None:
+    """Called once per graph before any tower is built.
+
+    build_forward() builds one tower's forward pass on stand-in inputs; a
+    manager that must know every variable before a tower reads one (to read
+    them all in one transfer) calls it in a scope of its own, where it
+    creates the variables. Its ops are never run. By default it is not
+    called.
+    """
+    del build_forward
+
   def tower_trainable_variables(self, index: int) -> list:
     """The trainable variables tower `index` computes gradients for."""
     prefix = self.variable_prefix(index)
     return [
       v for v in tf1.trainable_variables() if v.op.name.startswith(prefix)
     ]
+
+  def tower_weights(self, index: int, variables: Sequence) -> list:
+    """What tower `index` read of each of `variables`.
+
+    The tower takes its L2 term and its gradients of these; a manager whose
+    towers read copies of the variables (see prepare_towers) returns the
+    copies. By default: the variables themselves.
+    """
+    del index
+    return list(variables)
 
   # ---- from gradients to updates ----------------------------------------
 

@@ -357,6 +357,7 @@ class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
     )
     self.partition_threshold_bytes = partition_threshold_bytes
     self._parts = {}  # variable name -> its part variables
+    self._reads = None  # transfers.PackedReads of the graph being built
 
   @classmethod
   def from_params(cls, params, tower_devices, cluster=None):
@@ -367,23 +368,77 @@ class ClusterParameterServer(PsClusterMixin, local.ParameterServer):
       use_resource_vars=params.use_resource_vars,
     )
 
+  def prepare_towers(self, build_forward):
+    """With packed transfers: creates the variables, then reads them packed.
+
+    Every tower of this worker then reads the worker's packed copy (one
+    transfer per ps task and dtype per step) instead of each variable from
+    its ps task (one RPC per variable per step).
+    """
+    self._reads = None
+    if not self.cluster.pack_transfers:
+      return
+    # Its ops never run; on this worker's CPU, so that a GPU graph's
+    # kernel check does not count them.
+    with tf1.name_scope('variable_creation'):
+      with self._variable_scope(
+        self.cpu_device, reuse=False, auxiliary_name_scope=False
+      ):
+        build_forward()
+    shared = [
+      v
+      for v in tf1.trainable_variables()
+      if v.op.name.startswith(naming.SHARED_PREFIX)
+    ]
+    with tf.device(self.cpu_device):
+      self._reads = transfers.PackedReads(shared, self.cpu_device)
+
+  def _packed(self):
+    """The PackedReads towers read from now, or None (direct reads)."""
+    return self._reads if self._reads and self._reads.active() else None
+
   @contextlib.contextmanager
   def tower_scope(self, index: int):
-    getter = (
-      self._partitioning_getter
-      if (self.partition_threshold_bytes and len(self.ps_devices) > 1)
-      else None
-    )
     with tf1.name_scope('tower_%d' % index):
-      with tf1.variable_scope(
-        naming.SHARED_SCOPE,
-        reuse=index > 0,
-        custom_getter=getter,
-        use_resource=self.use_resource_vars,
+      packed = self._packed() is not None  # the variables exist
+      with self._variable_scope(
+        self.tower_devices[index],
+        reuse=packed or index > 0,
         auxiliary_name_scope=index == 0,
       ):
-        with tf1.device(self.placer.device_fn(self.tower_devices[index])):
-          yield
+        yield
+
+  @contextlib.contextmanager
+  def _variable_scope(self, device: str, reuse: bool, auxiliary_name_scope):
+    """The shared variable scope, variables on the ps, ops on `device`."""
+    if self._packed() is not None:
+      getter = self._packed_getter
+    elif self.partition_threshold_bytes and len(self.ps_devices) > 1:
+      getter = self._partitioning_getter
+    else:
+      getter = None
+    with tf1.variable_scope(
+      naming.SHARED_SCOPE,
+      reuse=reuse,
+      custom_getter=getter,
+      use_resource=self.use_resource_vars,
+      auxiliary_name_scope=auxiliary_name_scope,
+    ):
+      with tf1.device(self.placer.device_fn(device)):
+        yield
+
+  def _packed_getter(self, getter, name, *args, **kwargs):
+    """A variable's packed read (a split variable: its parts' reads joined)."""
+    reads = self._packed()
+    if name in self._parts:
+      return tf.concat([reads.value(p) for p in self._parts[name]], 0)
+    return reads.value(getter(name, *args, **kwargs))
+
+  def tower_weights(self, index, variables):
+    reads = self._packed()
+    if reads is None:
+      return super().tower_weights(index, variables)
+    return [reads.value(v) for v in variables]
 
   def _partitioning_getter(self, getter, name, *args, **kwargs):
     """Splits a big trainable variable along axis 0 over the ps tasks.
@@ -549,18 +604,12 @@ class DistributedReplicated(PsClusterMixin, base.PerTowerCopies):
     """Every tower's copy of each variable named <- its shared copy."""
     tower_copies = base.tower_copies(tf1.global_variables(), self.num_towers)
     shared = [self._ps_copies[relative] for relative in relatives]
-    values = []
-    for v in shared:
-      with tf.device(v.device):
-        values.append(v.read_value())
-    if self.cluster.pack_transfers:  # one transfer per ps task, not per copy
-      values = transfers.packed_transfer(
-        values, [v.device for v in shared], [self.cpu_device] * len(shared)
-      )
+    reads = transfers.PackedReads(
+      shared, self.cpu_device, pack=self.cluster.pack_transfers
+    )
     ops = []
-    for relative, value in zip(relatives, values):
-      with tf.device(self.cpu_device):
-        value = tf.identity(value)
+    for relative, var in zip(relatives, shared):
+      value = reads.value(var)
       for device, target in zip(self.tower_devices, tower_copies[relative]):
         with tf.device(device):
           ops.append(target.assign(value))

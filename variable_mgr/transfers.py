@@ -44,3 +44,44 @@ def packed_transfer(tensors, sources, destinations) -> list:
       for i, part in zip(members, parts):
         out[i] = tf.reshape(part, tensors[i].shape)
   return out
+
+
+class PackedReads:
+  """The values of many variables, read on one device in packed transfers.
+
+  Each variable is read on its own device and the reads cross to
+  `destination` packed (see packed_transfer), so a step costs one transfer
+  per (source, dtype) instead of one per variable. A packed value is a copy:
+  an update of its variable later in the step leaves it alone.
+  """
+
+  def __init__(self, variables, destination: str, pack: bool = True):
+    """pack=False: each value crosses on its own (one RPC per variable).
+
+    The reads are made here, under the caller's control dependencies.
+    """
+    variables = list(variables)
+    self.graph = tf.compat.v1.get_default_graph()
+    reads = []
+    for var in variables:
+      with tf.device(var.device):
+        reads.append(var.read_value())
+    if pack:
+      values = packed_transfer(
+        reads, [v.device for v in variables], [destination] * len(variables)
+      )
+    else:
+      values = reads
+    with tf.device(destination):  # a value packed with none crosses once too
+      values = [
+        x if x.device == destination else tf.identity(x) for x in values
+      ]
+    self._values = {v.op.name: x for v, x in zip(variables, values)}
+
+  def active(self) -> bool:
+    """Whether these reads belong to the graph being built."""
+    return tf.compat.v1.get_default_graph() is self.graph
+
+  def value(self, var):
+    """`var`'s value on the destination, or `var` itself if it was not read."""
+    return self._values.get(var.op.name, var)
