@@ -63,8 +63,9 @@ def _build(pack: bool, num_towers: int = 1):
         tower_grads.append(list(zip(grads, variables)))
     train_op = manager.build_train_op(
       tower_grads,
-      lambda: tf1.train.GradientDescentOptimizer(0.1),
-      global_step,
+      base.StepUpdate(
+        lambda: tf1.train.GradientDescentOptimizer(0.1), global_step
+      ),
     )
   return graph, manager, train_op, tower_grads, moving
 

@@ -49,6 +49,7 @@ from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import layout as layout_lib
 from tf_cnn_benchmarks.cluster import run_context as run_context_lib
 from variable_mgr import allreduce
+from variable_mgr import base
 from variable_mgr import loss_scale as loss_scale_lib
 from variable_mgr import traits as traits_lib
 
@@ -517,11 +518,13 @@ class BenchmarkCNN:
     with tf.control_dependencies([t.loss for t in built_towers]):
       train_op = self.manager.build_train_op(
         [t.grads_and_vars for t in built_towers],
-        make_optimizer,
-        global_step,
-        clip_norm=optimizers.gradient_clip(p),
-        loss_scale=loss_scale,
-        loss=loss,
+        base.StepUpdate(
+          make_optimizer,
+          global_step,
+          clip_norm=optimizers.gradient_clip(p),
+          loss_scale=loss_scale,
+          loss=loss,
+        ),
       )
     if loss_scale is not None:  # a skipped step moves no statistic either
       stat_updates = loss_scale.guard_statistics(stat_updates)

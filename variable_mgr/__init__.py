@@ -7,7 +7,8 @@ Modules:
   base: the contract (VariableMgr), PerTowerCopies, ClusterDevices.
   naming: replica prefixes (tower i's vI/, the shared v/), checkpoint names.
   local: parameter_server, replicated, independent; the greedy placer.
-  distributed: the cluster managers (PsClusterMixin for the ps-held ones).
+  distributed: the cluster managers; hybrid: the hybrid one; ps_cluster:
+    what the ps-held ones share (SyncAccumulators, PsClusterMixin).
   batch_allreduce: BatchAllReduce, how replicated sums its gradients
     (packing, 16-bit transfer); allreduce: the algorithms and spec grammar.
   relaxed: the one-step delay of --variable_consistency=relaxed.
@@ -18,8 +19,10 @@ Modules:
 
 # Importing the manager modules registers them.
 from variable_mgr import distributed  # noqa: F401
+from variable_mgr import hybrid  # noqa: F401
 from variable_mgr import local  # noqa: F401
 from variable_mgr import staged  # noqa: F401
+from variable_mgr.base import StepUpdate
 from variable_mgr.base import VariableMgr
 from variable_mgr.registry import all_reduce_names
 from variable_mgr.registry import cluster_names
@@ -41,5 +44,6 @@ __all__ = [
   'register',
   'select',
   'setting_variants',
+  'StepUpdate',
   'VariableMgr',
 ]

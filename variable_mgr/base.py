@@ -12,9 +12,9 @@ A manager decides, for one data-parallel strategy:
 The driver only calls these methods; anything that differs between strategies
 belongs here, not in the driver.
 
-Also here, shared by local.py and distributed.py: PerTowerCopies (the base
-of the managers with a copy per tower), tower_copies (every tower's copy of a
-variable, by relative name; see naming.py) and ClusterDevices.
+Also here, shared by local.py and the cluster managers: PerTowerCopies (the
+base of the managers with a copy per tower), tower_copies (every tower's copy
+of a variable, by relative name; see naming.py) and ClusterDevices.
 """
 
 from __future__ import annotations
@@ -48,6 +48,29 @@ class Reduction:
   sites: list
   side_ops: tuple = ()
   consistent: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class StepUpdate:
+  """What build_train_op needs besides the towers' gradients.
+
+  make_optimizer: returns a new optimizer (one per apply site).
+  global_step: moved once per applied step.
+  clip_norm: a float (clip the global norm), a function of grads_and_vars
+    (e.g. a per-element clip), or None.
+  loss_scale: a loss_scale.LossScale (the towers differentiated the scaled
+    loss; with an automatic one, a step whose reduced gradients hold
+    inf/nan updates nothing on any replica), or None.
+  loss: this process's mean tower loss; a cluster manager sets
+    `cluster_loss` from it (the mean over every worker's towers), riding on
+    the step's own synchronisation. None: not wanted.
+  """
+
+  make_optimizer: Callable[[], tf1.train.Optimizer]
+  global_step: tf.Variable
+  clip_norm: float | Callable | None = None
+  loss_scale: object = None
+  loss: tf.Tensor | None = None
 
 
 class VariableMgr:
@@ -160,28 +183,17 @@ class VariableMgr:
     raise NotImplementedError
 
   def build_train_op(
-    self,
-    tower_grads: Sequence[GradsAndVars],
-    make_optimizer: Callable[[], tf1.train.Optimizer],
-    global_step: tf.Variable,
-    clip_norm: float | None = None,
-    loss_scale=None,
-    loss: tf.Tensor | None = None,
+    self, tower_grads: Sequence[GradsAndVars], step_update: StepUpdate
   ) -> tf.Operation:
-    """Reduces, (unscales, checks,) clips and applies the gradients.
-
-    global_step moves once per applied step. With a LossScale, towers must
-    have differentiated the scaled loss; with an automatic one, a step whose
-    reduced gradients hold inf/nan updates nothing on any replica.
-    loss: this process's mean tower loss; a cluster manager sets
-    `cluster_loss` from it (the mean over every worker's towers), riding on
-    the step's own synchronisation.
-    """
-    del loss  # one process: its loss is the run's
+    """Reduces, (unscales, checks,) clips and applies the gradients."""
+    # One process: its loss (step_update.loss) is the run's.
     reduction = self.reduce_gradients(tower_grads)
+    clip_norm, loss_scale = step_update.clip_norm, step_update.loss_scale
 
     def apply(sites):
-      return self.apply_sites(sites, make_optimizer, global_step, clip_norm)
+      return self.apply_sites(
+        sites, step_update.make_optimizer, step_update.global_step, clip_norm
+      )
 
     # Updates run in place on the variables' buffers: without this barrier an
     # update could land while another op of the same step (the backprop of an

@@ -75,7 +75,7 @@ class ParameterServer(base.VariableMgr):
 
   @classmethod
   def from_params(cls, params, tower_devices, cluster=None):
-    del cluster  # local only; distributed.py has the cluster variants
+    del cluster  # local only; distributed.py has the cluster variant
     if params.local_parameter_device == 'cpu':
       param_devices = ('/cpu:0',)
     else:  # spread over the towers' own devices, as the classic gpu mode did
@@ -181,26 +181,16 @@ class Replicated(base.PerTowerCopies):
     sites = self._mean_sites(tower_grads, sums)
     return base.Reduction(sites, side_ops, consistent=not self.relaxed)
 
-  def build_train_op(
-    self,
-    tower_grads,
-    make_optimizer,
-    global_step,
-    clip_norm=None,
-    loss_scale=None,
-    loss=None,
-  ):
-    if not (self.relaxed and loss_scale is not None and loss_scale.config.auto):
-      return super().build_train_op(
-        tower_grads, make_optimizer, global_step, clip_norm, loss_scale, loss
-      )
-    return self._relaxed_auto_scaled_train_op(
-      tower_grads, make_optimizer, global_step, clip_norm, loss_scale
-    )
+  def build_train_op(self, tower_grads, step_update: base.StepUpdate):
+    if not (
+      self.relaxed
+      and step_update.loss_scale is not None
+      and step_update.loss_scale.config.auto
+    ):
+      return super().build_train_op(tower_grads, step_update)
+    return self._relaxed_auto_scaled_train_op(tower_grads, step_update)
 
-  def _relaxed_auto_scaled_train_op(
-    self, tower_grads, make_optimizer, global_step, clip_norm, loss_scale
-  ):
+  def _relaxed_auto_scaled_train_op(self, tower_grads, step_update):
     """Relaxed consistency with an automatic loss scale.
 
     The scale may change between steps, so this step's sums are unscaled
@@ -213,21 +203,26 @@ class Replicated(base.PerTowerCopies):
     grads = [[g for g, _ in gv] for gv in tower_grads]
     sums = self.all_reduce.sum(grads, self.tower_devices)
     unscaled = [
-      [g for g, _ in loss_scale.unscale([(s, None) for s in tower_sums])]
+      [
+        g
+        for g, _ in step_update.loss_scale.unscale(
+          [(s, None) for s in tower_sums]
+        )
+      ]
       for tower_sums in sums
     ]
-    finite = loss_scale.all_finite(
+    finite = step_update.loss_scale.all_finite(
       [
         (d, [(g, None) for g in u])
         for d, u in zip(self.tower_devices, unscaled)
       ]
     )
-    loss_scale.record_verdict(finite)
-    with tf.device(loss_scale.device):
+    step_update.loss_scale.record_verdict(finite)
+    with tf.device(step_update.loss_scale.device):
       not_finite = 1.0 - tf.cast(finite, tf.float32)
     delay = relaxed_lib.OneStepDelay(
       unscaled + [[not_finite]],
-      self.tower_devices + (loss_scale.device,),
+      self.tower_devices + (step_update.loss_scale.device,),
       variable_names=[
         [v.op.name + relaxed_lib.DELAYED_SUFFIX for _, v in gv]
         for gv in tower_grads
@@ -236,17 +231,22 @@ class Replicated(base.PerTowerCopies):
     )
     sites = self._mean_sites(tower_grads, delay.delayed[:-1])
     self.applied_gradient_norm = base.applied_norm(
-      sites[0][1], self.cpu_device, None, clip_norm
+      sites[0][1], self.cpu_device, None, step_update.clip_norm
     )
-    with tf.device(loss_scale.device):
+    with tf.device(step_update.loss_scale.device):
       held_back_finite = delay.delayed[-1][0] < 0.5
-    update = loss_scale.apply_if(
+    update = step_update.loss_scale.apply_if(
       held_back_finite,
-      lambda: self.apply_sites(sites, make_optimizer, global_step, clip_norm),
+      lambda: self.apply_sites(
+        sites,
+        step_update.make_optimizer,
+        step_update.global_step,
+        step_update.clip_norm,
+      ),
       record=False,
     )
     with tf.control_dependencies([g for tower in grads for g in tower]):
-      adjust = loss_scale.adjust(finite)
+      adjust = step_update.loss_scale.adjust(finite)
     return tf.group(update, adjust, delay.update_op, name='train_op')
 
   def _mean_sites(self, tower_grads, tower_sums) -> list:

@@ -39,3 +39,19 @@ def even_sizes(total: int, parts: int) -> list:
   """
   base, extra = divmod(total, parts)
   return [base + 1 if i < extra else base for i in range(parts)]
+
+
+def requested_shape(getter_kwargs) -> tf.TensorShape:
+  """The shape a variable getter is asked for (the initializer's if none)."""
+  shape = getter_kwargs.get('shape')
+  initializer = getter_kwargs.get('initializer')
+  if shape is None and hasattr(initializer, 'shape'):
+    shape = initializer.shape
+  return tf.TensorShape(shape)
+
+
+def requested_bytes(getter_kwargs) -> int:
+  """Bytes of the variable a getter is asked for (see num_bytes)."""
+  return num_bytes(
+    requested_shape(getter_kwargs), getter_kwargs.get('dtype') or tf.float32
+  )

@@ -41,6 +41,7 @@ import contextlib
 
 import tensorflow as tf
 
+from variable_mgr import base
 from variable_mgr import local
 from variable_mgr import registry
 
@@ -145,15 +146,7 @@ class StagedParameterServer(local.ParameterServer):
     # Fills the pipeline: step 0 reads the initial (or restored) values.
     return super().post_init_ops() + self._stage_ops()
 
-  def build_train_op(
-    self,
-    tower_grads,
-    make_optimizer,
-    global_step,
-    clip_norm=None,
-    loss_scale=None,
-    loss=None,
-  ):
+  def build_train_op(self, tower_grads, step_update: base.StepUpdate):
     variable_puts = self._stage_ops()
     held_back, gradient_puts = [], []
     for index, grads_and_vars in enumerate(tower_grads):
@@ -163,9 +156,7 @@ class StagedParameterServer(local.ParameterServer):
       held_back.append(list(zip(grads, variables)))
     # The update waits for this step's reads of the variables (staged).
     with tf.control_dependencies(variable_puts):
-      train_op = super().build_train_op(
-        held_back, make_optimizer, global_step, clip_norm, loss_scale, loss
-      )
+      train_op = super().build_train_op(held_back, step_update)
     return tf.group(train_op, *gradient_puts, name='staged_train_op')
 
   def _variable_of(self, index: int, value):
