@@ -135,3 +135,17 @@ def test_run_reports_mfu_against_its_peak(tmp_path, monkeypatch):
   assert none.mfu is None and none.peak_tflops_origin is None
   record = none.to_record()
   assert record['mfu'] is None and 'peak_tflops_origin' in record
+
+
+def test_a_probe_that_may_have_shared_the_cores_is_not_cached(tmp_path):
+  calls = []
+
+  def fake(kind, dtype):
+    calls.append((kind, dtype))
+    return 0.5
+
+  args = ('auto', 'cpu', 'float32', 1, str(tmp_path), fake)
+  first = peak.resolve(*args, write_cache=False)
+  again = peak.resolve(*args, write_cache=False)
+  assert first == again == peak.Peak(0.5, 'measured')
+  assert len(calls) == 2 and not list(tmp_path.iterdir())

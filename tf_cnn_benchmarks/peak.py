@@ -148,10 +148,13 @@ def host_peak(
   dtype_name: str,
   directory: Optional[str] = None,
   measure_fn: Optional[Callable[[str, str], float]] = measure,
+  write_cache: bool = True,
 ) -> tuple:
   """(TFLOP/s of one device of this kind, 'cached' or 'measured').
 
   With measure_fn None, a figure that is not cached is (None, None).
+  write_cache=False: a measured figure is not kept (a probe that may have
+  shared the cores with other tasks must not stand for this machine).
   """
   directory = cache_dir() if directory is None else directory
   path = os.path.join(directory, _CACHE_FILE)
@@ -162,8 +165,9 @@ def host_peak(
   if measure_fn is None:
     return None, None
   value = measure_fn(device_kind, dtype_name)
-  cache[key] = value
-  _write_cache(path, cache)
+  if write_cache:
+    cache[key] = value
+    _write_cache(path, cache)
   return value, 'measured'
 
 
@@ -195,6 +199,7 @@ def resolve(
   devices_sharing: int = 1,
   directory: Optional[str] = None,
   measure_fn: Optional[Callable[[str, str], float]] = measure,
+  write_cache: bool = True,
 ) -> Optional[Peak]:
   """The run's per-device peak from --peak_tflops_per_device, or None.
 
@@ -208,13 +213,16 @@ def resolve(
     directory: the cache directory (default: cache_dir()).
     measure_fn: the probe (tests pass a fake); None: use only a cached
       figure (None when there is none).
+    write_cache: whether a measured figure is cached (see host_peak).
   """
   value = parse_flag(flag_value)
   if value == NONE:
     return None
   if value != AUTO:
     return Peak(float(value), 'given')
-  tflops, origin = host_peak(device_kind, dtype_name, directory, measure_fn)
+  tflops, origin = host_peak(
+    device_kind, dtype_name, directory, measure_fn, write_cache
+  )
   if tflops is None:
     return None
   return Peak(tflops / max(1, devices_sharing), origin)

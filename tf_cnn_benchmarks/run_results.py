@@ -177,7 +177,9 @@ def resolve_peak(bench: benchmark_cnn.BenchmarkCNN) -> peak_lib.Peak | None:
   """The per-device peak for MFU (--peak_tflops_per_device), or None.
 
   In a cluster only the chief measures (tasks on one host would slow each
-  other's probe); the others use the cached figure when there is one.
+  other's probe); the others use the cached figure when there is one. A
+  cluster's probe is not cached: the other tasks may still be running on
+  its cores (a low figure cached once gave later runs an MFU over 100%).
   """
   p = bench.params
   workers = bench.cluster.workers_on_my_host() if bench.cluster else 1
@@ -187,4 +189,5 @@ def resolve_peak(bench: benchmark_cnn.BenchmarkCNN) -> peak_lib.Peak | None:
     bench.compute_dtype.name,
     devices.devices_sharing_compute(p.device, p.num_gpus, workers),
     measure_fn=peak_lib.measure if bench.run_context.is_chief else None,
+    write_cache=bench.cluster is None,
   )
