@@ -210,18 +210,8 @@ class ClusterParameterServer(ps_cluster.PsClusterMixin, local.ParameterServer):
     means = ps_cluster.local_means(tower_grads, self.cpu_device)
     with tf.control_dependencies(ps_cluster.all_grads(tower_grads)):
       train_op = tf.group(
-        self._sync_or_async(
-          means,
-          step_update.make_optimizer,
-          step_update.global_step,
-          step_update.clip_norm,
-          guard=self._loss_scale_guard(step_update.loss_scale),
-          loss=step_update.loss,
-          loss_scale=step_update.loss_scale,
-        ),
-        name='train_op',
+        self._shared_update(means, step_update), name='train_op'
       )
-    self._report_applied_norm(step_update.loss_scale, step_update.clip_norm)
     return train_op
 
 
@@ -272,16 +262,7 @@ class DistributedReplicated(ps_cluster.PsClusterMixin, base.PerTowerCopies):
       for relative, (g, v) in zip(relatives, means)
     ]
     with tf.control_dependencies(ps_cluster.all_grads(tower_grads)):
-      update = self._sync_or_async(
-        shared,
-        step_update.make_optimizer,
-        step_update.global_step,
-        step_update.clip_norm,
-        guard=self._loss_scale_guard(step_update.loss_scale),
-        loss=step_update.loss,
-        loss_scale=step_update.loss_scale,
-      )
-    self._report_applied_norm(step_update.loss_scale, step_update.clip_norm)
+      update = self._shared_update(shared, step_update)
     with tf.control_dependencies([update]):
       copies = self._copy_back(relatives)
     return tf.group(update, *copies, name='train_op')

@@ -254,6 +254,21 @@ class PsClusterMixin:
       loss_scale=auto,
     )
 
+  def _shared_update(self, grads_and_vars, step_update) -> tf.Operation:
+    """The update of ps-held variables for a whole step_update: guarded by
+    its loss scale, synchronised or not, its applied norm reported."""
+    update = self._sync_or_async(
+      grads_and_vars,
+      step_update.make_optimizer,
+      step_update.global_step,
+      step_update.clip_norm,
+      guard=self._loss_scale_guard(step_update.loss_scale),
+      loss=step_update.loss,
+      loss_scale=step_update.loss_scale,
+    )
+    self._report_applied_norm(step_update.loss_scale, step_update.clip_norm)
+    return update
+
   def _report_applied_norm(self, loss_scale, clip_norm) -> None:
     """applied_gradient_norm from what _sync_or_async applied here."""
     if self.applied_grads:
