@@ -7,7 +7,8 @@ module keeps the parts that sweep.py, compare.py and plot.py have in common:
   stderr and exit status 2, never a traceback.
 - ``OneLineParser``: an argparse parser whose usage errors are one line too.
 - ``read_jsonl``: strict reading with file:line error messages (the reader
-  of tf_cnn_benchmarks/result_lines.py, its errors as ``InputError``). Lines
+  of tf_cnn_benchmarks/reporting/result_lines.py, its errors as
+  ``InputError``). Lines
   are appended with ``result_lines.append_json_lines``, the one atomic append
   that the benchmark driver uses as well.
 - ``load_frame`` / ``summarize``: results records -> pandas tables of
@@ -28,7 +29,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.append(REPO_ROOT)
 
-from tf_cnn_benchmarks import result_lines  # noqa: E402
+from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402
 
 # Keys a successful (status "ok") record must have for compare/plot to use it.
 REQUIRED_OK_KEYS = (

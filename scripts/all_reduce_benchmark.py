@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from tf_cnn_benchmarks import result_lines  # noqa: E402  (no TensorFlow)
+from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402  (no TensorFlow)
 
 # TensorFlow loads after the arguments parse (--help answers at once), with
 # its start-up log lines kept off stderr: see _load_tensorflow.
@@ -36,7 +36,7 @@ tf = tf1 = allreduce = None
 def _load_tensorflow():
   """Imports TensorFlow quietly, and the all-reduce module built on it."""
   global tf, tf1, allreduce  # pylint: disable=global-statement
-  from tf_cnn_benchmarks import quiet  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
 
   tf = quiet.load_tensorflow()
   tf1 = tf.compat.v1

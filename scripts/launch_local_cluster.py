@@ -175,7 +175,7 @@ def manager_needs(flags):
   sys.path.insert(0, REPO_ROOT)
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks import quiet
+  from tf_cnn_benchmarks.platform import quiet
 
   with quiet.captured_stderr_fd():  # TensorFlow's load-time lines
     import variable_mgr

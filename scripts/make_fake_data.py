@@ -42,7 +42,7 @@ import numpy as np
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tf_cnn_benchmarks import quiet  # noqa: E402
+from tf_cnn_benchmarks.platform import quiet  # noqa: E402
 
 
 def _asks_for_help_only() -> bool:

@@ -25,7 +25,8 @@ On failure or timeout a line with "status": "error", "error" (the last
 exception line of the log, e.g. "ValueError: ...", else its last line; or
 "timeout after Ns"), "returncode", "params" (the point's flags) and the same
 tag is appended instead, and the sweep goes on.
-Appends are atomic (tf_cnn_benchmarks/result_lines.py: one os.write on an
+Appends are atomic (tf_cnn_benchmarks/reporting/result_lines.py: one os.write
+on an
 O_APPEND descriptor, under a flock of the file).
 
 Resuming: running the same sweep again skips every point that already has an
@@ -87,7 +88,7 @@ import _lifetime
 import _results_io as rio
 
 # After _results_io, which puts the repository root on sys.path.
-from tf_cnn_benchmarks import result_lines
+from tf_cnn_benchmarks.reporting import result_lines
 
 InputError = rio.InputError
 

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _lifetime  # noqa: E402  (beside this script)
 import _results_io  # noqa: E402  (puts the repository on sys.path)
 
-from tf_cnn_benchmarks import result_lines  # noqa: E402  (no TensorFlow)
+from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402  (no TensorFlow)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

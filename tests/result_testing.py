@@ -1,6 +1,6 @@
 """A BenchmarkResult with plausible values, for tests of the results line."""
 
-from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks.reporting import results
 
 
 def make_result(**overrides) -> results.BenchmarkResult:

@@ -16,7 +16,7 @@ from tests.device_testing import session_config
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from tf_cnn_benchmarks import params as params_lib  # pylint: disable=g-import-not-at-top
+from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
 from variable_mgr import batch_allreduce as ba  # pylint: disable=g-import-not-at-top
 
 tf1 = tf.compat.v1

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from tests import testing_models
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import checkpoints
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.training import checkpoints
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -14,9 +14,9 @@ import tensorflow as tf
 import models
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import classic_flags
-from tf_cnn_benchmarks import optimizers
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import classic_flags
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.training import optimizers
 from variable_mgr import base as variable_mgr_base
 
 REPO = Path(__file__).resolve().parent.parent
@@ -517,7 +517,7 @@ def test_classic_entry_script_behaves_like_python_m(tmp_path):
 
 def _cifar_train_images(cifar_dir, *, train, distortions):
   """The 20 training images of the fake CIFAR-10 set, as one sorted array."""
-  from tf_cnn_benchmarks import data_sources  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.inputs import data_sources  # pylint: disable=g-import-not-at-top
 
   opts = data_sources.InputOptions(
     data_dir=cifar_dir, data_name='cifar10', distortions=distortions

@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from scripts import make_fake_data
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import freezing
-from tf_cnn_benchmarks import input_settings
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import preprocessing
+from tf_cnn_benchmarks.config import input_settings
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.inputs import preprocessing
+from tf_cnn_benchmarks.training import freezing
 
 tf1 = tf.compat.v1
 

@@ -11,7 +11,7 @@ from tests import device_testing
 from tests.test_distributed import launch
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
 from variable_mgr import batch_allreduce
 from variable_mgr import topology
 

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.config import params as params_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TF_DEFAULTS = servers.ThreadPools(0, 0)

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_cnn_benchmarks import data_sources
-from tf_cnn_benchmarks import input_failures
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import preprocessing
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import input_failures
+from tf_cnn_benchmarks.inputs import preprocessing
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / 'scripts'))

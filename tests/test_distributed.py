@@ -84,7 +84,7 @@ def local_losses(**kw):
   """Losses of the same model run locally (one tower x 2B)."""
   from tests import testing_models
   from tf_cnn_benchmarks import benchmark_cnn
-  from tf_cnn_benchmarks import params as params_lib
+  from tf_cnn_benchmarks.config import params as params_lib
 
   testing_models.ensure_registered()
   p = params_lib.make_params(
@@ -396,7 +396,7 @@ def test_killed_worker_makes_the_others_exit_with_a_message(mode):
   ],
 )
 def test_bad_cluster_flags_are_one_line(flags, needle):
-  from tf_cnn_benchmarks import params as params_lib
+  from tf_cnn_benchmarks.config import params as params_lib
 
   with pytest.raises(params_lib.ParamsError, match=needle.replace('-', r'\-')):
     params_lib.make_params(
@@ -588,7 +588,7 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
   def local():
     from tests import testing_models
     from tf_cnn_benchmarks import benchmark_cnn
-    from tf_cnn_benchmarks import params as params_lib
+    from tf_cnn_benchmarks.config import params as params_lib
 
     testing_models.ensure_registered()
     p = params_lib.make_params(

@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import devices
-from tf_cnn_benchmarks import inputs
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.inputs import inputs
+from tf_cnn_benchmarks.platform import devices
 
 tf1 = tf.compat.v1
 

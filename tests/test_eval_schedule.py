@@ -18,8 +18,8 @@ from scripts import make_fake_data
 from tests import testing_models
 from tests.test_distributed import launch
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import eval_schedule
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.evaluation import eval_schedule
 
 tf1 = tf.compat.v1
 
@@ -329,7 +329,7 @@ def test_two_workers_evaluate_on_the_chief_only(tmp_path):
 
 
 def test_eval_dir_that_is_a_file_is_refused_before_any_graph(tmp_path):
-  from tf_cnn_benchmarks import outputs
+  from tf_cnn_benchmarks.reporting import outputs
 
   not_a_dir = tmp_path / 'file'
   not_a_dir.write_text('')

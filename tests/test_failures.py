@@ -579,7 +579,7 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize('bad', BAD_VALUES, ids=lambda d: ','.join(d))
 def test_bad_values_are_refused_when_resolved(bad):
-  from tf_cnn_benchmarks import params as params_lib  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
 
   flags = dict(model='trivial', data_name='cifar10', device='cpu')
   flags['num_batches'] = 1
@@ -615,8 +615,8 @@ def _bad_outputs(tmp_path):
 
 
 def test_bad_output_paths_are_refused_before_the_run(tmp_path):
-  from tf_cnn_benchmarks import outputs  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks import params as params_lib  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.reporting import outputs  # pylint: disable=g-import-not-at-top
 
   refused = 0
   for flag, path in _bad_outputs(tmp_path):
@@ -958,7 +958,7 @@ def test_good_imagenet_run_prints_nothing_on_stderr(tmp_path):
 _FILTERED_WRITER = r"""
 import os, signal, sys
 sys.path.insert(0, %r)
-from tf_cnn_benchmarks import quiet
+from tf_cnn_benchmarks.platform import quiet
 os.write(2, b'before\n')
 with quiet.libjpeg_lines_dropped():
   os.write(2, b'Corrupt JPEG data: 12 extraneous bytes before marker 0xd9\n')

@@ -24,7 +24,7 @@ import pytest
 import models
 from models.model import Model
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
 import variable_mgr
 from variable_mgr import allreduce
 

@@ -18,10 +18,10 @@ import tensorflow as tf
 
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import data_sources
-from tf_cnn_benchmarks import devices
-from tf_cnn_benchmarks import gpu_runtime
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.platform import devices
+from tf_cnn_benchmarks.platform import gpu_runtime
 
 tf1 = tf.compat.v1
 

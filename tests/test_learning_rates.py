@@ -13,8 +13,8 @@ import models
 from tests import test_distributed
 from tests.test_classic_compat import run_main
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import learning_rates
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.training import learning_rates
 
 tf1 = tf.compat.v1
 

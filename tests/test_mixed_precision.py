@@ -9,7 +9,7 @@ import tensorflow as tf
 from tests import testing_models
 from tests.test_driver import Session
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
 
 tf1 = tf.compat.v1
 

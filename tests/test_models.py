@@ -23,7 +23,7 @@ import models  # noqa: E402
 from models import initializers  # noqa: E402
 from models import registry  # noqa: E402
 from models.builder import NetBuilder  # noqa: E402
-from tf_cnn_benchmarks import towers  # noqa: E402
+from tf_cnn_benchmarks.training import towers  # noqa: E402
 
 tf1 = tf.compat.v1
 

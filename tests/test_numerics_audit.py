@@ -14,8 +14,8 @@ from tests.test_distributed import launch
 from tests.test_distributed import local_losses
 from tests.test_distributed import worker_losses
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import cpu_features
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.platform import cpu_features
 
 tf1 = tf.compat.v1
 

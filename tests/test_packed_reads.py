@@ -10,7 +10,7 @@ in test_distributed.
 import pytest
 import tensorflow as tf
 
-from tf_cnn_benchmarks import placement
+from tf_cnn_benchmarks.observability import placement
 from variable_mgr import base
 from variable_mgr import distributed
 

@@ -6,7 +6,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from tf_cnn_benchmarks import peak
+from tf_cnn_benchmarks.platform import peak
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def test_run_reports_mfu_against_its_peak(tmp_path, monkeypatch):
   import io
 
   from tf_cnn_benchmarks import benchmark_cnn
-  from tf_cnn_benchmarks import params as params_lib
+  from tf_cnn_benchmarks.config import params as params_lib
 
   monkeypatch.setenv('TF_CNN_BENCHMARKS_CACHE_DIR', str(tmp_path))
   (tmp_path / 'peak_tflops.json').write_text(

@@ -13,9 +13,9 @@ import tensorflow as tf
 from tests import testing_models
 from tf_cnn_benchmarks import __main__ as cli
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import gpu_kernels
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import placement
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.observability import placement
+from tf_cnn_benchmarks.platform import gpu_kernels
 
 tf1 = tf.compat.v1
 

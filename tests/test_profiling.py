@@ -18,9 +18,9 @@ from tensorflow.core.profiler import tfprof_log_pb2
 from tests import test_distributed
 from tests import testing_models
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import outputs
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import profiling
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.observability import profiling
+from tf_cnn_benchmarks.reporting import outputs
 
 tf1 = tf.compat.v1
 

@@ -15,7 +15,7 @@ import pytest
 
 from scripts import make_fake_data
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

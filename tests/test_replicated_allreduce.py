@@ -7,7 +7,7 @@ import pytest
 
 from tests.test_driver import Session
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
 from variable_mgr import allreduce
 
 COMMON = dict(

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from tests.result_testing import make_result
-from tf_cnn_benchmarks import result_lines
-from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks.reporting import result_lines
+from tf_cnn_benchmarks.reporting import results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -195,7 +195,7 @@ def test_reader_names_the_line_and_skips_blank_ones(tmp_path):
 
 WRITER = """
 import sys
-from tf_cnn_benchmarks import result_lines
+from tf_cnn_benchmarks.reporting import result_lines
 path, writer = sys.argv[1], int(sys.argv[2])
 for i in range(200):
   result_lines.append_json_lines(

@@ -6,12 +6,12 @@ import json
 import pytest
 
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import devices
-from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks.cluster import layout as layout_lib
 from tf_cnn_benchmarks.cluster import roles as roles_lib
 from tf_cnn_benchmarks.cluster import run_context
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.platform import devices
 import variable_mgr
 from variable_mgr import traits as traits_lib
 

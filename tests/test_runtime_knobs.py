@@ -20,9 +20,9 @@ from tensorflow.core.framework import dataset_options_pb2
 from tests import testing_models
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import data_sources
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import runtime_knobs
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.platform import runtime_knobs
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / 'scripts'))

@@ -9,12 +9,12 @@ import io
 
 import pytest
 
-from tf_cnn_benchmarks import gpu_runtime
-from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks.cluster import roles
 from tf_cnn_benchmarks.cluster import run_context
 from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.platform import gpu_runtime
 from variable_mgr import traits as traits_lib
 
 GPU_FLAGS = dict(

@@ -27,7 +27,7 @@ from tests.test_numpy_reference import NumpyOptimizer
 from tests.test_numpy_reference import simulate
 from tests.test_numpy_reference import synthetic_global_batch
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import params as params_lib
 import variable_mgr
 from variable_mgr import staged
 

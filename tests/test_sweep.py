@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / 'scripts'))
 
 import sweep  # noqa: E402
 
-from tf_cnn_benchmarks import result_lines  # noqa: E402
+from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402
 
 GRID_2X2 = [
   '--axis',

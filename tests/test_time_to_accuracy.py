@@ -10,10 +10,10 @@ import pytest
 from scripts import make_fake_data
 from tests import testing_models
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import eval_schedule
-from tf_cnn_benchmarks import params as params_lib
 from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import verdicts as verdicts_lib
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.evaluation import eval_schedule
 
 
 def scripted(accuracies, *, num_batches=10, target=0.5, every=2):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tests import result_testing
-from tf_cnn_benchmarks import result_lines
-from tf_cnn_benchmarks import results
-from tf_cnn_benchmarks import timing
+from tf_cnn_benchmarks.reporting import result_lines
+from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import timing
 
 
 def test_speed_summary_numbers():
@@ -83,7 +83,7 @@ def test_driver_records_have_the_run_keys(tmp_path):
   """A training run's line has every run key; an eval line the eval keys."""
   from tests import testing_models
   from tf_cnn_benchmarks import benchmark_cnn
-  from tf_cnn_benchmarks import params as params_lib
+  from tf_cnn_benchmarks.config import params as params_lib
 
   testing_models.ensure_registered()
   keys = documented_keys('Keys added by real data')

@@ -11,10 +11,10 @@ import tensorflow as tf
 
 from tests import testing_models
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import inputs
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import timing
-from tf_cnn_benchmarks import towers
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.inputs import inputs
+from tf_cnn_benchmarks.reporting import timing
+from tf_cnn_benchmarks.training import towers
 
 tf1 = tf.compat.v1
 

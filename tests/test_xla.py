@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from tests import test_distributed
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import xla
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.training import xla
 
 tf1 = tf.compat.v1
 

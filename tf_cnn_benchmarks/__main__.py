@@ -15,14 +15,14 @@ import sys
 
 from absl import flags
 
-from tf_cnn_benchmarks import quiet
+from tf_cnn_benchmarks.platform import quiet
 
 quiet.load_tensorflow()  # before any import that loads TensorFlow
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from tf_cnn_benchmarks import classic_flags  # noqa: E402
-from tf_cnn_benchmarks import gpu_runtime  # noqa: E402
-from tf_cnn_benchmarks import params as params_lib  # noqa: E402
+from tf_cnn_benchmarks.config import classic_flags  # noqa: E402
+from tf_cnn_benchmarks.config import params as params_lib  # noqa: E402
+from tf_cnn_benchmarks.platform import gpu_runtime  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool(
@@ -82,7 +82,7 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
       '--name=value)' % ' '.join(rest[1:])
     )
   if FLAGS.list_models:
-    from tf_cnn_benchmarks import model_table  # pylint: disable=g-import-not-at-top
+    from tf_cnn_benchmarks.reporting import model_table  # pylint: disable=g-import-not-at-top
 
     print(model_table.render())
     return 0
@@ -96,7 +96,7 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     return _usage_error(str(e))
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
-  from tf_cnn_benchmarks import placement  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.observability import placement  # pylint: disable=g-import-not-at-top
 
   try:
     return _dispatch(plan, reports_results)
@@ -110,11 +110,11 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
 def _bad_input_errors() -> tuple:
   """Errors that mean bad data or a bad checkpoint: one line, exit 2."""
   # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks import checkpoints
-  from tf_cnn_benchmarks import data_sources
-  from tf_cnn_benchmarks import evaluation
-  from tf_cnn_benchmarks import outputs
   from tf_cnn_benchmarks.cluster import spec
+  from tf_cnn_benchmarks.evaluation import evaluation
+  from tf_cnn_benchmarks.inputs import data_sources
+  from tf_cnn_benchmarks.reporting import outputs
+  from tf_cnn_benchmarks.training import checkpoints
 
   return (
     data_sources.DataError,
@@ -129,9 +129,9 @@ def _dispatch(plan, reports_results) -> int:
   """Runs the plan: a local run, a cluster client, or a serve-only task."""
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks import benchmark_cnn
-  from tf_cnn_benchmarks import devices
   from tf_cnn_benchmarks.cluster import roles
   from tf_cnn_benchmarks.cluster import servers
+  from tf_cnn_benchmarks.platform import devices
 
   cluster, p = plan.cluster, plan.params
 

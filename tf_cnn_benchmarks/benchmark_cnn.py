@@ -16,38 +16,38 @@ from typing import TextIO
 import tensorflow as tf
 
 import models
-from tf_cnn_benchmarks import checkpoints
-from tf_cnn_benchmarks import classic_api
-from tf_cnn_benchmarks import cpu_features
-from tf_cnn_benchmarks import data_sources
-from tf_cnn_benchmarks import datasets
-from tf_cnn_benchmarks import devices
-from tf_cnn_benchmarks import eval_runs
-from tf_cnn_benchmarks import eval_schedule
-from tf_cnn_benchmarks import evaluation
-from tf_cnn_benchmarks import freezing
-from tf_cnn_benchmarks import gpu_runtime
-from tf_cnn_benchmarks import input_failures
-from tf_cnn_benchmarks import inputs
-from tf_cnn_benchmarks import learning_rates
-from tf_cnn_benchmarks import observability
-from tf_cnn_benchmarks import optimizers
-from tf_cnn_benchmarks import outputs
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import peak as peak_lib
-from tf_cnn_benchmarks import placement
-from tf_cnn_benchmarks import quiet
-from tf_cnn_benchmarks import results
-from tf_cnn_benchmarks import run_header
-from tf_cnn_benchmarks import run_results
-from tf_cnn_benchmarks import runtime_knobs
-from tf_cnn_benchmarks import step_loop
-from tf_cnn_benchmarks import step_report
-from tf_cnn_benchmarks import towers
-from tf_cnn_benchmarks import xla
 from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import layout as layout_lib
 from tf_cnn_benchmarks.cluster import run_context as run_context_lib
+from tf_cnn_benchmarks.config import classic_api
+from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.evaluation import eval_runs
+from tf_cnn_benchmarks.evaluation import eval_schedule
+from tf_cnn_benchmarks.evaluation import evaluation
+from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import input_failures
+from tf_cnn_benchmarks.inputs import inputs
+from tf_cnn_benchmarks.observability import placement
+from tf_cnn_benchmarks.observability import summaries as observability
+from tf_cnn_benchmarks.platform import cpu_features
+from tf_cnn_benchmarks.platform import devices
+from tf_cnn_benchmarks.platform import gpu_runtime
+from tf_cnn_benchmarks.platform import peak as peak_lib
+from tf_cnn_benchmarks.platform import quiet
+from tf_cnn_benchmarks.platform import runtime_knobs
+from tf_cnn_benchmarks.reporting import outputs
+from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import run_header
+from tf_cnn_benchmarks.reporting import run_results
+from tf_cnn_benchmarks.reporting import step_report
+from tf_cnn_benchmarks.training import checkpoints
+from tf_cnn_benchmarks.training import freezing
+from tf_cnn_benchmarks.training import learning_rates
+from tf_cnn_benchmarks.training import optimizers
+from tf_cnn_benchmarks.training import step_loop
+from tf_cnn_benchmarks.training import towers
+from tf_cnn_benchmarks.training import xla
 from variable_mgr import allreduce
 from variable_mgr import base
 from variable_mgr import loss_scale as loss_scale_lib

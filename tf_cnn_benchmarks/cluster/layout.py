@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tf_cnn_benchmarks import devices as devices_lib
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.platform import devices as devices_lib
 from variable_mgr import base as manager_base
 from variable_mgr import traits as traits_lib
 

@@ -8,9 +8,9 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import gpu_runtime
-from tf_cnn_benchmarks import quiet
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.platform import gpu_runtime
+from tf_cnn_benchmarks.platform import quiet
 
 tf1 = tf.compat.v1
 

@@ -30,8 +30,8 @@ import os
 import sys
 from typing import Any, Optional
 
-from tf_cnn_benchmarks import outputs
-from tf_cnn_benchmarks import result_lines
+from tf_cnn_benchmarks.reporting import outputs
+from tf_cnn_benchmarks.reporting import result_lines
 
 # The file --benchmark_log_dir gets (the classic model-garden logger's name
 # for the record of a run).

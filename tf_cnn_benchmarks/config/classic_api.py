@@ -23,8 +23,8 @@ from typing import Any
 
 from absl import flags
 
-from tf_cnn_benchmarks import classic_flags
-from tf_cnn_benchmarks import params as params_lib
+from tf_cnn_benchmarks.config import classic_flags
+from tf_cnn_benchmarks.config import params as params_lib
 
 
 def make_params(**kwargs: Any) -> params_lib.Params:

@@ -74,9 +74,9 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_cnn_benchmarks import datasets
-from tf_cnn_benchmarks import input_settings
-from tf_cnn_benchmarks import preprocessing
+from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.config import input_settings
+from tf_cnn_benchmarks.inputs import preprocessing
 
 tf1 = tf.compat.v1
 

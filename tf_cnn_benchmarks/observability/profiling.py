@@ -30,7 +30,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import observability
+from tf_cnn_benchmarks.observability import summaries as observability
 
 tf1 = tf.compat.v1
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 import typing
 
-from tf_cnn_benchmarks import checkpoints
-from tf_cnn_benchmarks import eval_schedule
-from tf_cnn_benchmarks import evaluation
-from tf_cnn_benchmarks import result_lines
-from tf_cnn_benchmarks import results
-from tf_cnn_benchmarks import run_results
-from tf_cnn_benchmarks import runtime_knobs
+from tf_cnn_benchmarks.evaluation import eval_schedule
+from tf_cnn_benchmarks.evaluation import evaluation
+from tf_cnn_benchmarks.platform import runtime_knobs
+from tf_cnn_benchmarks.reporting import result_lines
+from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import run_results
+from tf_cnn_benchmarks.training import checkpoints
 
 if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
   from tf_cnn_benchmarks import benchmark_cnn

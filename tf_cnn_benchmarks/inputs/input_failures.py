@@ -30,8 +30,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import data_sources
-from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.inputs import data_sources
 
 tf1 = tf.compat.v1
 

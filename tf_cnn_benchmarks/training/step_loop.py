@@ -13,10 +13,10 @@ import typing
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import profiling
-from tf_cnn_benchmarks import results
-from tf_cnn_benchmarks import step_report
-from tf_cnn_benchmarks import timing
+from tf_cnn_benchmarks.observability import profiling
+from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import step_report
+from tf_cnn_benchmarks.reporting import timing
 
 if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
   from tf_cnn_benchmarks import benchmark_cnn

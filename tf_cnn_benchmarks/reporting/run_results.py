@@ -10,12 +10,12 @@ from __future__ import annotations
 import typing
 
 import models
-from tf_cnn_benchmarks import devices
-from tf_cnn_benchmarks import evaluation
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import peak as peak_lib
-from tf_cnn_benchmarks import results
-from tf_cnn_benchmarks import timing
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.evaluation import evaluation
+from tf_cnn_benchmarks.platform import devices
+from tf_cnn_benchmarks.platform import peak as peak_lib
+from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import timing
 
 if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
   from tf_cnn_benchmarks import benchmark_cnn

@@ -21,10 +21,10 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import checkpoints
-from tf_cnn_benchmarks import outputs
-from tf_cnn_benchmarks import results
-from tf_cnn_benchmarks import towers
+from tf_cnn_benchmarks.reporting import outputs
+from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.training import checkpoints
+from tf_cnn_benchmarks.training import towers
 import variable_mgr
 
 tf1 = tf.compat.v1

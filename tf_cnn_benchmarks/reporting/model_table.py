@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import models
-from tf_cnn_benchmarks import datasets
+from tf_cnn_benchmarks.config import datasets
 
 
 def rows():

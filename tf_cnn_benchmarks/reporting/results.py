@@ -10,7 +10,7 @@ import platform
 import socket
 import subprocess
 
-from tf_cnn_benchmarks import cpu_features
+from tf_cnn_benchmarks.platform import cpu_features
 
 SCHEMA_VERSION = 1
 

@@ -27,7 +27,7 @@ import sys
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import gpu_kernels
+from tf_cnn_benchmarks.platform import gpu_kernels
 from variable_mgr import allreduce
 from variable_mgr import naming
 

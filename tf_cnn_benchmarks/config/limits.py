@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 import os
 
-from tf_cnn_benchmarks import datasets
-from tf_cnn_benchmarks import peak
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.platform import peak
 
 # TensorFlow indexes a batch with int32; seeds are int64.
 INT32_MAX = 2**31 - 1

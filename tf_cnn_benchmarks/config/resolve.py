@@ -14,16 +14,16 @@ import os
 from typing import Optional
 
 import models
-from tf_cnn_benchmarks import datasets
-from tf_cnn_benchmarks import eval_schedule
-from tf_cnn_benchmarks import freezing
-from tf_cnn_benchmarks import gpu_runtime
-from tf_cnn_benchmarks import input_settings
-from tf_cnn_benchmarks import learning_rates
-from tf_cnn_benchmarks import limits
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import runtime_knobs
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.config import input_settings
+from tf_cnn_benchmarks.config import limits
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.evaluation import eval_schedule
+from tf_cnn_benchmarks.platform import gpu_runtime
+from tf_cnn_benchmarks.platform import runtime_knobs
+from tf_cnn_benchmarks.training import freezing
+from tf_cnn_benchmarks.training import learning_rates
 import variable_mgr
 from variable_mgr import allreduce
 from variable_mgr import topology

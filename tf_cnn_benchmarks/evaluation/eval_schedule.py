@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks.reporting import results
 
 SCHEDULE_FLAGS = (
   'eval_during_training_every_n_steps',

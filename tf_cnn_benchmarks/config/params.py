@@ -22,11 +22,11 @@ from typing import Any, Optional
 
 from absl import flags
 
-from tf_cnn_benchmarks import datasets
-from tf_cnn_benchmarks import gpu_runtime
-from tf_cnn_benchmarks import input_settings
-from tf_cnn_benchmarks import runtime_knobs
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.config import input_settings
+from tf_cnn_benchmarks.platform import gpu_runtime
+from tf_cnn_benchmarks.platform import runtime_knobs
 
 
 class ParamsError(ValueError):
@@ -628,7 +628,7 @@ def make_plan(**overrides: Any) -> RunPlan:
   if unknown:
     raise ParamsError('unknown parameter(s): %s' % ', '.join(unknown))
   # resolve.py imports this module: imported when first called.
-  from tf_cnn_benchmarks import resolve  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import resolve  # pylint: disable=g-import-not-at-top
 
   raw = Params(**classic_spellings(overrides))
   resolve.check_choices(raw)
@@ -675,7 +675,7 @@ def as_plan(params_or_plan) -> RunPlan:
   p = params_or_plan
   if not is_resolved(p):
     return make_plan(**dataclasses.asdict(p))
-  from tf_cnn_benchmarks import resolve  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import resolve  # pylint: disable=g-import-not-at-top
 
   cluster, manager_cls = resolve.cluster_and_manager(p)
   return RunPlan(p, cluster, manager_cls, mode_of(p))

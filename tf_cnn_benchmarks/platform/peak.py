@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Callable, Optional
 
-from tf_cnn_benchmarks import cpu_features
+from tf_cnn_benchmarks.platform import cpu_features
 
 AUTO, NONE = 'auto', 'none'
 ORIGINS = ('measured', 'cached', 'given')

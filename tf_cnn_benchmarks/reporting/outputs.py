@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
-from tf_cnn_benchmarks import result_lines
+from tf_cnn_benchmarks.reporting import result_lines
 
 # Paths a results line may be written to although they are no regular file.
 _STREAMS = ('/dev/stdout', '/dev/stderr', '/proc/self/fd/1', '/proc/self/fd/2')

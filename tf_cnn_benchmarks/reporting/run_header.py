@@ -6,10 +6,10 @@ import typing
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import eval_schedule
-from tf_cnn_benchmarks import gpu_runtime
-from tf_cnn_benchmarks import params as params_lib
-from tf_cnn_benchmarks import runtime_knobs
+from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.evaluation import eval_schedule
+from tf_cnn_benchmarks.platform import gpu_runtime
+from tf_cnn_benchmarks.platform import runtime_knobs
 
 if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
   from tf_cnn_benchmarks import benchmark_cnn

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import results
+from tf_cnn_benchmarks.reporting import results
 
 # Digits of the loss and accuracy columns (classic).
 DIGITS = 3

@@ -7,7 +7,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks import learning_rates
+from tf_cnn_benchmarks.training import learning_rates
 
 tf1 = tf.compat.v1
 

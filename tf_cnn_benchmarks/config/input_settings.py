@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tf_cnn_benchmarks import preprocessing
+from tf_cnn_benchmarks.inputs import preprocessing
 
 # Classic _SUPPORTED_INPUT_PREPROCESSORS, for the data sets this harness has.
 INPUT_PREPROCESSORS = {

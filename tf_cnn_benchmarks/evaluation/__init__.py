@@ -1,0 +1,2 @@
+"""Evaluation: the evaluation graph and loop, its schedules during training
+and time to accuracy."""

@@ -1,0 +1,2 @@
+"""Observability: TensorBoard summaries, traces and graph files, profiles and
+the placement report."""
