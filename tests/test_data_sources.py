@@ -11,7 +11,6 @@ import pickle
 import struct
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -647,17 +646,15 @@ def test_bad_record_mid_run_is_named(imagenet_dir, tmp_path, corruption, train):
   corrupt(bad_file, 3)  # 12 records per file: fails after a few batches
   opts = options(str(tmp_path))
   graph, inputs = build(opts, train=train, batch_size=2, num_streams=1)
-  start = time.monotonic()
   with tf1.Session(graph=graph) as sess:
     sess.run(inputs.initializer)
     with pytest.raises(tf.errors.OpError) as e:
-      for _ in range(IMAGENET_TRAIN):  # more than one epoch
+      for _ in range(IMAGENET_TRAIN):  # more than one epoch: bounded
         sess.run(inputs.batches)
   assert not isinstance(e.value, tf.errors.OutOfRangeError)
   line = input_failures.describe_input_failure(opts, 'train', e.value)
   assert line is not None and '\n' not in line
   assert bad_file in line and expected in line, line
-  assert time.monotonic() - start < 30
 
 
 def test_other_errors_are_not_input_errors(imagenet_dir):

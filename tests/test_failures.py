@@ -630,13 +630,12 @@ def test_bad_output_paths_are_refused_before_the_run(tmp_path):
 
 
 def test_result_file_that_is_a_directory_fails_before_training(tmp_path):
-  start = time.monotonic()
+  # Before: trained all the steps, then a traceback (cli's timeout catches
+  # a run that trains instead of refusing).
   rc, err = cli(
     *TRIVIAL, '--num_batches=100000000', '--result_file=%s' % tmp_path
   )
-  # Before: trained all the steps, then a traceback.
   assert (rc, len(err)) == (2, 1), err
-  assert time.monotonic() - start < 60
 
 
 def test_failed_final_write_is_one_line_and_keeps_the_file(tmp_path):
@@ -853,7 +852,6 @@ def test_lost_collective_peer_is_one_line():
 def test_scripts_keep_tensorflow_start_up_lines_off_stderr(script, argv):
   env = dict(os.environ)
   env.pop('TF_CPP_MIN_LOG_LEVEL', None)  # as a user runs it
-  start = time.monotonic()
   proc = subprocess.run(
     [sys.executable, os.path.join(ROOT, 'scripts', script), *argv],
     cwd=ROOT,
@@ -865,7 +863,35 @@ def test_scripts_keep_tensorflow_start_up_lines_off_stderr(script, argv):
   assert proc.returncode == 0, proc.stderr
   assert proc.stderr == ''
   if argv == ['--help']:
-    assert time.monotonic() - start < 3.0  # no TensorFlow import for --help
+    assert not _imports_tensorflow(script, argv, env)
+
+
+def _imports_tensorflow(script, argv, env):
+  """Whether running `script argv` loads TensorFlow (asked of the process
+  itself, not timed: a loaded machine makes any time bound flaky)."""
+  probe = (
+    'import runpy, sys\n'
+    'sys.argv = %r\n'
+    'sys.path.insert(0, %r)\n'
+    'try:\n'
+    '  runpy.run_path(sys.argv[0], run_name="__main__")\n'
+    'except SystemExit:\n'
+    '  pass\n'
+    'sys.stderr.write(str("tensorflow" in sys.modules))\n'
+  ) % (
+    [os.path.join(ROOT, 'scripts', script), *argv],
+    os.path.join(ROOT, 'scripts'),
+  )
+  proc = subprocess.run(
+    [sys.executable, '-c', probe],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert proc.stderr in ('True', 'False'), proc.stderr
+  return proc.stderr == 'True'
 
 
 def _imagenet_with_a_corrupt_jpeg(data_dir, corrupt):
