@@ -114,9 +114,11 @@ def parse_args(argv):
     args.algorithms = list(allreduce.algorithm_names(cpu_only=cpu_only))
   else:
     args.algorithms = [a.strip() for a in args.algorithms.split(',')]
-  for spec in args.algorithms:
+  # Parsed once, here: a typo fails before anything is built.
+  args.specs = {}
+  for text in args.algorithms:
     try:
-      allreduce.parse_all_reduce_spec(spec)  # fail early on a typo
+      args.specs[text] = allreduce.parse_all_reduce_spec(text)
     except allreduce.AllReduceSpecError as e:
       parser.error(str(e))
   return args
@@ -145,7 +147,8 @@ def time_op(sess, op, iters, warmup):
 def build_graph(devices, elements, dtype, specs):
   """Input variables, one grouped all-reduce per spec, and the memcpy op.
 
-  Returns (graph, {spec: op or exception}, memcpy op, init op).
+  specs: {spec text: its parsed AllReduceSpec}.
+  Returns (graph, {spec text: op or exception}, memcpy op, init op).
   """
   graph = tf.Graph()
   with graph.as_default():
@@ -166,14 +169,14 @@ def build_graph(devices, elements, dtype, specs):
       copied = tf.raw_ops.DeepCopy(x=inputs[0].read_value())
       memcpy = target.assign(copied, read_value=False)
     ops = {}
-    for spec in specs:
+    for text, spec in specs.items():
       try:
         outputs = allreduce.all_reduce(
           [v.read_value() for v in inputs], devices, spec
         )
-        ops[spec] = tf.group(*outputs)
+        ops[text] = tf.group(*outputs)
       except allreduce.AllReduceUnavailableError as e:
-        ops[spec] = e
+        ops[text] = e
     init = tf1.global_variables_initializer()
   return graph, ops, memcpy, init
 
@@ -184,9 +187,7 @@ def measure(args, n, num_bytes):
   elements = max(1, num_bytes // dtype.size)
   real_bytes = elements * dtype.size
   devices = [f'/{args.device_type}:{i}' for i in range(n)]
-  graph, ops, memcpy, init = build_graph(
-    devices, elements, dtype, args.algorithms
-  )
+  graph, ops, memcpy, init = build_graph(devices, elements, dtype, args.specs)
   rows = []
   with tf1.Session(
     graph=graph, config=session_config(n, args.device_type)

@@ -26,6 +26,13 @@ from variable_mgr import collective_keys as ck  # pylint: disable=g-import-not-a
 
 tf1 = tf.compat.v1
 
+
+def all_reduce_text(tensors, devices, text, **kwargs):
+  """ar.all_reduce with the spec given as text, parsed as resolution does."""
+  spec = ar.parse_all_reduce_spec(text) if isinstance(text, str) else text
+  return ar.all_reduce(tensors, devices, spec, **kwargs)
+
+
 DEVICE_COUNTS = (1, 2, 3, 4, 8)
 SHAPES = ((), (7, 3), (1001,), (256, 1024))
 DTYPES = (tf.float32, tf.float16, tf.bfloat16, tf.int32)
@@ -138,7 +145,7 @@ def test_every_algorithm_sums_on_every_device(n):
     for spec, dtype in cases:
       for shape in SHAPES:
         matrix.add(
-          spec, lambda ts, ds, s=spec: ar.all_reduce(ts, ds, s), shape, dtype
+          spec, lambda ts, ds, s=spec: all_reduce_text(ts, ds, s), shape, dtype
         )
   assert len(matrix.checks) == len(cases) * len(SHAPES)
   failures = matrix.failures()
@@ -164,13 +171,13 @@ def test_checker_catches_a_wrong_sum():
   with matrix.graph.as_default():
     matrix.add(
       'double',
-      lambda ts, ds: [t * 2 for t in ar.all_reduce(ts, ds, 'copy')],
+      lambda ts, ds: [t * 2 for t in all_reduce_text(ts, ds, 'copy')],
       (3,),
       tf.float32,
     )
     matrix.add(
       'elsewhere',
-      lambda ts, ds: ar.all_reduce(ts, ds[::-1], 'copy'),
+      lambda ts, ds: all_reduce_text(ts, ds[::-1], 'copy'),
       (3,),
       tf.int32,
     )
@@ -191,7 +198,8 @@ def test_outputs_identical_across_devices():
       with tf.device(d):
         inputs.append(tf.constant(v))
     outs = {
-      s: ar.all_reduce(inputs, cpu_devices(n), s) for s in SPECS + SHARDED_SPECS
+      s: all_reduce_text(inputs, cpu_devices(n), s)
+      for s in SPECS + SHARDED_SPECS
     }
   with tf1.Session(graph=g, config=session_config(n)) as sess:
     results = sess.run(outs)
@@ -222,7 +230,7 @@ def test_range_picks_algorithm_by_element_count():
       ((256, 1024), 'rechd'),
     ):
       ts = [tf.zeros(shape) for _ in range(2)]
-      outs = ar.all_reduce(ts, cpu_devices(2), spec)
+      outs = all_reduce_text(ts, cpu_devices(2), spec)
       assert _algorithm_scopes(outs) == {f'allreduce_{alg}'}, shape
 
 
@@ -230,7 +238,7 @@ def test_hybrid_spec_with_one_worker_is_intra_only():
   g = tf.Graph()
   with g.as_default():
     ts = [tf.zeros([4]) for _ in range(3)]
-    outs = ar.all_reduce(ts, cpu_devices(3), 'xring/pscpu')
+    outs = all_reduce_text(ts, cpu_devices(3), 'xring/pscpu')
   assert _algorithm_scopes(outs) == {'allreduce_xring'}
   assert not [op for op in g.get_operations() if 'pscpu' in op.name]
 
@@ -300,7 +308,7 @@ def test_two_level_reduction_across_workers(two_workers, spec):
     for d, v in zip(devices, values):
       with tf.device(d):
         inputs.append(tf.constant(v))
-    outs = ar.all_reduce(inputs, devices, spec)
+    outs = all_reduce_text(inputs, devices, spec)
   intra, inter = spec.split('/')
   scopes = {op.name.split('/')[0] for op in g.get_operations()}
   assert f'allreduce_{intra.split("#")[0]}' in scopes
@@ -325,9 +333,9 @@ def test_collective_keys_unique_per_graph_and_stable_per_group():
   g = tf.Graph()
   with g.as_default():
     ts = [tf.zeros([3]) for _ in range(3)]
-    a = ar.all_reduce(ts, cpu_devices(3), 'collective')
-    b = ar.all_reduce(ts, cpu_devices(3), 'collective')
-    c = ar.all_reduce(ts[:2], cpu_devices(2), 'collective')
+    a = all_reduce_text(ts, cpu_devices(3), 'collective')
+    b = all_reduce_text(ts, cpu_devices(3), 'collective')
+    c = all_reduce_text(ts[:2], cpu_devices(2), 'collective')
   group = [_const_input(x[0].op, 2) for x in (a, b, c)]
   instance = [_const_input(x[0].op, 3) for x in (a, b, c)]
   assert group[0] == group[1] != group[2]
@@ -341,7 +349,9 @@ def test_caller_allocator_is_used():
   g = tf.Graph()
   with g.as_default():
     ts = [tf.zeros([3]) for _ in range(2)]
-    out = ar.all_reduce(ts, cpu_devices(2), 'collective', collective_keys=keys)
+    out = all_reduce_text(
+      ts, cpu_devices(2), 'collective', collective_keys=keys
+    )
   assert _const_input(out[0].op, 2) == keys.get_group_key(['/cpu:1', '/cpu:0'])
   assert _const_input(out[0].op, 3) == 500
   assert keys.get_instance_key() == 501
@@ -378,7 +388,7 @@ def test_nccl_unavailable_at_build_time(devices, spec):
   with g.as_default():
     ts = [tf.zeros([64]) for _ in devices]
     with pytest.raises(ar.AllReduceUnavailableError) as info:
-      ar.all_reduce(ts, devices, spec)
+      all_reduce_text(ts, devices, spec)
   message = str(info.value)
   assert '\n' not in message
   assert 'nccl' in message and 'pscpu' in message and 'xring' in message
@@ -410,11 +420,11 @@ def test_registry_refuses_duplicates():
 def test_bad_inputs():
   with tf.Graph().as_default():
     with pytest.raises(ValueError, match='2 tensors for 3 devices'):
-      ar.all_reduce([tf.zeros([2])] * 2, cpu_devices(3), 'copy')
+      all_reduce_text([tf.zeros([2])] * 2, cpu_devices(3), 'copy')
     with pytest.raises(ValueError, match='differ'):
-      ar.all_reduce([tf.zeros([2]), tf.zeros([3])], cpu_devices(2), 'copy')
+      all_reduce_text([tf.zeros([2]), tf.zeros([3])], cpu_devices(2), 'copy')
     with pytest.raises(ValueError, match='distinct'):
-      ar.all_reduce([tf.zeros([2])] * 2, ['/cpu:0', '/cpu:0'], 'collective')
+      all_reduce_text([tf.zeros([2])] * 2, ['/cpu:0', '/cpu:0'], 'collective')
 
 
 # --------------------------------------------------------------------------

@@ -17,7 +17,9 @@ from tests.device_testing import session_config
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
+from variable_mgr import allreduce as ar  # pylint: disable=g-import-not-at-top
 from variable_mgr import batch_allreduce as ba  # pylint: disable=g-import-not-at-top
+from variable_mgr import settings as settings_lib  # pylint: disable=g-import-not-at-top
 
 tf1 = tf.compat.v1
 
@@ -68,8 +70,17 @@ OPTIONS = {
 EPS = {tf.float32: 2.0**-23, tf.float16: 2.0**-10, tf.bfloat16: 2.0**-7}
 
 
+def from_params(p):
+  """The BatchAllReduce of Params, through their ManagerSettings."""
+  return ba.BatchAllReduce.from_settings(
+    settings_lib.ManagerSettings.from_params(p)
+  )
+
+
 def batch_all_reduce(tower_tensors, devices, spec, **options):
   """out[i][j] = the sum of tensor j over the towers, on devices[i]."""
+  if isinstance(spec, str):  # text, parsed as resolution does
+    spec = ar.parse_all_reduce_spec(spec)
   return ba.BatchAllReduce(spec, **options).sum(tower_tensors, devices)
 
 
@@ -291,17 +302,17 @@ def test_compact_dtype_is_the_16_bit_compute_dtype(
   precision, compact_flag, want
 ):
   p = params_lib.Params(compact_gradient_transfer=compact_flag, **precision)
-  assert ba.BatchAllReduce.from_params(p).compact_dtype == want
+  assert from_params(p).compact_dtype == want
 
 
-def test_from_params_and_describe():
+def test_from_settings_and_describe():
   p = params_lib.Params(
     all_reduce_spec='xring#2',
     gradient_repacking=3,
     allreduce_merge_scope=4,
     use_bf16=True,
   )
-  all_reduce = ba.BatchAllReduce.from_params(p)
+  all_reduce = from_params(p)
   assert all_reduce.merge_scope == 4 and all_reduce.num_packs == 3
   assert all_reduce.describe() == 'xring#2 (repacking 3, sent as bfloat16)'
   small_packs = ba.BatchAllReduce(
@@ -309,7 +320,7 @@ def test_from_params_and_describe():
   )
   assert small_packs.describe() == 'copy (small-gradient packs <= 64 bytes x 3)'
   # No spec: the classic default (tests/test_classic_reductions.py).
-  default = ba.BatchAllReduce.from_params(params_lib.Params()).describe()
+  default = from_params(params_lib.Params()).describe()
   assert default == 'copy to the CPU (classic default)'
 
 

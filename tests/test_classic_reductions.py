@@ -223,10 +223,10 @@ def test_collective_spec_and_merge_scope_train_like_the_plain_run(tmp_path):
   np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
 
 
-def test_from_params_picks_the_classic_reduction():
+def test_from_settings_picks_the_classic_reduction():
   def picked(**kw):
-    p = params_lib.make_params(**dict(COMMON, **kw))
-    return str(batch_allreduce.BatchAllReduce.from_params(p).spec)
+    settings = params_lib.make_plan(**dict(COMMON, **kw)).manager_settings
+    return str(batch_allreduce.BatchAllReduce.from_settings(settings).spec)
 
   assert picked() == 'copy to the CPU (classic default)'
   assert picked(local_parameter_device='gpu') == (
@@ -248,9 +248,11 @@ def test_horovod_answers_one_line_pointing_to_collective(capfd):
 
 
 def test_gpu_indices_reach_the_all_reduce():
-  p = params_lib.make_params(
+  plan = params_lib.make_plan(
     **dict(COMMON, all_reduce_spec='xring', gpu_indices='1,0,3,2')
   )
-  all_reduce = batch_allreduce.BatchAllReduce.from_params(p)
+  all_reduce = batch_allreduce.BatchAllReduce.from_settings(
+    plan.manager_settings
+  )
   assert all_reduce.ring_order == (1, 0, 3, 2)
   assert all_reduce.describe() == 'xring (tower order 1,0,3,2)'

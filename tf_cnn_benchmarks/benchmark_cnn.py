@@ -140,8 +140,8 @@ class BenchmarkCNN:
       pack_transfers=params.pack_ps_transfers,
     )
     self.devices = self.layout.tower_devices
-    self.manager = plan.manager_cls.from_params(
-      params, self.devices, cluster=self.layout.manager_cluster
+    self.manager = plan.manager_cls.from_settings(
+      plan.manager_settings, self.devices, cluster=self.layout.manager_cluster
     )
     self.compute_dtype = params.compute_dtype
     self.loss_scale_config = loss_scale_lib.LossScaleConfig.from_params(params)

@@ -82,6 +82,9 @@ class VariableMgr:
 
   name: ClassVar[str] = ''
   traits: ClassVar[Traits] = Traits()
+  # Constructor keyword -> the settings.ManagerSettings field it takes, for
+  # the settings a manager reads besides use_resource_vars (from_settings).
+  settings_fields: ClassVar[dict] = {}
   # Set by build_train_op where the manager knows it: the global norm of
   # the (reduced, unscaled, clipped) gradient the first apply site applies.
   applied_gradient_norm: tf.Tensor | None = None
@@ -107,15 +110,19 @@ class VariableMgr:
     self.cluster = cluster  # ClusterDevices, or None for a local run
 
   @classmethod
-  def from_params(
-    cls, params, tower_devices: Sequence[str], cluster=None
+  def from_settings(
+    cls, settings, tower_devices: Sequence[str], cluster=None
   ) -> 'VariableMgr':
-    """Builds the manager from run Params (reads only the fields it needs).
+    """Builds the manager from the run's settings.ManagerSettings.
 
+    Passes use_resource_vars, the cluster and each of `settings_fields`.
     cluster: a ClusterDevices in a cluster run, else None.
     """
     return cls(
-      tower_devices, use_resource_vars=params.use_resource_vars, cluster=cluster
+      tower_devices,
+      use_resource_vars=settings.use_resource_vars,
+      cluster=cluster,
+      **{key: getattr(settings, f) for key, f in cls.settings_fields.items()},
     )
 
   # ---- where things live -------------------------------------------------

@@ -28,6 +28,10 @@ from variable_mgr import topology
 tf1 = tf.compat.v1
 
 COMPACT_DTYPES = (tf.float16, tf.bfloat16)
+# The default spec: every tensor summed on the first device (`copy`).
+COPY = allreduce.AllReduceSpec(
+  (allreduce.SpecRange(None, allreduce.AlgSpec('copy')),)
+)
 
 
 class BatchAllReduce:
@@ -38,9 +42,9 @@ class BatchAllReduce:
   option makes all of them one group.
 
   Args:
-    spec: AllReduceSpec or spec string (see allreduce.parse_all_reduce_spec),
-      or a per-unit reduction of variable_mgr/topology.py (the classic
-      spec-less defaults), which gets each unit's index.
+    spec: a parsed AllReduceSpec (allreduce_spec.parse_all_reduce_spec;
+      None: `copy`), or a per-unit reduction of variable_mgr/topology.py
+      (the classic spec-less defaults), which gets each unit's index.
     merge_scope: gradients per name scope when nothing is packed.
     num_packs: N > 0 concatenates all tensors of a dtype and reduces them as
       N nearly equal packs (--gradient_repacking).
@@ -55,7 +59,7 @@ class BatchAllReduce:
 
   def __init__(
     self,
-    spec='copy',
+    spec=None,
     *,
     merge_scope: int = 1,
     num_packs: int = 0,
@@ -69,9 +73,7 @@ class BatchAllReduce:
         'use num_packs (gradient repacking) or '
         'agg_small_grads_max_bytes, not both'
       )
-    if isinstance(spec, str):
-      spec = allreduce.parse_all_reduce_spec(spec)  # parse once, not per unit
-    self.spec = spec
+    self.spec = COPY if spec is None else spec
     self.merge_scope = merge_scope
     self.num_packs = num_packs
     self.agg_small_grads_max_bytes = agg_small_grads_max_bytes
@@ -81,34 +83,30 @@ class BatchAllReduce:
     self._unit_index = 0  # units reduced so far by the current sum()
 
   @classmethod
-  def from_params(cls, params) -> 'BatchAllReduce':
-    """The all-reduce the flags describe.
+  def from_settings(cls, settings) -> 'BatchAllReduce':
+    """The all-reduce a settings.ManagerSettings describes.
 
     Without --all_reduce_spec: the classic default (topology.py), set by
     --hierarchical_copy or --local_parameter_device. Gradients travel in 16
     bits (--compact_gradient_transfer) only when the towers compute in 16
     bits, and then in the compute dtype.
     """
-    compute = params.compute_dtype
-    compact = (
-      compute
-      if params.compact_gradient_transfer and compute in COMPACT_DTYPES
-      else None
-    )
-    if params.all_reduce_spec:
-      spec = params.all_reduce_spec
-    elif params.hierarchical_copy:
-      spec = topology.HierarchicalCopy(params.network_topology)
+    if settings.all_reduce_spec is not None:
+      spec = settings.all_reduce_spec
+    elif settings.hierarchical_copy:
+      spec = topology.HierarchicalCopy(settings.network_topology)
     else:
-      spec = topology.CopyToDevices(params.local_parameter_device == 'gpu')
+      spec = topology.CopyToDevices(settings.local_parameter_device == 'gpu')
     return cls(
       spec,
-      merge_scope=params.allreduce_merge_scope,
-      num_packs=params.gradient_repacking,
-      agg_small_grads_max_bytes=params.agg_small_grads_max_bytes,
-      agg_small_grads_max_group=params.agg_small_grads_max_group,
-      compact_dtype=compact,
-      ring_order=topology.ring_order(params.gpu_indices, params.num_gpus),
+      merge_scope=settings.merge_scope,
+      num_packs=settings.gradient_repacking,
+      agg_small_grads_max_bytes=settings.agg_small_grads_max_bytes,
+      agg_small_grads_max_group=settings.agg_small_grads_max_group,
+      compact_dtype=(
+        tf.as_dtype(settings.compact_dtype) if settings.compact_dtype else None
+      ),
+      ring_order=settings.ring_order,
     )
 
   def describe(self) -> str:

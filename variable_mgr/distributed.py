@@ -41,6 +41,9 @@ class ClusterParameterServer(ps_cluster.PsClusterMixin, local.ParameterServer):
 
   name = 'parameter_server'
   traits = Traits(runs_local=False, runs_in_cluster=True, needs_ps=True)
+  settings_fields = {
+    'partition_threshold_bytes': 'ps_partition_threshold_bytes'
+  }
 
   def __init__(
     self,
@@ -60,15 +63,6 @@ class ClusterParameterServer(ps_cluster.PsClusterMixin, local.ParameterServer):
     self.partition_threshold_bytes = partition_threshold_bytes
     self._parts = {}  # variable name -> its part variables
     self._reads = None  # transfers.PackedReads of the graph being built
-
-  @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
-    return cls(
-      tower_devices,
-      cluster=cluster,
-      partition_threshold_bytes=params.ps_partition_threshold_bytes,
-      use_resource_vars=params.use_resource_vars,
-    )
 
   def prepare_towers(self, build_forward):
     """With packed transfers: creates the variables, then reads them packed.
@@ -317,6 +311,11 @@ class CollectiveAllReduce(base.PerTowerCopies):
     cross_worker_ops=True,
     collective_spec=True,
   )
+  # --all_reduce_spec=collective[#N] or unset (resolution checked it).
+  settings_fields = {
+    'merge_scope': 'merge_scope',
+    'subdivs': 'collective_subdivisions',
+  }
 
   def __init__(
     self,
@@ -340,18 +339,6 @@ class CollectiveAllReduce(base.PerTowerCopies):
     self.group = collectives.collective_group(self.tower_devices, cluster)
     self.merge_scope = merge_scope
     self.subdivs = subdivs
-
-  @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
-    # --all_reduce_spec=collective#N (params checked it is that or unset).
-    spec = params.all_reduce_spec
-    return cls(
-      tower_devices,
-      cluster=cluster,
-      merge_scope=params.allreduce_merge_scope,
-      subdivs=int(spec.partition('#')[2]) if spec and '#' in spec else -1,
-      use_resource_vars=params.use_resource_vars,
-    )
 
   def all_reduce_description(self):
     return 'CollectiveReduceV2 over %d device(s)%s' % (

@@ -154,6 +154,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
   traits = Traits(
     runs_local=False, runs_in_cluster=True, needs_ps=True, cross_worker_ops=True
   )
+  settings_fields = {'threshold_bytes': 'hybrid_threshold_bytes'}
 
   def __init__(
     self,
@@ -174,15 +175,6 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     self._placer = local.GreedyVariablePlacer(self.ps_devices)
     self._shared = {}  # relative name -> ps variable
     self._tower_vars = [[] for _ in self.tower_devices]
-
-  @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
-    return cls(
-      tower_devices,
-      cluster=cluster,
-      threshold_bytes=params.hybrid_threshold_bytes,
-      use_resource_vars=params.use_resource_vars,
-    )
 
   @property
   def global_step_device(self) -> str:

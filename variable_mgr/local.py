@@ -74,16 +74,17 @@ class ParameterServer(base.VariableMgr):
     self.placer = GreedyVariablePlacer(param_devices)
 
   @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
-    del cluster  # local only; distributed.py has the cluster variant
-    if params.local_parameter_device == 'cpu':
+  def from_settings(cls, settings, tower_devices, cluster=None):
+    if cluster is not None:  # the cluster variant puts them on the ps tasks
+      return super().from_settings(settings, tower_devices, cluster)
+    if settings.local_parameter_device == 'cpu':
       param_devices = ('/cpu:0',)
     else:  # spread over the towers' own devices, as the classic gpu mode did
       param_devices = tuple(tower_devices)
     return cls(
       tower_devices,
       param_devices=param_devices,
-      use_resource_vars=params.use_resource_vars,
+      use_resource_vars=settings.use_resource_vars,
     )
 
   def describe(self) -> str:
@@ -148,13 +149,13 @@ class Replicated(base.PerTowerCopies):
     self.relaxed = relaxed
 
   @classmethod
-  def from_params(cls, params, tower_devices, cluster=None):
+  def from_settings(cls, settings, tower_devices, cluster=None):
     # cluster is None here (a local run); distributed_all_reduce takes it.
     return cls(
       tower_devices,
-      all_reduce=batch_allreduce.BatchAllReduce.from_params(params),
-      relaxed=params.variable_consistency == 'relaxed',
-      use_resource_vars=params.use_resource_vars,
+      all_reduce=batch_allreduce.BatchAllReduce.from_settings(settings),
+      relaxed=settings.relaxed,
+      use_resource_vars=settings.use_resource_vars,
       cluster=cluster,
     )
 

@@ -602,6 +602,9 @@ class RunPlan:
   device_was_auto: --device was not given (the header says so).
   warnings: lines the entry point prints once on stderr (flags the run
     ignores, as the classic harness did silently).
+  manager_settings: the variable_mgr.ManagerSettings the manager is built
+    from (the parsed --all_reduce_spec included); made from params when
+    not given.
   """
 
   params: Params
@@ -610,6 +613,14 @@ class RunPlan:
   mode: Mode
   device_was_auto: bool = False
   warnings: tuple = ()
+  manager_settings: Any = None
+
+  def __post_init__(self):
+    if self.manager_settings is None:
+      import variable_mgr  # pylint: disable=g-import-not-at-top
+
+      settings = variable_mgr.ManagerSettings.from_params(self.params)
+      object.__setattr__(self, 'manager_settings', settings)
 
 
 def plan_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> RunPlan:

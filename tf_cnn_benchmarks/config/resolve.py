@@ -118,6 +118,7 @@ def resolve(p: params_lib.Params) -> params_lib.RunPlan:
     params_lib.mode_of(resolved),
     device_was_auto=p.device is None,
     warnings=tuple(schedule_warnings) + tuple(input_warnings),
+    manager_settings=variable_mgr.ManagerSettings.from_params(resolved),
   )
 
 
