@@ -15,26 +15,25 @@ convolutions (64) with max pooling and LRN, then fc 384 and fc 192.
 from models import initializers
 from models import schedules
 from models.model import Model
+from models.model import PlainConvNet
 from models.registry import register
 
 
-class AlexNet(Model):
+class AlexNet(PlainConvNet):
   """One-tower ImageNet AlexNet."""
 
-  def body(self, net):
-    net.conv(64, 11, 4, 'VALID')
-    net.max_pool(3, 2)
-    net.conv(192, 5)
-    net.max_pool(3, 2)
-    net.conv(384, 3)
-    net.conv(384, 3)
-    net.conv(256, 3)
-    net.max_pool(3, 2)
-    net.flatten()  # 256 x 6 x 6
-    net.affine(4096)
-    net.dropout(0.5)
-    net.affine(4096)
-    net.dropout(0.5)
+  features = (
+    ('conv', 64, 11, 4, 'VALID'),
+    ('pool', 3, 2),
+    ('conv', 192, 5),
+    ('pool', 3, 2),
+    ('conv', 384, 3),
+    ('conv', 384, 3),
+    ('conv', 256, 3),
+    ('pool', 3, 2),
+  )  # flattened: 256 x 6 x 6
+  hidden = (4096, 4096)
+  dropout = 0.5
 
 
 class AlexNetCifar(Model):

@@ -259,36 +259,37 @@ class NetBuilder:
         (scale 1, fan_in, truncated normal), as the classic harness used.
       input_layer: input tensor; default the top layer.
     """
-    x = self.top_layer if input_layer is None else input_layer
-    in_channels = int(x.shape[self.channel_axis])
+    x, in_channels = self._input_and_channels(input_layer)
     kh, kw = _pair(kernel_size)
-    sh, sw = _pair(strides)
     kernel_init = kernel_init or initializers.variance_scaling()
     with tf1.variable_scope(self._unique('conv')):
       kernel = self.variable(
         'kernel', [kh, kw, in_channels, filters], kernel_init
       )
-      x, padding = self._resolve_padding(x, padding, kh, kw, sh, sw)
-      y = tf.nn.conv2d(
-        x,
-        self.read(kernel),
-        strides=self._nd(sh, sw),
-        padding=padding,
-        data_format=self.data_format,
-      )
-      y = self._finish(
-        y,
-        filters,
-        batch_norm=batch_norm,
-        use_bias=use_bias,
-        bias_init=bias_init,
-        activation=activation,
-      )
+      y = self._spatial(tf.nn.conv2d, x, kernel, (kh, kw), strides, padding)
+      y = self._finish(y, filters, batch_norm, use_bias, bias_init, activation)
     return self.set_top(y)
 
-  def _finish(
-    self, y, channels, *, batch_norm, use_bias, bias_init, activation
-  ):
+  def _input_and_channels(self, input_layer):
+    """(the layer's input: input_layer or the top layer, its channels)."""
+    x = self.top_layer if input_layer is None else input_layer
+    return x, int(x.shape[self.channel_axis])
+
+  def _spatial(self, op, x, kernel, kernel_size, strides, padding):
+    """op (conv2d or depthwise_conv2d) of x and the kernel's value, with
+    'FIXED' padding resolved (see `conv`)."""
+    kh, kw = _pair(kernel_size)
+    sh, sw = _pair(strides)
+    x, padding = self._resolve_padding(x, padding, kh, kw, sh, sw)
+    return op(
+      x,
+      self.read(kernel),
+      strides=self._nd(sh, sw),
+      padding=padding,
+      data_format=self.data_format,
+    )
+
+  def _finish(self, y, channels, batch_norm, use_bias, bias_init, activation):
     """Bias or batch norm, then activation, in the current variable scope."""
     if batch_norm:
       y = self.batch_norm(y)
@@ -320,31 +321,18 @@ class NetBuilder:
     in_channels * depth_multiplier channels. The default kernel init is
     variance scaling over the per-channel fan-in (kh * kw).
     """
-    x = self.top_layer if input_layer is None else input_layer
-    in_channels = int(x.shape[self.channel_axis])
+    x, in_channels = self._input_and_channels(input_layer)
     kh, kw = _pair(kernel_size)
-    sh, sw = _pair(strides)
     kernel_init = kernel_init or _depthwise_variance_scaling
     with tf1.variable_scope(self._unique('dwconv')):
       kernel = self.variable(
         'depthwise_kernel', [kh, kw, in_channels, depth_multiplier], kernel_init
       )
-      x, padding = self._resolve_padding(x, padding, kh, kw, sh, sw)
-      y = tf.nn.depthwise_conv2d(
-        x,
-        self.read(kernel),
-        strides=self._nd(sh, sw),
-        padding=padding,
-        data_format=self.data_format,
+      y = self._spatial(
+        tf.nn.depthwise_conv2d, x, kernel, (kh, kw), strides, padding
       )
-      y = self._finish(
-        y,
-        in_channels * depth_multiplier,
-        batch_norm=batch_norm,
-        use_bias=use_bias,
-        bias_init=bias_init,
-        activation=activation,
-      )
+      channels = in_channels * depth_multiplier
+      y = self._finish(y, channels, batch_norm, use_bias, bias_init, activation)
     return self.set_top(y)
 
   def separable_conv(
@@ -368,10 +356,8 @@ class NetBuilder:
     Built as two ops (DepthwiseConv2dNative + Conv2D), so FLOP counting
     sees both.
     """
-    x = self.top_layer if input_layer is None else input_layer
-    in_channels = int(x.shape[self.channel_axis])
+    x, in_channels = self._input_and_channels(input_layer)
     kh, kw = _pair(kernel_size)
-    sh, sw = _pair(strides)
     with tf1.variable_scope(self._unique('sepconv')):
       depthwise = self.variable(
         'depthwise_kernel',
@@ -383,29 +369,11 @@ class NetBuilder:
         [1, 1, in_channels * depth_multiplier, filters],
         initializers.variance_scaling(),
       )
-      x, padding = self._resolve_padding(x, padding, kh, kw, sh, sw)
-      y = tf.nn.depthwise_conv2d(
-        x,
-        self.read(depthwise),
-        strides=self._nd(sh, sw),
-        padding=padding,
-        data_format=self.data_format,
+      y = self._spatial(
+        tf.nn.depthwise_conv2d, x, depthwise, (kh, kw), strides, padding
       )
-      y = tf.nn.conv2d(
-        y,
-        self.read(pointwise),
-        strides=1,
-        padding='VALID',
-        data_format=self.data_format,
-      )
-      y = self._finish(
-        y,
-        filters,
-        batch_norm=batch_norm,
-        use_bias=use_bias,
-        bias_init=bias_init,
-        activation=activation,
-      )
+      y = self._spatial(tf.nn.conv2d, y, pointwise, 1, 1, 'VALID')
+      y = self._finish(y, filters, batch_norm, use_bias, bias_init, activation)
     return self.set_top(y)
 
   def _resolve_padding(self, x, padding, kh, kw, sh, sw):

@@ -132,3 +132,29 @@ class Model:
     """
     del global_step, global_batch_size, examples_per_epoch
     return float(self.default_learning_rate)
+
+
+class PlainConvNet(Model):
+  """A trunk of convolutions and max pools, then fully connected layers
+  (AlexNet, OverFeat, VGG): the layers are data, the building is here.
+
+  Attributes:
+    features: the layers before the flatten, in order; each is
+      ('conv', filters, kernel_size[, strides[, padding]]) or
+      ('pool', pool_size, strides), passed to NetBuilder.conv / max_pool.
+    hidden: widths of the fully connected ReLU layers after the flatten.
+    dropout: the rate of a dropout after each hidden layer; None: none.
+  """
+
+  features: tuple = ()
+  hidden: tuple = ()
+  dropout: Optional[float] = None
+
+  def body(self, net):
+    for kind, *args in self.features:
+      (net.conv if kind == 'conv' else net.max_pool)(*args)
+    net.flatten()
+    for width in self.hidden:
+      net.affine(width)
+      if self.dropout is not None:
+        net.dropout(self.dropout)

@@ -80,9 +80,8 @@ def _height(net, x):
   return int(x.shape[1 if net.data_format == 'NHWC' else 2])
 
 
-def _conv1x1_bn(net, x, filters, stride=1):
-  """ReLU - 1x1 conv - BN: the projection used wherever widths differ."""
-  x = net.relu(input_layer=x)
+def _project(net, x, filters, stride=1):
+  """1x1 conv - BN (no bias, no activation)."""
   return net.conv(
     filters,
     1,
@@ -94,19 +93,17 @@ def _conv1x1_bn(net, x, filters, stride=1):
   )
 
 
+def _conv1x1_bn(net, x, filters, stride=1):
+  """ReLU - 1x1 conv - BN: the projection used wherever widths differ."""
+  return _project(net, net.relu(input_layer=x), filters, stride)
+
+
 def factorized_reduction(net, x, filters, stride=2):
   """Halves the resolution without losing every other pixel: two 1x1
   convolutions (F/2 each) on stride-2 subsamples offset by one pixel,
   concatenated, then BN. With stride 1 just a 1x1 conv + BN."""
   if stride == 1:
-    return net.conv(
-      filters,
-      1,
-      activation=None,
-      batch_norm=True,
-      use_bias=False,
-      input_layer=x,
-    )
+    return _project(net, x, filters)
   with net.scope('factorized_reduction'):
     path1 = net.avg_pool(1, stride, input_layer=x)
     path1 = net.conv(
@@ -154,14 +151,7 @@ def _apply(net, x, operation, stride, filters):
   pool = net.avg_pool if operation.startswith('avg') else net.max_pool
   x = pool(3, stride, 'SAME', input_layer=x)
   if in_channels != filters:
-    x = net.conv(
-      filters,
-      1,
-      activation=None,
-      batch_norm=True,
-      use_bias=False,
-      input_layer=x,
-    )
+    x = _project(net, x, filters)
   return x
 
 

@@ -6,25 +6,24 @@ and 5x5 convolutions take to a 6x6 final map, as in the paper. Like the
 classic harness (a throughput model), no dropout.
 """
 
-from models.model import Model
+from models.model import PlainConvNet
 from models.registry import register
 
 
-class OverFeat(Model):
+class OverFeat(PlainConvNet):
   """OverFeat fast: five convolutions, two hidden fully connected layers."""
 
-  def body(self, net):
-    net.conv(96, 11, 4, 'VALID')
-    net.max_pool(2, 2)
-    net.conv(256, 5, 1, 'VALID')
-    net.max_pool(2, 2)
-    net.conv(512, 3)
-    net.conv(1024, 3)
-    net.conv(1024, 3)
-    net.max_pool(2, 2)
-    net.flatten()  # 1024 x 6 x 6
-    net.affine(3072)
-    net.affine(4096)
+  features = (
+    ('conv', 96, 11, 4, 'VALID'),
+    ('pool', 2, 2),
+    ('conv', 256, 5, 1, 'VALID'),
+    ('pool', 2, 2),
+    ('conv', 512, 3),
+    ('conv', 1024, 3),
+    ('conv', 1024, 3),
+    ('pool', 2, 2),
+  )  # flattened: 1024 x 6 x 6
+  hidden = (3072, 4096)
 
 
 register(

@@ -6,7 +6,7 @@ bias and ReLU), each closed by 2x2 max pooling, then fc 4096 - dropout -
 fc 4096 - dropout. No batch norm, as in the paper and the classic harness.
 """
 
-from models.model import Model
+from models.model import PlainConvNet
 from models.registry import register
 
 _STAGE_WIDTHS = (64, 128, 256, 512, 512)
@@ -14,7 +14,7 @@ _STAGE_WIDTHS = (64, 128, 256, 512, 512)
 _LAYER_COUNTS = {11: (1, 1, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
 
 
-class VGG(Model):
+class VGG(PlainConvNet):
   """Plain 3x3-conv stack with three fully connected layers."""
 
   def __init__(self, depth):
@@ -26,17 +26,14 @@ class VGG(Model):
       default_learning_rate=0.005,
     )
     self.layer_counts = _LAYER_COUNTS[depth]
+    self.features = tuple(
+      layer
+      for count, width in zip(self.layer_counts, _STAGE_WIDTHS)
+      for layer in (('conv', width, 3),) * count + (('pool', 2, 2),)
+    )  # flattened: 512 x 7 x 7
 
-  def body(self, net):
-    for count, width in zip(self.layer_counts, _STAGE_WIDTHS):
-      for _ in range(count):
-        net.conv(width, 3)
-      net.max_pool(2, 2)
-    net.flatten()  # 512 x 7 x 7
-    net.affine(4096)
-    net.dropout(0.5)
-    net.affine(4096)
-    net.dropout(0.5)
+  hidden = (4096, 4096)
+  dropout = 0.5
 
 
 def _register_all():

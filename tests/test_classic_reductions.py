@@ -12,6 +12,7 @@ from tests.test_distributed import launch
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
+from variable_mgr import allreduce
 from variable_mgr import batch_allreduce
 from variable_mgr import topology
 
@@ -134,7 +135,8 @@ def test_hierarchical_copy_uses_the_topology_main_devices(name, pairs):
 
 def test_ring_order_keeps_outputs_on_their_devices():
   # _reduce checks every output's device and value.
-  _reduce('xring', 4, 2, ring_order=(3, 1, 0, 2))
+  xring = allreduce.parse_all_reduce_spec('xring')
+  _reduce(xring, 4, 2, ring_order=(3, 1, 0, 2))
 
 
 def test_header_names_the_default_reduction():

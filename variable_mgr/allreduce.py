@@ -568,6 +568,11 @@ def all_reduce(
   Returns:
     The sums, output i placed on devices[i].
   """
+  if isinstance(spec, str):
+    raise TypeError(
+      'all_reduce takes a parsed spec '
+      '(allreduce_spec.parse_all_reduce_spec), not %r' % spec
+    )
   devices = list(devices)
   tensors = _check_inputs(list(tensors), devices)
   alg = spec.alg_for(_num_elements(tensors[0]))

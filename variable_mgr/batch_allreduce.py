@@ -73,6 +73,11 @@ class BatchAllReduce:
         'use num_packs (gradient repacking) or '
         'agg_small_grads_max_bytes, not both'
       )
+    if isinstance(spec, str):
+      raise TypeError(
+        'BatchAllReduce takes a parsed spec '
+        '(allreduce_spec.parse_all_reduce_spec), not %r' % spec
+      )
     self.spec = COPY if spec is None else spec
     self.merge_scope = merge_scope
     self.num_packs = num_packs
