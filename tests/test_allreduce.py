@@ -400,6 +400,12 @@ def test_nccl_with_cpu_devices_refused_even_if_gpus_exist():
       ar.ALGORITHMS['nccl']([tf.zeros([2])] * 2, ['/cpu:0', '/gpu:0'], 1)
 
 
+def test_all_reduce_takes_a_parsed_spec_only():
+  with tf.Graph().as_default():
+    with pytest.raises(TypeError, match='parsed spec'):
+      ar.all_reduce([tf.zeros([2])] * 2, cpu_devices(2), 'copy')
+
+
 def test_registry_refuses_duplicates():
   with pytest.raises(ValueError, match='already registered'):
     ar.register_algorithm('xring')(lambda tensors, devices, num_shards: [])

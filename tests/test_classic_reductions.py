@@ -14,6 +14,7 @@ from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from variable_mgr import allreduce
 from variable_mgr import batch_allreduce
+from variable_mgr import settings as settings_lib
 from variable_mgr import topology
 
 tf1 = tf.compat.v1
@@ -236,6 +237,37 @@ def test_from_settings_picks_the_classic_reduction():
   )
   assert picked(hierarchical_copy=True) == 'hierarchical copy (dgx1)'
   assert picked(all_reduce_spec='xring') == 'xring'
+
+
+def test_the_plan_holds_the_spec_parsed_once():
+  plan = params_lib.make_plan(**dict(COMMON, all_reduce_spec='xring#2'))
+  spec = plan.manager_settings.all_reduce_spec
+  # The checks and the settings share one parsed value (parsed once).
+  assert spec is allreduce.parse_all_reduce_spec('xring#2')
+  assert str(spec) == 'xring#2'
+  manager = plan.manager_cls.from_settings(
+    plan.manager_settings, device_testing.cpu_devices(4)
+  )
+  assert manager.all_reduce.spec is spec
+
+
+@pytest.mark.parametrize(
+  'spec,subdivisions',
+  [(None, -1), ('collective', -1), ('collective#1', -1), ('collective#3', 3)],
+)
+def test_collective_subdivisions_come_from_the_parsed_spec(spec, subdivisions):
+  p = params_lib.Params(all_reduce_spec=spec)
+  settings = settings_lib.ManagerSettings.from_params(p)
+  assert settings.collective_subdivisions == subdivisions
+
+
+def test_a_bad_spec_is_one_settings_error_naming_the_flag():
+  p = params_lib.Params(all_reduce_spec='xring:12q:pscpu')
+  with pytest.raises(settings_lib.SettingsError) as info:
+    settings_lib.ManagerSettings.from_params(p)
+  message = str(info.value)
+  assert '\n' not in message
+  assert message.startswith("--all_reduce_spec='xring:12q:pscpu': position 6")
 
 
 def test_horovod_answers_one_line_pointing_to_collective(capfd):

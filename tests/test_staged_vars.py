@@ -123,6 +123,27 @@ def test_the_setting_selects_the_staged_manager():
   assert variable_mgr.setting_variants() == {'staged_vars': cls}
   plain = params_lib.make_params(model='trivial', device='cpu')
   assert variable_mgr.select('parameter_server', plain) is not cls
+  # The same choice from the run's ManagerSettings (how the driver builds).
+  settings = variable_mgr.ManagerSettings(staged_vars=True)
+  assert variable_mgr.select('parameter_server', settings) is cls
+
+
+def test_one_registry_entry_holds_every_parameter_server_class():
+  from variable_mgr import distributed  # pylint: disable=g-import-not-at-top
+  from variable_mgr import local  # pylint: disable=g-import-not-at-top
+  from variable_mgr import registry  # pylint: disable=g-import-not-at-top
+
+  entry = registry.Entry(
+    manager=local.ParameterServer,
+    cluster=distributed.ClusterParameterServer,
+    variants=(('staged_vars', staged.StagedParameterServer),),
+  )
+  assert registry._ENTRIES['parameter_server'] == entry  # pylint: disable=protected-access
+  in_cluster = variable_mgr.select('parameter_server', None, in_cluster=True)
+  assert in_cluster is distributed.ClusterParameterServer
+  assert variable_mgr.get('parameter_server') is local.ParameterServer
+  with pytest.raises(ValueError, match="unknown variable manager 'nope'"):
+    variable_mgr.select('nope')
 
 
 def _refused(**flags):
