@@ -497,6 +497,20 @@ def _check_build_only(p: params_lib.Params) -> None:
 
 def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
   """Real data, checkpoint, evaluation and observability flags."""
+  _check_output_ranges(p)
+  _check_checkpoints_and_summaries(p)
+  _check_eval(p, cluster)
+  _require(
+    not p.datasets_repeat_cached_sample or p.data_dir,
+    '--datasets_repeat_cached_sample: only with --data_dir',
+  )
+  for name in ('train_dir', 'data_dir'):
+    value = getattr(p, name)
+    _require(value is None or value.strip(), '--%s: empty path' % name)
+
+
+def _check_output_ranges(p: params_lib.Params) -> None:
+  """Counts of the data, checkpoint and output flags in their ranges."""
   for name in (
     'save_model_steps',
     'eval_during_training_every_n_steps',
@@ -527,6 +541,10 @@ def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
     0 <= p.summary_verbosity <= 3,
     '--summary_verbosity=%d: must be 0, 1, 2 or 3' % p.summary_verbosity,
   )
+
+
+def _check_checkpoints_and_summaries(p: params_lib.Params) -> None:
+  """Checkpoints and summaries need --train_dir and each other's flags."""
   for name in ('save_model_steps', 'save_model_secs', 'save_summaries_steps'):
     _require(
       not getattr(p, name) or p.train_dir,
@@ -541,6 +559,10 @@ def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
     not (p.save_summaries_steps and not p.summary_verbosity),
     '--save_summaries_steps: give --summary_verbosity=1, 2 or 3',
   )
+
+
+def _check_eval(p: params_lib.Params, cluster) -> None:
+  """--eval and the evaluation-during-training flags."""
   _require(
     not p.eval or p.train_dir,
     '--eval: needs --train_dir (the checkpoints to evaluate)',
@@ -558,10 +580,3 @@ def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
     not p.eval_interval_secs or p.eval, '--eval_interval_secs: only with --eval'
   )
   schedules.check_eval(p, params_lib.ParamsError)
-  _require(
-    not p.datasets_repeat_cached_sample or p.data_dir,
-    '--datasets_repeat_cached_sample: only with --data_dir',
-  )
-  for name in ('train_dir', 'data_dir'):
-    value = getattr(p, name)
-    _require(value is None or value.strip(), '--%s: empty path' % name)
