@@ -240,3 +240,37 @@ def test_flags_are_generated_with_the_field_defaults():
       default = list(default)
     assert values[field.name].default == default, field.name
     assert values[field.name].help.startswith(field.metadata['help'])
+
+
+def _imports(path):
+  """Module names a Python file imports (any level, lazy ones included)."""
+  import ast  # pylint: disable=g-import-not-at-top
+
+  tree = ast.parse(path.read_text())
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      yield from (a.name for a in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      yield from ('%s.%s' % (node.module, a.name) for a in node.names)
+
+
+def test_config_imports_no_room_above_it_and_no_circle():
+  import pathlib  # pylint: disable=g-import-not-at-top
+
+  config = pathlib.Path(params_value.__file__).parent
+  above = tuple(
+    'tf_cnn_benchmarks.%s' % room
+    for room in (
+      'training',
+      'evaluation',
+      'inputs',
+      'reporting',
+      'observability',
+      'benchmark_cnn',
+    )
+  )
+  for path in config.glob('*.py'):
+    bad = [m for m in _imports(path) if m.startswith(above)]
+    assert not bad, (path.name, bad)
+  resolve_imports = set(_imports(config / 'resolve.py'))
+  assert 'tf_cnn_benchmarks.config.params' not in resolve_imports

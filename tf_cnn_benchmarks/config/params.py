@@ -1,11 +1,12 @@
-"""Run parameters: one frozen `Params` value, the absl flags generated from it.
+"""Run parameters: one frozen `Params` value, resolved into the run plan.
 
-Every field of `Params` is a command-line flag with the same name. The flag
-definitions are generated from the dataclass fields (type, default, help), so
-the two cannot drift apart. `make_params(**overrides)` builds a validated,
-resolved `Params` without touching absl, for tests and scripts;
-`make_plan(**overrides)` also returns what they resolve to (cluster, manager
-class, mode), decided once.
+Every field of `Params` is a command-line flag with the same name, declared
+once with fields.field (help, topic, classic status, whether it shapes the
+graph); Params and its field groups are in params_value.py, which generates
+the absl flags. `make_params(**overrides)` builds a validated, resolved
+`Params` without touching absl, for tests and scripts; `make_plan(**overrides)`
+also returns what they resolve to (cluster, manager class, mode), decided
+once.
 
 "Resolved" means every automatic default is replaced by the concrete value
 the run will use (device kind, data format, batch size, number of batches,
@@ -25,11 +26,10 @@ from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.config import params_value
 from tf_cnn_benchmarks.config import resolve
 
-# The value and its flags (params_value.py); the names callers know.
+# The value (params_value.py), by the names its callers know it here.
 Params = params_value.Params
 ParamsError = params_value.ParamsError
 FIELDS = params_value.FIELDS
-define_flags = params_value.define_flags
 
 
 class Mode(enum.Enum):

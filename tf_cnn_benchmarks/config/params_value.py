@@ -2,8 +2,9 @@
 
 `Params` is the one value a run depends on; its fields are declared with
 fields.field in the config modules its bases name. This module sits below
-resolution (resolve.py) and the flag layer (params.py, which builds Params
-from absl flags and resolves them): neither imports the other's callers.
+resolution: resolve.py imports it, and params.py (the run plan: Params made
+from flags or keywords, then resolved) imports both, so params and resolve
+form no import circle.
 
 `define_flags` generates the absl flags from the fields. This module imports
 no TensorFlow (--help prints before TensorFlow loads).
