@@ -274,8 +274,8 @@ def render_help(
     flag_values: the parsed-or-not FlagValues holding every flag.
     own: names of the harness's flags (Params fields and --list_models).
     program: how the harness was started, for the usage line.
-    full: also list the other flags in flag_values (absl logging,
-      TensorFlow's), as --helpfull does.
+    full: also list the other flags in flag_values (absl's logging and
+      app flags, any a loaded library defined), as --helpfull does.
   """
   lines = ['USAGE: %s [flags]' % program, '']
   names = sorted(set(own) | set(EXTRA_FLAGS))
@@ -294,7 +294,7 @@ def render_help(
       and n not in ABSL_APP_FLAGS_NOT_OFFERED
       and len(n) > 1  # absl's one-letter aliases (-v) print with the long name
     )
-    lines.append('absl and TensorFlow flags:')
+    lines.append('other absl flags:')
     lines.extend(_describe(flag_values[n]) for n in rest)
     lines.append('')
   lines.append(
