@@ -75,6 +75,9 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   help_kind = classic_flags.help_requested(argv)
   if help_kind:
     return _print_help(argv, full=help_kind == 'full')
+  # Each command line starts from the defaults (main may run several in one
+  # process: absl keeps the last command line's values).
+  FLAGS.unparse_flags()
   try:
     rest = FLAGS(argv, known_only=False)
   except flags.Error as e:
