@@ -255,8 +255,9 @@ def test_classic_command_line(line, expected, data_dirs, capfd, tmp_path):
 def test_help_exits_0_and_lists_every_classic_flag(switch, capfd):
   status, out, _ = run_main([switch], capfd)
   assert status == 0
+  # absl's spelling: booleans as --[no]name.
   listed = {
-    line.split(':')[0].strip()[2:]
+    line.split(':')[0].strip().removeprefix('--').removeprefix('[no]')
     for line in out.splitlines()
     if line.startswith('  --')
   }

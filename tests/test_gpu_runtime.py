@@ -19,6 +19,7 @@ import tensorflow as tf
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.config import runtime_fields
 from tf_cnn_benchmarks.inputs import data_sources
 from tf_cnn_benchmarks.platform import devices
 from tf_cnn_benchmarks.platform import gpu_runtime
@@ -169,7 +170,7 @@ def test_mkl_environment_on_cpu():
   assert gpu_runtime.environment(p) == {
     'KMP_BLOCKTIME': '3',
     'KMP_SETTINGS': '0',
-    'KMP_AFFINITY': gpu_runtime.CLASSIC_KMP_AFFINITY,
+    'KMP_AFFINITY': runtime_fields.CLASSIC_KMP_AFFINITY,
     'OMP_NUM_THREADS': '5',
   }
   unset = dataclasses.replace(p, num_intra_threads=None)
@@ -317,7 +318,7 @@ def test_gpu_only_settings_warn_on_cpu():
 
 @pytest.mark.parametrize('flag', gpu_runtime.GPU_ONLY_FIELDS)
 def test_each_gpu_only_flag_is_one_warning_on_a_cpu_run(flag, capfd):
-  field = gpu_runtime.RUNTIME_FIELDS[flag]
+  field = params_lib.FIELDS[flag]
   value = {
     'gpu_thread_mode': 'gpu_shared',
     'allow_growth': True,

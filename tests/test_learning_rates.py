@@ -14,6 +14,7 @@ from tests import test_distributed
 from tests.test_classic_compat import run_main
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.training import learning_rates
 
 tf1 = tf.compat.v1
@@ -34,7 +35,7 @@ def schedule_values(config, steps, model=None, examples=EXAMPLES, per=PER_STEP):
 
 def config(**kw):
   if 'piecewise' in kw:
-    kw['piecewise'] = learning_rates.parse_piecewise(kw['piecewise'])
+    kw['piecewise'] = schedules.parse_piecewise(kw['piecewise'])
   return learning_rates.ScheduleConfig(**kw)
 
 

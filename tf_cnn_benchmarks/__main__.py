@@ -13,25 +13,28 @@ from __future__ import annotations
 import os
 import sys
 
+from absl import app  # noqa: F401  (defines --only_check_args, as absl.app runs)
 from absl import flags
+from absl import logging  # noqa: F401  (its flags, as under absl.app)
 
-from tf_cnn_benchmarks.platform import quiet
+from tf_cnn_benchmarks.config import classic_flags
+from tf_cnn_benchmarks.config import params_value
 
-quiet.load_tensorflow()  # before any import that loads TensorFlow
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from tf_cnn_benchmarks.config import classic_flags  # noqa: E402
-from tf_cnn_benchmarks.config import params as params_lib  # noqa: E402
-from tf_cnn_benchmarks.platform import gpu_runtime  # noqa: E402
-
+# Everything imported above is free of TensorFlow, so --help, --helpfull and
+# flag errors print at once; TensorFlow loads (quietly) after the flags parse.
 FLAGS = flags.FLAGS
 flags.DEFINE_bool(
   'list_models',
   False,
-  'Print every model with its dataset, image size, parameter '
-  'count and GFLOPs, then exit.',
+  'Print the name and dataset of every registered model, then exit.',
 )
-params_lib.define_flags(FLAGS)
+flags.DEFINE_bool(
+  'list_models_with_stats',
+  False,
+  'Print every model with its dataset, image size, parameter count and '
+  'GFLOPs, one row as each model is built, then exit.',
+)
+params_value.define_flags(FLAGS)
 classic_flags.define_flags(FLAGS)
 
 
@@ -44,7 +47,7 @@ def _print_help(argv: list[str], *, full: bool) -> int:
   """-h, --help, --helpshort, --helpfull: help grouped by topic, status 0."""
   classic_script = bool(argv) and argv[0].endswith('tf_cnn_benchmarks.py')
   program = argv[0] if classic_script else 'python -m tf_cnn_benchmarks'
-  own = [*params_lib.FIELDS, 'list_models']
+  own = [*params_value.FIELDS, *classic_flags.ENTRY_FLAG_TOPICS]
   print(classic_flags.render_help(FLAGS, own, program, full))
   return 0
 
@@ -72,6 +75,9 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   help_kind = classic_flags.help_requested(argv)
   if help_kind:
     return _print_help(argv, full=help_kind == 'full')
+  # Each command line starts from the defaults (main may run several in one
+  # process: absl keeps the last command line's values).
+  FLAGS.unparse_flags()
   try:
     rest = FLAGS(argv, known_only=False)
   except flags.Error as e:
@@ -81,11 +87,15 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
       'unexpected argument(s): %s (flags look like '
       '--name=value)' % ' '.join(rest[1:])
     )
-  if FLAGS.list_models:
-    from tf_cnn_benchmarks.reporting import model_table  # pylint: disable=g-import-not-at-top
+  if FLAGS.list_models or FLAGS.list_models_with_stats:
+    return _list_models(with_stats=FLAGS.list_models_with_stats)
+  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
 
-    print(model_table.render())
-    return 0
+  quiet.load_tensorflow()  # before any import that loads TensorFlow
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import params as params_lib
+  from tf_cnn_benchmarks.platform import gpu_runtime
+
   try:
     plan = params_lib.plan_from_flags(FLAGS)
     for line in classic_flags.check_command_line(FLAGS):
@@ -105,6 +115,22 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   except placement.MissingKernelError as e:  # --build_only's kernel check
     print('error: %s' % e, file=sys.stderr, flush=True)
     return 1
+
+
+def _list_models(*, with_stats: bool) -> int:
+  """--list_models: names at once; --list_models_with_stats: built rows."""
+  from tf_cnn_benchmarks.reporting import model_table  # pylint: disable=g-import-not-at-top
+
+  if not with_stats:
+    for line in model_table.name_lines():
+      print(line, flush=True)
+    return 0
+  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
+
+  quiet.load_tensorflow()
+  for line in model_table.stats_lines():
+    print(line, flush=True)
+  return 0
 
 
 def _bad_input_errors() -> tuple:
@@ -132,6 +158,7 @@ def _dispatch(plan, reports_results) -> int:
   from tf_cnn_benchmarks.cluster import roles
   from tf_cnn_benchmarks.cluster import servers
   from tf_cnn_benchmarks.platform import devices
+  from tf_cnn_benchmarks.platform import gpu_runtime
 
   cluster, p = plan.cluster, plan.params
 

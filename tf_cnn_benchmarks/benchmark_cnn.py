@@ -22,6 +22,7 @@ from tf_cnn_benchmarks.cluster import run_context as run_context_lib
 from tf_cnn_benchmarks.config import classic_api
 from tf_cnn_benchmarks.config import datasets
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.evaluation import eval_runs
 from tf_cnn_benchmarks.evaluation import eval_schedule
 from tf_cnn_benchmarks.evaluation import evaluation
@@ -164,7 +165,7 @@ class BenchmarkCNN:
     # Checkpoints for evaluations during training without --train_dir.
     self._scratch: str | None = None
     # --eval_dir: events of the evaluations this process runs.
-    evaluates = plan.mode is params_lib.Mode.EVAL or eval_schedule.enabled(
+    evaluates = plan.mode is params_lib.Mode.EVAL or schedules.eval_enabled(
       params
     )
     self.eval_summaries = evaluation.EvalSummaries(
@@ -176,7 +177,7 @@ class BenchmarkCNN:
     p = self.params
     if self.plan.mode is params_lib.Mode.EVAL:
       return ('validation',)
-    if eval_schedule.enabled(p):
+    if schedules.eval_enabled(p):
       return ('train', 'validation')
     return ('train',)
 
@@ -435,7 +436,7 @@ class BenchmarkCNN:
     )
 
   def _scratch_dir(self) -> str | None:
-    if not eval_schedule.enabled(self.params):
+    if not schedules.eval_enabled(self.params):
       return None
     if self._scratch is None:
       self._scratch = tempfile.mkdtemp(prefix='tf_cnn_eval_')

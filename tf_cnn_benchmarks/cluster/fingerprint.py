@@ -1,15 +1,17 @@
 """Tasks of one cluster run must run the same benchmark.
 
 Every client (a task that runs steps) hashes each flag that defines the run
-and stores the hashes in a variable of its own on the first flag keeper; it
-then reads every other client's hashes and refuses to start, naming the flag
-and the tasks, where they differ. Without this, two workers with different
+(each Params field declared with graph=True) and stores the hashes in a
+variable of its own on the first flag keeper; it then reads every other
+client's hashes and refuses to start, naming the flag and the tasks, where
+they differ. Without this, two workers with different
 --batch_size trained to exit 0 with a wrong global batch size, and different
 --model failed a minute later with a message that did not say why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from typing import Sequence
@@ -21,66 +23,6 @@ from tf_cnn_benchmarks.cluster import spec as spec_lib
 
 tf1 = tf.compat.v1
 
-# The flags that define the run: the same on every task. Output paths, data
-# paths, cluster addresses and logging may differ.
-RUN_FLAGS = (
-  'model',
-  'data_name',
-  'batch_size',
-  'num_batches',
-  'num_epochs',
-  'num_warmup_batches',
-  'forward_only',
-  'eval',
-  'num_gpus',
-  'device',
-  'data_format',
-  'variable_update',
-  'use_resource_vars',
-  'cross_replica_sync',
-  'ps_partition_threshold_bytes',
-  'hybrid_threshold_bytes',
-  'use_fp16',
-  'fp16_vars',
-  'fp16_loss_scale',
-  'fp16_enable_auto_loss_scale',
-  'fp16_inc_loss_scale_every_n',
-  'use_bf16',
-  'all_reduce_spec',
-  'gradient_repacking',
-  'agg_small_grads_max_bytes',
-  'agg_small_grads_max_group',
-  'compact_gradient_transfer',
-  'variable_consistency',
-  'optimizer',
-  'init_learning_rate',
-  'num_epochs_per_decay',
-  'learning_rate_decay_factor',
-  'minimum_learning_rate',
-  'piecewise_learning_rate_schedule',
-  'num_learning_rate_warmup_epochs',
-  'resnet_base_lr',
-  'momentum',
-  'rmsprop_decay',
-  'rmsprop_momentum',
-  'rmsprop_epsilon',
-  'adam_beta1',
-  'adam_beta2',
-  'adam_epsilon',
-  'weight_decay',
-  'gradient_clip',
-  'gradient_clip_norm',
-  'tf_random_seed',
-  'distortions',
-  'resize_method',
-  # Every worker must know the evaluation steps: the others wait there for
-  # the chief's verdict (verdicts.py).
-  'eval_during_training_every_n_steps',
-  'eval_during_training_every_n_epochs',
-  'eval_during_training_at_specified_steps',
-  'eval_during_training_at_specified_epochs',
-  'stop_at_top_1_accuracy',
-)
 # How long a client waits for the others' hashes (the watchdog reports a
 # client that never comes up sooner).
 WAIT_S = 120.0
@@ -91,9 +33,17 @@ class FlagMismatch(spec_lib.ClusterError):
 
 
 def run_flags(params) -> tuple:
-  """((flag, value), ...) of the run-defining flags `params` has."""
+  """((flag, value), ...) of the run-defining flags of Params `params`.
+
+  They are the fields declared with graph=True (config/fields.py): the same
+  on every task. Output paths, data paths, cluster addresses and logging may
+  differ. The cluster room reads the metadata from the value itself, so it
+  imports nothing from the configuration.
+  """
   return tuple(
-    (name, getattr(params, name)) for name in RUN_FLAGS if hasattr(params, name)
+    (f.name, getattr(params, f.name))
+    for f in dataclasses.fields(params)
+    if f.metadata.get('graph')
   )
 
 

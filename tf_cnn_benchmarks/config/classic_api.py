@@ -25,6 +25,7 @@ from absl import flags
 
 from tf_cnn_benchmarks.config import classic_flags
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.config import params_value
 
 
 def make_params(**kwargs: Any) -> params_lib.Params:
@@ -50,7 +51,7 @@ def make_params_from_flags(
   flag_values: flags.FlagValues = flags.FLAGS,
 ) -> params_lib.Params:
   """Params from the absl flags (defined here when the caller has not)."""
-  params_lib.define_flags(flag_values)
+  params_value.define_flags(flag_values)
   classic_flags.define_flags(flag_values)
   return make_params(**{n: flag_values[n].value for n in params_lib.FIELDS})
 

@@ -1,8 +1,9 @@
 """The classic ImageNet preprocessing flags (issue 14).
 
-The flags live in `InputSettings`, a base class of `params.Params` (so they
-are Params fields like any other); `imagenet_style` turns them into the
-preprocessing.ImagenetStyle the real-data pipeline (data_sources.py) uses.
+The flags are fields of `params.Params` (runtime_fields.InputSettings);
+`check` validates them when the Params are resolved, and
+inputs/preprocessing.imagenet_style turns them into the ImagenetStyle the
+real-data pipeline (data_sources.py) uses.
 They change ImageNet real data only (--data_dir): CIFAR-10 has its one
 classic preprocessor, and synthetic data is not preprocessed.
 
@@ -22,53 +23,11 @@ classic preprocessor, and synthetic data is not preprocessed.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
-from tf_cnn_benchmarks.inputs import preprocessing
-
 # Classic _SUPPORTED_INPUT_PREPROCESSORS, for the data sets this harness has.
 INPUT_PREPROCESSORS = {
   'imagenet': ('default', 'official_models_imagenet'),
   'cifar10': ('default',),
 }
-
-
-def _field(default: Any, help_text: str) -> Any:
-  # The metadata params._field gives (params imports this module).
-  return dataclasses.field(
-    default=default, metadata={'help': help_text, 'choices': ()}
-  )
-
-
-@dataclasses.dataclass(frozen=True)
-class InputSettings:
-  """The ImageNet preprocessing flags of `params.Params` (a base)."""
-
-  fuse_decode_and_crop: bool = _field(
-    True,
-    'ImageNet real data: decode only the crop window of each JPEG '
-    '(decode_and_crop_jpeg); false decodes the whole image, then crops.',
-  )
-  distort_color_in_yiq: bool = _field(
-    True,
-    'With --distortions (ImageNet real data): random hue and saturation '
-    'as one transform in YIQ space, as classic; false: tf.image saturation '
-    'then hue.',
-  )
-  ml_perf: bool = _field(
-    False,
-    'ImageNet real data, MLPerf-compliant input as classic: the training '
-    'crop ignores the bounding boxes, and images are pixels in [0, 255] '
-    'minus the channel means (no scaling to [-1, 1]).',
-  )
-  input_preprocessor: str = _field(
-    'default',
-    "Input preprocessor: 'default', or with ImageNet "
-    "'official_models_imagenet' (the model garden's ResNet preprocessing: "
-    'no colour distortion, aspect-preserving evaluation resize, '
-    'channel means subtracted).',
-  )
 
 
 def check(p, data_name: str, error_cls) -> list[str]:
@@ -107,14 +66,3 @@ def check(p, data_name: str, error_cls) -> list[str]:
     'only' % name
     for name in set_flags
   ]
-
-
-def imagenet_style(p) -> preprocessing.ImagenetStyle:
-  """The preprocessing.ImagenetStyle of a params.Params."""
-  return preprocessing.ImagenetStyle(
-    fuse_decode_and_crop=p.fuse_decode_and_crop,
-    distort_color_in_yiq=p.distort_color_in_yiq,
-    use_bboxes=not p.ml_perf,
-    mean_subtraction=p.ml_perf,
-    official=p.input_preprocessor == 'official_models_imagenet',
-  )

@@ -1,9 +1,13 @@
 """Validation and resolution of Params: one clear message per bad value.
 
 `resolve` checks the combination of flags (each rule names the flag and what
-is allowed, raising params.ParamsError) and fills in every automatic default
-(device kind, data format, batch size, number of batches, ...), returning the
-params.RunPlan the run uses. params.make_plan calls it; nothing else should.
+is allowed, raising ParamsError) and fills in every automatic default
+(device kind, data format, batch size, number of batches, ...), returning a
+`Resolution` that params.make_plan makes the run plan of. params.make_plan
+calls it; nothing else should.
+
+This module imports the Params value (params_value.py) and the pure checks
+of config/, never params.py (which imports this module).
 """
 
 from __future__ import annotations
@@ -14,22 +18,58 @@ import os
 from typing import Optional
 
 import models
+from models import resnet
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.config import datasets
 from tf_cnn_benchmarks.config import input_settings
 from tf_cnn_benchmarks.config import limits
-from tf_cnn_benchmarks.config import params as params_lib
-from tf_cnn_benchmarks.evaluation import eval_schedule
+from tf_cnn_benchmarks.config import params_value as params_lib
+from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.platform import gpu_runtime
 from tf_cnn_benchmarks.platform import runtime_knobs
-from tf_cnn_benchmarks.training import freezing
-from tf_cnn_benchmarks.training import learning_rates
 import variable_mgr
 from variable_mgr import allreduce
 from variable_mgr import topology
 
+# Classic model names that are not CNNs, or not available yet: one line each.
+NOT_CNN_MODELS = {
+  'ncf': 'ncf is a recommendation model, not a CNN; this harness runs CNNs',
+  'deepspeech2': 'deepspeech2 is a speech model, not a CNN; this harness '
+  'runs CNNs',
+  'ssd300': 'ssd300 (coco) is not available yet',
+}
+# Classic --variable_update=horovod (issue 15, item 7): Horovod is a C++
+# extension built from source against the installed TensorFlow. Its last
+# release (0.28.1) does not compile against TF 2.21: the wheel's XLA headers
+# include highwayhash/arch_specific.h, which the wheel does not ship.
+HOROVOD_UNAVAILABLE = (
+  '--variable_update=horovod: Horovod is not available here (horovod 0.28.1 '
+  'does not compile against TensorFlow 2.21); '
+  'use --variable_update=collective_all_reduce, the ring all-reduce across '
+  'worker processes (--worker_hosts)'
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolution:
+  """What resolve decided: params.make_plan makes it a RunPlan.
+
+  params: the validated Params, every automatic default filled in.
+  cluster: the cluster.spec.Cluster of a multi-worker run, else None.
+  manager_cls: the VariableMgr class that runs it.
+  device_was_auto: --device was not given.
+  warnings: lines the entry point prints once on stderr.
+  """
+
+  params: params_lib.Params
+  cluster: Optional[cluster_spec.Cluster]
+  manager_cls: type
+  device_was_auto: bool
+  warnings: tuple
+
 
 def check_choices(p: params_lib.Params) -> None:
+  """Each field with choices holds one of them (or None)."""
   for name, field in params_lib.FIELDS.items():
     value = getattr(p, name)
     choices = field.metadata['choices']
@@ -44,20 +84,47 @@ def _require(condition: bool, message: str) -> None:
     raise params_lib.ParamsError(message)
 
 
-def resolve(p: params_lib.Params) -> params_lib.RunPlan:
+def resolve(p: params_lib.Params) -> Resolution:
   """Validates the combination and fills in every automatic default."""
   p = dataclasses.replace(
-    p, **eval_schedule.parsed_lists(p, params_lib.ParamsError)
+    p, **schedules.parsed_eval_lists(p, params_lib.ParamsError)
   )
   data_name = p.data_name or _guess_data_name(p.data_dir)
   model = _checked_model(p, data_name)
   _check_counts(p)
   try:
-    schedule_warnings = learning_rates.check(p, model)
-  except learning_rates.ScheduleError as e:
+    schedule_warnings = schedules.check_learning_rate(
+      p, _uses_resnet_base_lr(model)
+    )
+  except schedules.ScheduleError as e:
     raise params_lib.ParamsError(str(e)) from None
   device, data_format = _device_and_format(p)
   cluster, manager_cls = cluster_and_manager(p)
+  _check_manager_and_flags(p, cluster, manager_cls, device)
+  input_warnings = input_settings.check(p, data_name, params_lib.ParamsError)
+  input_warnings += schedules.check_freezing(p, cluster, params_lib.ParamsError)
+  limits.check(p, data_name, model, cluster, params_lib.ParamsError)
+  gpu_runtime.check(p, params_lib.ParamsError)
+  runtime_knobs.check(p, params_lib.ParamsError)
+  resolved = _with_defaults(
+    p, model, data_name, cluster, device=device, data_format=data_format
+  )
+  return Resolution(
+    resolved,
+    cluster,
+    manager_cls,
+    device_was_auto=p.device is None,
+    warnings=tuple(schedule_warnings) + tuple(input_warnings),
+  )
+
+
+def _uses_resnet_base_lr(model) -> bool:
+  """Whether the model's own schedule is built on --resnet_base_lr."""
+  return isinstance(model, resnet.ResNet)
+
+
+def _check_manager_and_flags(p, cluster, manager_cls, device: str) -> None:
+  """The manager fits the run; the flags that depend on it are usable."""
   _require(
     cluster is not None or manager_cls.traits.runs_local,
     '--variable_update=%s: needs a cluster (--job_name, --ps_hosts, '
@@ -72,12 +139,10 @@ def resolve(p: params_lib.Params) -> params_lib.RunPlan:
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
   _check_build_only(p)
-  input_warnings = input_settings.check(p, data_name, params_lib.ParamsError)
-  input_warnings += freezing.check(p, cluster, params_lib.ParamsError)
-  limits.check(p, data_name, model, cluster, params_lib.ParamsError)
-  gpu_runtime.check(p, params_lib.ParamsError)
-  runtime_knobs.check(p, params_lib.ParamsError)
 
+
+def _with_defaults(p, model, data_name, cluster, *, device, data_format):
+  """p with every automatic default replaced by the value the run uses."""
   batch_size = p.batch_size or model.default_batch_size
   num_batches = p.num_batches
   if num_batches is None:
@@ -93,7 +158,7 @@ def resolve(p: params_lib.Params) -> params_lib.RunPlan:
       )
     else:
       num_batches = 100
-  resolved = dataclasses.replace(
+  return dataclasses.replace(
     p,
     data_name=data_name,
     device=device,
@@ -111,15 +176,6 @@ def resolve(p: params_lib.Params) -> params_lib.RunPlan:
     ),
     **gpu_runtime.resolved_threads(p, device),
   )
-  return params_lib.RunPlan(
-    resolved,
-    cluster,
-    manager_cls,
-    params_lib.mode_of(resolved),
-    device_was_auto=p.device is None,
-    warnings=tuple(schedule_warnings) + tuple(input_warnings),
-    manager_settings=variable_mgr.ManagerSettings.from_params(resolved),
-  )
 
 
 def _guess_data_name(data_dir: Optional[str]) -> str:
@@ -132,16 +188,16 @@ def _guess_data_name(data_dir: Optional[str]) -> str:
 
 def _checked_model(p: params_lib.Params, data_name: str):
   """The model --model names for the dataset; the manager name is known."""
-  if p.model in params_lib.NOT_CNN_MODELS:
+  if p.model in NOT_CNN_MODELS:
     raise params_lib.ParamsError(
-      '--model=%s: %s' % (p.model, params_lib.NOT_CNN_MODELS[p.model])
+      '--model=%s: %s' % (p.model, NOT_CNN_MODELS[p.model])
     )
   if p.model not in models.names(data_name):
     raise params_lib.ParamsError(
       '--model=%s: no such model for --data_name=%s; one of %s'
       % (p.model, data_name, ', '.join(models.names(data_name)))
     )
-  _require(p.variable_update != 'horovod', params_lib.HOROVOD_UNAVAILABLE)
+  _require(p.variable_update != 'horovod', HOROVOD_UNAVAILABLE)
   if p.variable_update not in variable_mgr.names():
     raise params_lib.ParamsError(
       '--variable_update=%s: must be one of %s'
@@ -200,10 +256,10 @@ def _check_counts(p: params_lib.Params) -> None:
 
 def _device_and_format(p: params_lib.Params) -> tuple:
   """(device kind, data format) the run uses, checked against this build."""
-  device = p.device or ('gpu' if params_lib.gpu_available() else 'cpu')
+  device = p.device or ('gpu' if gpu_available() else 'cpu')
   if device == 'gpu' and not p.build_only:  # a built graph needs no GPU
     _require(
-      params_lib.gpu_available(),
+      gpu_available(),
       '--device=gpu: this TensorFlow build sees no GPU; '
       'use --device=cpu (towers become logical CPU devices)',
     )
@@ -215,6 +271,13 @@ def _device_and_format(p: params_lib.Params) -> tuple:
       'TF_ENABLE_ONEDNN_OPTS=0 or use --data_format=NHWC',
     )
   return device, data_format
+
+
+def gpu_available() -> bool:
+  """Whether this TensorFlow build sees a GPU."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  return bool(tf.config.list_physical_devices('GPU'))
 
 
 def cluster_and_manager(p: params_lib.Params) -> tuple:
@@ -377,7 +440,7 @@ def _check_setting_variants(p: params_lib.Params, cluster) -> None:
       '--%s: local runs only (not built for a cluster)' % setting,
     )
     _require(
-      not (p.forward_only or p.eval or eval_schedule.enabled(p)),
+      not (p.forward_only or p.eval or schedules.eval_enabled(p)),
       '--%s: training runs only (not --forward_only, --eval or '
       '--eval_during_training_*)' % setting,
     )
@@ -434,6 +497,20 @@ def _check_build_only(p: params_lib.Params) -> None:
 
 def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
   """Real data, checkpoint, evaluation and observability flags."""
+  _check_output_ranges(p)
+  _check_checkpoints_and_summaries(p)
+  _check_eval(p, cluster)
+  _require(
+    not p.datasets_repeat_cached_sample or p.data_dir,
+    '--datasets_repeat_cached_sample: only with --data_dir',
+  )
+  for name in ('train_dir', 'data_dir'):
+    value = getattr(p, name)
+    _require(value is None or value.strip(), '--%s: empty path' % name)
+
+
+def _check_output_ranges(p: params_lib.Params) -> None:
+  """Counts of the data, checkpoint and output flags in their ranges."""
   for name in (
     'save_model_steps',
     'eval_during_training_every_n_steps',
@@ -464,6 +541,10 @@ def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
     0 <= p.summary_verbosity <= 3,
     '--summary_verbosity=%d: must be 0, 1, 2 or 3' % p.summary_verbosity,
   )
+
+
+def _check_checkpoints_and_summaries(p: params_lib.Params) -> None:
+  """Checkpoints and summaries need --train_dir and each other's flags."""
   for name in ('save_model_steps', 'save_model_secs', 'save_summaries_steps'):
     _require(
       not getattr(p, name) or p.train_dir,
@@ -478,6 +559,10 @@ def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
     not (p.save_summaries_steps and not p.summary_verbosity),
     '--save_summaries_steps: give --summary_verbosity=1, 2 or 3',
   )
+
+
+def _check_eval(p: params_lib.Params, cluster) -> None:
+  """--eval and the evaluation-during-training flags."""
   _require(
     not p.eval or p.train_dir,
     '--eval: needs --train_dir (the checkpoints to evaluate)',
@@ -494,11 +579,4 @@ def _check_data_and_outputs(p: params_lib.Params, cluster) -> None:
   _require(
     not p.eval_interval_secs or p.eval, '--eval_interval_secs: only with --eval'
   )
-  eval_schedule.check(p, params_lib.ParamsError)
-  _require(
-    not p.datasets_repeat_cached_sample or p.data_dir,
-    '--datasets_repeat_cached_sample: only with --data_dir',
-  )
-  for name in ('train_dir', 'data_dir'):
-    value = getattr(p, name)
-    _require(value is None or value.strip(), '--%s: empty path' % name)
+  schedules.check_eval(p, params_lib.ParamsError)

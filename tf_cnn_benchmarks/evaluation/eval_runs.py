@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import typing
 
+from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.evaluation import eval_schedule
 from tf_cnn_benchmarks.evaluation import evaluation
 from tf_cnn_benchmarks.platform import runtime_knobs
@@ -84,7 +85,7 @@ def during_training(
   the global step now. Only the chief evaluates (as it checkpoints).
   """
   p = bench.params
-  if not (bench.training and eval_schedule.enabled(p)):
+  if not (bench.training and schedules.eval_enabled(p)):
     return None
   schedule = eval_schedule.EvalSchedule.from_params(
     p, bench.global_batch_size, bench.dataset.num_train_examples

@@ -14,7 +14,7 @@ since the first training step (warm-up and evaluations included) and the
 global step it took. In a cluster the chief evaluates and the other workers
 stop at the same step on its verdict (cluster/verdicts.py).
 
-This module imports no TensorFlow: params.py validates with it.
+The flags are parsed and checked when resolved (config/schedules.py).
 """
 
 from __future__ import annotations
@@ -26,132 +26,6 @@ from typing import Callable, Optional
 import numpy as np
 
 from tf_cnn_benchmarks.reporting import results
-
-SCHEDULE_FLAGS = (
-  'eval_during_training_every_n_steps',
-  'eval_during_training_every_n_epochs',
-  'eval_during_training_at_specified_steps',
-  'eval_during_training_at_specified_epochs',
-)
-# The classic list flags: comma-separated on the command line.
-_LIST_FLAGS = {
-  'eval_during_training_at_specified_steps': (int, 'integers'),
-  'eval_during_training_at_specified_epochs': (float, 'numbers'),
-}
-
-
-def schedule_flags_set(p) -> list[str]:
-  """Names of the --eval_during_training_* flags that Params `p` sets."""
-  return [name for name in SCHEDULE_FLAGS if getattr(p, name)]
-
-
-def enabled(p) -> bool:
-  """Whether Params `p` evaluate during training (train + eval mode)."""
-  return bool(schedule_flags_set(p))
-
-
-def parsed_lists(p, error_cls) -> dict:
-  """The list flags of `p` as tuples of numbers (flag name -> tuple).
-
-  Raises:
-    error_cls: an entry that is not a number (one line naming the flag).
-  """
-  out = {}
-  for name, (kind, what) in _LIST_FLAGS.items():
-    value = getattr(p, name) or ()
-    if isinstance(value, str):  # a Python caller's '100,200'
-      value = [v for v in value.split(',') if v.strip()]
-    try:
-      out[name] = tuple(kind(v) for v in value)
-    except (TypeError, ValueError):
-      raise error_cls(
-        '--%s=%s: must be a comma-separated list of %s'
-        % (name, ','.join(str(v) for v in value), what)
-      ) from None
-  return out
-
-
-def check(p, error_cls) -> None:
-  """The evaluation flags of Params `p` (list flags already parsed).
-
-  Raises:
-    error_cls: a bad value or combination, one line naming the flag.
-  """
-  set_flags = schedule_flags_set(p)
-  _require(
-    len(set_flags) <= 1,
-    '--%s: give at most one --eval_during_training_* flag'
-    % ' and --'.join(set_flags),
-    error_cls,
-  )
-  if set_flags:
-    _require(
-      not (p.eval or p.forward_only),
-      '--%s: only when training (not with --eval or --forward_only)'
-      % set_flags[0],
-      error_cls,
-    )
-  every = p.eval_during_training_every_n_epochs
-  _require(
-    every is None or every > 0,
-    '--eval_during_training_every_n_epochs=%s: must be > 0' % every,
-    error_cls,
-  )
-  for step in p.eval_during_training_at_specified_steps:
-    _require(
-      step >= 1,
-      '--eval_during_training_at_specified_steps: %d is not a step >= 1' % step,
-      error_cls,
-    )
-  for epoch in p.eval_during_training_at_specified_epochs:
-    _require(
-      epoch > 0,
-      '--eval_during_training_at_specified_epochs: %s is not > 0' % epoch,
-      error_cls,
-    )
-  _check_eval_size(p, error_cls)
-  _check_target(p, set_flags, error_cls)
-
-
-def _check_eval_size(p, error_cls) -> None:
-  _require(
-    p.eval_batch_size >= 0,
-    '--eval_batch_size=%d: must be >= 1 (or 0 for --batch_size)'
-    % p.eval_batch_size,
-    error_cls,
-  )
-  _require(
-    p.num_eval_epochs is None or p.num_eval_epochs > 0,
-    '--num_eval_epochs=%s: must be > 0' % p.num_eval_epochs,
-    error_cls,
-  )
-  _require(
-    p.num_eval_batches is None or p.num_eval_epochs is None,
-    '--num_eval_batches and --num_eval_epochs: give at most one of them',
-    error_cls,
-  )
-
-
-def _check_target(p, set_flags, error_cls) -> None:
-  target = p.stop_at_top_1_accuracy
-  if target is None:
-    return
-  _require(
-    0 < target <= 1,
-    '--stop_at_top_1_accuracy=%s: must be in (0, 1]' % target,
-    error_cls,
-  )
-  _require(
-    bool(set_flags),
-    '--stop_at_top_1_accuracy: only with one of the '
-    '--eval_during_training_* flags',
-    error_cls,
-  )
-
-
-def _require(condition: bool, message: str, error_cls) -> None:
-  if not condition:
-    raise error_cls(message)
 
 
 def epoch_step(epoch: float, num_examples: int, step_images: int) -> int:

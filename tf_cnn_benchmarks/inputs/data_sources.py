@@ -75,7 +75,6 @@ import numpy as np
 import tensorflow as tf
 
 from tf_cnn_benchmarks.config import datasets
-from tf_cnn_benchmarks.config import input_settings
 from tf_cnn_benchmarks.inputs import preprocessing
 
 tf1 = tf.compat.v1
@@ -128,7 +127,7 @@ class InputOptions:
   # many there (--datasets_use_prefetch, --multi_device_iterator_max_buffer_
   # size); 0: the tower reads them from the host.
   device_prefetch: int = 0
-  # ImageNet: the classic preprocessing flags (input_settings.py).
+  # ImageNet: the classic preprocessing flags (config/runtime_fields.py).
   imagenet_style: preprocessing.ImagenetStyle = preprocessing.ImagenetStyle()
 
   def __post_init__(self):
@@ -194,7 +193,7 @@ class InputOptions:
         else 0
       ),
       data_format=params.data_format,
-      imagenet_style=input_settings.imagenet_style(params),
+      imagenet_style=preprocessing.imagenet_style(params),
     )
 
   @property

@@ -19,9 +19,10 @@ On GPU runs the thread counts are sized as the classic harness sized them
 (tensorflow/benchmarks, benchmark_cnn.py: create_config_proto and
 set_default_param_values_and_env_vars).
 
-`RuntimeSettings` holds the flags; `params.Params` inherits them, so they are
-Params fields like any other. `summary` gives the resulting non-default
-ConfigProto fields and environment as data (the header prints them).
+The flags are fields of `params.Params`, declared with the others in
+config/runtime_fields.py (RuntimeSettings). `summary` gives the resulting
+non-default ConfigProto fields and environment as data (the header prints
+them).
 """
 
 from __future__ import annotations
@@ -32,108 +33,30 @@ from typing import Any, Mapping, MutableMapping, Optional
 
 from variable_mgr import topology
 
-GPU_THREAD_MODES = ('gpu_private', 'gpu_shared', 'global')
 # Classic default of per_gpu_thread_count 0: one thread for compute, one for
 # memory copies.
 DEFAULT_THREADS_PER_GPU = 2
-CLASSIC_KMP_AFFINITY = 'granularity=fine,verbose,compact,1,0'
 
 
-def _field(default: Any, help_text: str, choices: tuple = ()) -> Any:
-  # The metadata params._field gives (params imports this module).
-  return dataclasses.field(
-    default=default, metadata={'help': help_text, 'choices': choices}
-  )
-
-
-@dataclasses.dataclass(frozen=True)
-class RuntimeSettings:
-  """The runtime flags of `params.Params` (its base class)."""
-
-  gpu_thread_mode: str = _field(
-    'gpu_private',
-    'GPU host threads: gpu_private (a thread pool per GPU), gpu_shared (one '
-    'pool for all GPUs), global (the shared inter-op pool); '
-    'TF_GPU_THREAD_MODE.',
-    GPU_THREAD_MODES,
-  )
-  per_gpu_thread_count: int = _field(
-    0,
-    'Threads per GPU with gpu_private / gpu_shared (0: 2); '
-    'TF_GPU_THREAD_COUNT.',
-  )
-  allow_growth: Optional[bool] = _field(
-    None, "GPUOptions.allow_growth (unset: TensorFlow's default, false)."
-  )
-  gpu_memory_frac_for_testing: float = _field(
-    0.0,
-    'If > 0: GPUOptions.per_process_gpu_memory_fraction (e.g. to run '
-    'several tasks on one GPU).',
-  )
-  use_unified_memory: Optional[bool] = _field(
-    None, 'GPUOptions.experimental.use_unified_memory.'
-  )
-  force_gpu_compatible: bool = _field(
-    False, 'GPUOptions.force_gpu_compatible (pinned host tensors).'
-  )
-  timestamped_allocator: bool = _field(
-    False, 'GPUOptions.experimental.timestamped_allocator.'
-  )
-  gpu_kt_max_interval: int = _field(
-    0,
-    'If > 0: GPU kernel tracker, max ops queued in a row without a '
-    'tracking event.',
-  )
-  gpu_kt_max_bytes: int = _field(
-    0,
-    'If > 0: GPU kernel tracker, max bytes allocated by ops in a row '
-    'without a tracking event.',
-  )
-  gpu_kt_max_pending: int = _field(
-    0, 'If > 0: GPU kernel tracker, max outstanding tracking events.'
-  )
-  winograd_nonfused: bool = _field(
-    True, 'cuDNN Winograd non-fused convolutions (TF_ENABLE_WINOGRAD_NONFUSED).'
-  )
-  batchnorm_persistent: bool = _field(
-    True,
-    'cuDNN CUDNN_BATCHNORM_SPATIAL_PERSISTENT batch norm '
-    '(TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT).',
-  )
-  sync_on_finish: bool = _field(
-    False, 'Synchronise the GPUs after each step (TF_SYNC_ON_FINISH).'
-  )
-  autotune_threshold: Optional[int] = _field(
-    None, 'cuDNN autotune threshold (TF_AUTOTUNE_THRESHOLD).'
-  )
-  gpu_indices: str = _field(
-    '',
-    'Comma-separated order of the GPUs (0..num_gpus-1) in rings and '
-    "collectives: the all-reduce spec's device order and "
-    'GPUOptions.experimental.collective_ring_order.',
-  )
-  mkl: bool = _field(
-    False,
-    'Set the MKL environment: KMP_BLOCKTIME, KMP_AFFINITY, KMP_SETTINGS and '
-    'OMP_NUM_THREADS (--num_intra_threads). This TensorFlow wheel ships no '
-    'Intel OpenMP runtime, so only OMP_NUM_THREADS is read.',
-  )
-  kmp_blocktime: int = _field(0, 'KMP_BLOCKTIME with --mkl.')
-  kmp_affinity: str = _field(CLASSIC_KMP_AFFINITY, 'KMP_AFFINITY with --mkl.')
-  kmp_settings: int = _field(1, 'KMP_SETTINGS with --mkl.')
-
-
-RUNTIME_FIELDS = {f.name: f for f in dataclasses.fields(RuntimeSettings)}
-# Settings that mean something on CPU runs too (--gpu_indices orders the
-# logical CPU towers of the all-reduce spec).
-_CPU_FIELDS = (
-  'mkl',
-  'kmp_blocktime',
-  'kmp_affinity',
-  'kmp_settings',
-  'gpu_indices',
+# The settings that act on GPUs only: set on a CPU run, each is one warning.
+# (--mkl's and --gpu_indices, which orders the logical CPU towers of the
+# all-reduce spec, mean something on CPU runs too.)
+GPU_ONLY_FIELDS = (
+  'gpu_thread_mode',
+  'per_gpu_thread_count',
+  'allow_growth',
+  'gpu_memory_frac_for_testing',
+  'use_unified_memory',
+  'force_gpu_compatible',
+  'timestamped_allocator',
+  'gpu_kt_max_interval',
+  'gpu_kt_max_bytes',
+  'gpu_kt_max_pending',
+  'winograd_nonfused',
+  'batchnorm_persistent',
+  'sync_on_finish',
+  'autotune_threshold',
 )
-GPU_ONLY_FIELDS = tuple(n for n in RUNTIME_FIELDS if n not in _CPU_FIELDS)
 
 
 def check(p, error_cls) -> None:
@@ -171,10 +94,11 @@ def cpu_warnings(p) -> list[str]:
   """One warning line per GPU-only setting given to a CPU run."""
   if p.device != 'cpu':
     return []
+  defaults = {f.name: f.default for f in dataclasses.fields(p)}
   return [
     'warning: --%s has no effect on CPU (a GPU-only setting)' % name
     for name in GPU_ONLY_FIELDS
-    if getattr(p, name) != RUNTIME_FIELDS[name].default
+    if getattr(p, name) != defaults[name]
   ]
 
 

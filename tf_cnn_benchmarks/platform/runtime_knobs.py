@@ -1,7 +1,7 @@
 """Input, runtime and profiling knobs of the classic harness (issue 14, 6-7).
 
-The flags live in `KnobSettings`, a base class of `params.Params` (so they are
-Params fields like any other). What they do:
+The flags are fields of `params.Params`, declared with the others in
+config/runtime_fields.py (KnobSettings). What they do:
 
   Session config (`configure_session`, every session of the run):
     --enable_optimizations=false: graph optimisations off, as classic
@@ -24,11 +24,10 @@ Params fields like any other). What they do:
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
 import sys
-from typing import Any, Optional
+from typing import Optional
 
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import result_lines
@@ -36,81 +35,6 @@ from tf_cnn_benchmarks.reporting import result_lines
 # The file --benchmark_log_dir gets (the classic model-garden logger's name
 # for the record of a run).
 BENCHMARK_LOG_NAME = 'benchmark_run.log'
-
-
-def _field(default: Any, help_text: str) -> Any:
-  # The metadata params._field gives (params imports this module).
-  return dataclasses.field(
-    default=default, metadata={'help': help_text, 'choices': ()}
-  )
-
-
-@dataclasses.dataclass(frozen=True)
-class KnobSettings:
-  """The input, runtime and profiling flags of `params.Params` (a base)."""
-
-  datasets_sloppy_parallel_interleave: bool = _field(
-    False,
-    'Real data (ImageNet TFRecords): let the parallel file interleave '
-    'depart from deterministic order (tf.data deterministic=False), '
-    'skipping files whose records are not ready yet.',
-  )
-  datasets_parallel_interleave_prefetch: Optional[int] = _field(
-    None,
-    'Real data (ImageNet TFRecords): files the interleave opens ahead of '
-    "their turn (the classic parallel_interleave's prefetch_input_elements; "
-    'unset: tf.data autotunes it).',
-  )
-  use_numa_affinity: bool = _field(
-    False,
-    'NUMA affinity for the CPU devices (ConfigProto use_numa_affinity: '
-    'logical CPU device i allocates on NUMA node i mod the node count).',
-  )
-  enable_optimizations: bool = _field(
-    True,
-    'Graph optimisations (grappler and the classic optimizer options); '
-    'false turns them off.',
-  )
-  rewriter_config: Optional[str] = _field(
-    None,
-    'A RewriterConfig text proto (e.g. "constant_folding: OFF") that '
-    'replaces the grappler settings; it wins over --enable_optimizations.',
-  )
-  tfprof_file: Optional[str] = _field(
-    None,
-    'Profile the first 10 steps after warm-up (extra, untimed steps) with '
-    'tfprof, write the ProfileProto here and print the 20 ops that take '
-    'the most time.',
-  )
-  partitioned_graph_file_prefix: Optional[str] = _field(
-    None,
-    'Write the partitioned, optimised graph of each device of one step '
-    '(after warm-up) to PREFIX<device>[.ext] (text if the name ends in txt).',
-  )
-  use_chrome_trace_format: bool = _field(
-    True,
-    'With --trace_file: a Chrome trace; false: the raw StepStats text proto.',
-  )
-  benchmark_log_dir: Optional[str] = _field(
-    None,
-    "Also append the run's results line(s) to %s in this directory."
-    % BENCHMARK_LOG_NAME,
-  )
-  benchmark_test_id: Optional[str] = _field(
-    None,
-    'A free-form label of the run, written into its results line '
-    '(benchmark_test_id); it changes nothing else.',
-  )
-
-
-# String flags whose classic default None means off; '' is off too.
-EMPTY_IS_UNSET = (
-  'rewriter_config',
-  'tfprof_file',
-  'partitioned_graph_file_prefix',
-  'benchmark_log_dir',
-  'benchmark_test_id',
-)
 
 
 def check(p, error_cls) -> None:

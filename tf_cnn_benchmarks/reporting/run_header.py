@@ -7,7 +7,7 @@ import typing
 import tensorflow as tf
 
 from tf_cnn_benchmarks.config import params as params_lib
-from tf_cnn_benchmarks.evaluation import eval_schedule
+from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.platform import gpu_runtime
 from tf_cnn_benchmarks.platform import runtime_knobs
 
@@ -42,7 +42,7 @@ def header_rows(
     % ('GPU visible' if p.device == 'gpu' else 'no GPU visible')
   )
   mode = _MODES[bench.plan.mode]
-  if eval_schedule.enabled(p) and bench.training:
+  if schedules.eval_enabled(p) and bench.training:
     mode = 'training + evaluation'  # the classic value
   rows = [
     ('TensorFlow', tf.__version__),

@@ -33,26 +33,6 @@ _FETCHED_FIELDS = (
 )
 
 
-def check(p, cluster, error_cls) -> list[str]:
-  """Validates --freeze_when_forward_only; returns warning lines."""
-  if not p.freeze_when_forward_only:
-    return []
-  if not p.forward_only:
-    return [
-      'warning: --freeze_when_forward_only has no effect without --forward_only'
-    ]
-  if p.train_dir:
-    raise error_cls(
-      '--freeze_when_forward_only: not with --train_dir (the frozen graph '
-      'holds the initial weights, not a checkpoint)'
-    )
-  if cluster is not None:
-    raise error_cls(
-      '--freeze_when_forward_only: runs in one process; drop the cluster flags'
-    )
-  return []
-
-
 def freeze(built, session_config=None):
   """The frozen version of a forward-only BuiltGraph (benchmark_cnn).
 

@@ -25,61 +25,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from typing import Optional
 
 import tensorflow as tf
 
 from models import resnet
-from models import schedules
+from models import schedules as model_schedules
+from tf_cnn_benchmarks.config import schedules
 
 tf1 = tf.compat.v1
-
-
-class ScheduleError(ValueError):
-  """A bad schedule flag or combination; the message is one line."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Piecewise:
-  """A parsed --piecewise_learning_rate_schedule."""
-
-  values: tuple  # len(epochs) + 1 learning rates
-  epochs: tuple  # ascending epoch boundaries
-
-  def boundaries(self, steps_per_epoch: float) -> list:
-    """Steps after which the next value applies (tf1 piecewise_constant)."""
-    return [int(e * steps_per_epoch) - 1 for e in self.epochs]
-
-
-def parse_piecewise(text: str) -> Piecewise:
-  """'LR0;E1;LR1;...;En;LRn' -> Piecewise; ScheduleError if malformed.
-
-  Epochs may be fractional (classic: whole numbers only); they must be > 0
-  and strictly ascending, the rates finite and > 0.
-  """
-  flag = '--piecewise_learning_rate_schedule=%s' % text
-  pieces = text.split(';')
-  if len(pieces) % 2 == 0:
-    raise ScheduleError(
-      '%s: must be LR0;E1;LR1;...;En;LRn (an odd number of ;-separated '
-      'parts)' % flag
-    )
-  values, epochs = [], []
-  for i, piece in enumerate(pieces):
-    kind = 'learning rate' if i % 2 == 0 else 'epoch'
-    try:
-      number = float(piece)
-    except ValueError:
-      raise ScheduleError('%s: invalid %s %r' % (flag, kind, piece)) from None
-    if not math.isfinite(number) or number <= 0:
-      raise ScheduleError(
-        '%s: invalid %s %r (must be a finite number > 0)' % (flag, kind, piece)
-      )
-    (values if i % 2 == 0 else epochs).append(number)
-  if any(b <= a for a, b in zip(epochs, epochs[1:])):
-    raise ScheduleError('%s: the epochs must be strictly ascending' % flag)
-  return Piecewise(tuple(values), tuple(epochs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +44,7 @@ class ScheduleConfig:
   num_epochs_per_decay: float = 0
   learning_rate_decay_factor: float = 0
   minimum_learning_rate: float = 0
-  piecewise: Optional[Piecewise] = None
+  piecewise: Optional[schedules.Piecewise] = None
   warmup_epochs: float = 0
   resnet_base_lr: Optional[float] = None
 
@@ -102,7 +56,7 @@ class ScheduleConfig:
       num_epochs_per_decay=params.num_epochs_per_decay,
       learning_rate_decay_factor=params.learning_rate_decay_factor,
       minimum_learning_rate=params.minimum_learning_rate,
-      piecewise=parse_piecewise(text) if text else None,
+      piecewise=schedules.parse_piecewise(text) if text else None,
       warmup_epochs=params.num_learning_rate_warmup_epochs,
       resnet_base_lr=params.resnet_base_lr,
     )
@@ -120,65 +74,6 @@ def uses_resnet_base_lr(model) -> bool:
   return isinstance(model, resnet.ResNet)
 
 
-def check(params, model) -> list[str]:
-  """The classic refusals of contradictory schedule flags.
-
-  Returns:
-    Warning lines for flags the schedule ignores (as the classic harness
-    did, silently).
-
-  Raises:
-    ScheduleError: one line naming the contradictory flags.
-  """
-  decay = (params.num_epochs_per_decay, params.learning_rate_decay_factor)
-  if params.piecewise_learning_rate_schedule:
-    parse_piecewise(params.piecewise_learning_rate_schedule)
-    others = [
-      name
-      for name, value in (
-        ('init_learning_rate', params.init_learning_rate is not None),
-        ('num_epochs_per_decay', decay[0]),
-        ('learning_rate_decay_factor', decay[1]),
-      )
-      if value
-    ]
-    if others:
-      raise ScheduleError(
-        '--piecewise_learning_rate_schedule: no other schedule flag may be '
-        'given with it (got --%s)' % ', --'.join(others)
-      )
-  if any(decay) and not all(decay):
-    raise ScheduleError(
-      '--num_epochs_per_decay and --learning_rate_decay_factor: give both '
-      '(and --init_learning_rate) or neither'
-    )
-  own_schedule = (
-    params.init_learning_rate is None
-    and not params.piecewise_learning_rate_schedule
-  )
-  # The classic harness ignored these two silently; a classic command line
-  # must still run, so they warn instead of refusing.
-  ignored = []
-  if params.num_learning_rate_warmup_epochs and own_schedule:
-    ignored.append(
-      'warning: --num_learning_rate_warmup_epochs has no effect without '
-      '--init_learning_rate or --piecewise_learning_rate_schedule (the '
-      "model's own schedule is used as it is)"
-    )
-  if params.resnet_base_lr is not None:
-    if not uses_resnet_base_lr(model):
-      ignored.append(
-        'warning: --resnet_base_lr has no effect with --model=%s (only the '
-        'ImageNet ResNet models use it)' % params.model
-      )
-    elif not own_schedule:
-      ignored.append(
-        'warning: --resnet_base_lr has no effect with --init_learning_rate '
-        'or --piecewise_learning_rate_schedule'
-      )
-  return ignored
-
-
 def _step(global_step):
   return tf.cast(global_step, tf.int64)
 
@@ -194,7 +89,7 @@ def _schedule(config, model, global_step, images_per_step, examples):
   """The schedule before the warm-up ramp (and before the floor)."""
   steps_per_epoch = examples / images_per_step
   if config.piecewise is not None:
-    return schedules.piecewise_constant(
+    return model_schedules.piecewise_constant(
       global_step,
       config.piecewise.boundaries(steps_per_epoch),
       list(config.piecewise.values),
@@ -204,7 +99,7 @@ def _schedule(config, model, global_step, images_per_step, examples):
       config, model, global_step, images_per_step, examples
     )
   if config.num_epochs_per_decay > 0 and config.learning_rate_decay_factor > 0:
-    return schedules.staircase_exponential_decay(
+    return model_schedules.staircase_exponential_decay(
       global_step,
       config.init_learning_rate,
       max(1, int(steps_per_epoch * config.num_epochs_per_decay)),
