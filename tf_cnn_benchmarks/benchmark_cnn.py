@@ -13,7 +13,7 @@ import functools
 import shutil
 import sys
 import tempfile
-from typing import TextIO
+from typing import Callable, TextIO
 
 import tensorflow as tf
 
@@ -63,6 +63,16 @@ _StepLoop = step_loop.StepLoop
 BuiltGraph = step_graph.BuiltGraph
 
 
+def console(out: TextIO) -> Callable[[str], None]:
+  """print_line(text=''): one console line to `out`, flushed (a cluster's
+  launcher reads it as it comes)."""
+
+  def print_line(text: str = '') -> None:
+    print(text, file=out, flush=True)
+
+  return print_line
+
+
 class BenchmarkCNN:
   """One benchmark run, configured by a RunPlan (or resolved Params)."""
 
@@ -89,6 +99,9 @@ class BenchmarkCNN:
     self.plan = plan
     self.params = params
     self.out = out
+    # A plain function (not a method): the parts it is handed never hold
+    # the driver.
+    self.print_line = console(out)
     # Before any session or server creates the devices (classic setup()).
     gpu_runtime.apply_environment(gpu_runtime.environment(params))
     self.model = models.create_model(params.model, params.data_name)
@@ -225,10 +238,6 @@ class BenchmarkCNN:
     return self.params.eval_batch_size or self.params.batch_size
 
   # ---- console ------------------------------------------------------------
-
-  def print_line(self, text: str = '') -> None:
-    """Prints one console line (flushed: a cluster's launcher reads it)."""
-    print(text, file=self.out, flush=True)
 
   def print_header(self) -> None:
     """The classic header block (run_header.py)."""
