@@ -252,3 +252,41 @@ def test_forward_only_runs_and_leaves_variables_alone():
   for name in before:
     np.testing.assert_array_equal(after[name], before[name])
   run.close()
+
+
+# ---- values, not the driver ------------------------------------------------
+
+# The modules that may name the driver: itself, its entry points and the
+# classic API adapter.
+DRIVER_USERS = {
+  'benchmark_cnn.py',
+  '__main__.py',
+  'tf_cnn_benchmarks.py',
+  'config/classic_api.py',
+}
+
+
+def test_no_part_of_the_driver_imports_or_receives_it():
+  import ast
+  import pathlib
+
+  root = pathlib.Path(benchmark_cnn.__file__).parent
+  offenders = []
+  for path in sorted(root.rglob('*.py')):
+    name = path.relative_to(root).as_posix()
+    if name in DRIVER_USERS:
+      continue
+    for node in ast.walk(ast.parse(path.read_text())):
+      imported = []
+      if isinstance(node, ast.ImportFrom):
+        imported = [
+          '%s.%s' % (node.module, a.name) for a in node.names if node.module
+        ]
+      elif isinstance(node, ast.Import):
+        imported = [a.name for a in node.names]
+      elif isinstance(node, ast.arg) and node.arg == 'bench':
+        offenders.append('%s: parameter bench' % name)
+      offenders.extend(
+        '%s imports %s' % (name, m) for m in imported if 'benchmark_cnn' in m
+      )
+  assert offenders == []

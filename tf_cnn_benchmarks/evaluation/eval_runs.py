@@ -2,13 +2,14 @@
 
 --eval evaluates the checkpoints of --train_dir, one result each;
 --eval_during_training_* evaluate a training run's variables between steps.
-BenchmarkCNN's methods of the same names are these functions.
+Both get the run's values (its EvalSetup and reporting's RunFacts), never
+the driver.
 """
 
 from __future__ import annotations
 
 import time
-import typing
+from typing import Callable
 
 from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.evaluation import eval_schedule
@@ -16,25 +17,21 @@ from tf_cnn_benchmarks.evaluation import evaluation
 from tf_cnn_benchmarks.platform import runtime_knobs
 from tf_cnn_benchmarks.reporting import result_lines
 from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.reporting import run_results
 from tf_cnn_benchmarks.training import checkpoints
 
-if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
-  from tf_cnn_benchmarks import benchmark_cnn
-
 
 def evaluate_checkpoints(
-  bench: benchmark_cnn.BenchmarkCNN,
+  setup: evaluation.EvalSetup, facts: run_facts.RunFacts
 ) -> list[results.BenchmarkResult]:
   """--eval: evaluates the latest (or each new) checkpoint of train_dir.
 
   One result per evaluated checkpoint, each written to --result_file when it
   is done. With --eval_interval_secs, waits for new checkpoints until none
-  appears for --eval_timeout_secs.
+  appears for --eval_timeout_secs. Closes setup.summaries at the end.
   """
-  p = bench.params
-  bench.print_header()
-  setup = bench.eval_setup()
+  p = facts.params
   out, seen = [], set()
   deadline = time.monotonic() + p.eval_timeout_secs
   while True:
@@ -45,58 +42,101 @@ def evaluate_checkpoints(
       )
     if latest is not None and latest not in seen:
       seen.add(latest)
-      bench.print_line('Evaluating %s' % latest)
-      ev = evaluation.evaluate(setup, latest)
-      bench.print_line(run_results.RULE)  # the classic block of an evaluation
-      bench.print_line('total images/sec: %.2f' % ev.examples_per_sec)
-      bench.print_line(run_results.RULE)
-      out.append(run_results.eval_result(bench, ev))
-      record = out[-1].to_record()
-      if p.result_file:  # as it comes: an evaluator may run for hours
-        result_lines.append_json_line(p.result_file, record)
-      runtime_knobs.write_benchmark_log(p, [record])
+      out.append(_evaluate_one(setup, facts, latest))
       deadline = time.monotonic() + p.eval_timeout_secs
     if not p.eval_interval_secs or time.monotonic() > deadline:
-      bench.eval_summaries.close()
+      setup.summaries.close()
       return out
     time.sleep(p.eval_interval_secs)
 
 
-def last_evaluation(
-  bench: benchmark_cnn.BenchmarkCNN,
+def _evaluate_one(
+  setup: evaluation.EvalSetup, facts: run_facts.RunFacts, checkpoint: str
 ) -> results.BenchmarkResult:
-  """--eval: evaluate_checkpoints(); the result of the last evaluation."""
-  evaluated = bench.evaluate_checkpoints()
+  """Evaluates one checkpoint; prints its block, writes its record."""
+  p = facts.params
+  setup.print_line('Evaluating %s' % checkpoint)
+  ev = evaluation.evaluate(setup, checkpoint)
+  # The classic block of an evaluation.
+  run_results.print_rate(setup.print_line, ev.examples_per_sec)
+  result = eval_result(facts, ev)
+  record = result.to_record()
+  if p.result_file:  # as it comes: an evaluator may run for hours
+    result_lines.append_json_line(p.result_file, record)
+  runtime_knobs.write_benchmark_log(p, [record])
+  return result
+
+
+def eval_result(
+  facts: run_facts.RunFacts, ev: evaluation.EvalResult
+) -> results.BenchmarkResult:
+  """The result of one evaluated checkpoint (an eval line)."""
+  eval_batch = facts.eval_batch_size * facts.params.num_gpus
+  return run_results.make_result(
+    facts,
+    ips=ev.examples_per_sec,
+    num_workers=1,
+    global_batch_size=eval_batch,
+    step_times=[eval_batch / ev.examples_per_sec] * ev.num_batches,
+    losses=ev.losses,
+    forward_only=True,
+    mode='eval',
+    evaluation=ev.info(),
+  )
+
+
+def last_evaluation(
+  evaluated: list[results.BenchmarkResult], params
+) -> results.BenchmarkResult:
+  """--eval: the result of the last of `evaluated` (none: CheckpointError)."""
   if not evaluated:
     raise checkpoints.CheckpointError(
       '--train_dir=%s: no checkpoint appeared within '
-      '--eval_timeout_secs=%d'
-      % (bench.params.train_dir, bench.params.eval_timeout_secs)
+      '--eval_timeout_secs=%d' % (params.train_dir, params.eval_timeout_secs)
     )
   return evaluated[-1]
 
 
+def evaluate_now(
+  sess, built, setup: evaluation.EvalSetup
+) -> evaluation.EvalResult:
+  """Evaluation during training: checkpoint the current values, evaluate.
+
+  built: the training run's BuiltGraph; only on the task whose checkpointer
+  writes (the chief).
+  """
+  built.checkpointer.save(sess)
+  return evaluation.evaluate(setup, built.checkpointer.last_path)
+
+
 def during_training(
-  bench: benchmark_cnn.BenchmarkCNN, evaluate, global_step
+  facts: run_facts.RunFacts,
+  num_train_examples: int,
+  *,
+  evaluate: Callable[[], evaluation.EvalResult],
+  global_step: Callable[[], int],
+  print_line: Callable[[str], None],
+  run_context,
 ) -> eval_schedule.DuringTraining | None:
   """The --eval_during_training_* evaluations of a training run, or None.
 
   evaluate: () -> EvalResult of the current variables; global_step: () ->
-  the global step now. Only the chief evaluates (as it checkpoints).
+  the global step now; run_context: where the run happens (its chief alone
+  evaluates, as it checkpoints; its verdicts reach the other workers).
   """
-  p = bench.params
-  if not (bench.training and schedules.eval_enabled(p)):
+  p = facts.params
+  if not (facts.training and schedules.eval_enabled(p)):
     return None
   schedule = eval_schedule.EvalSchedule.from_params(
-    p, bench.global_batch_size, bench.dataset.num_train_examples
+    p, facts.global_batch_size, num_train_examples
   )
   return eval_schedule.DuringTraining(
     schedule,
     evaluate,
     global_step,
-    bench.print_line,
+    print_line,
     num_batches=p.num_batches,
     target=p.stop_at_top_1_accuracy,
-    evaluates=bench.run_context.is_chief,
-    verdicts=bench.run_context.verdicts(),
+    evaluates=run_context.is_chief,
+    verdicts=run_context.verdicts(),
   )

@@ -24,7 +24,8 @@ import tensorflow as tf
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.training import checkpoints
-from tf_cnn_benchmarks.training import towers
+from tf_cnn_benchmarks.training import graph as graph_lib
+from tf_cnn_benchmarks.training import tower_inputs
 import variable_mgr
 
 tf1 = tf.compat.v1
@@ -74,16 +75,10 @@ class EvalSetup:
   """What an evaluation graph is made of (explicit values, no driver)."""
 
   params: object  # Params: for the eval manager's from_params
-  model: object
-  num_classes: int
+  spec: graph_lib.ModelSpec
   devices: tuple
-  data_format: str
-  compute_dtype: tf.DType
-  float16_vars: bool
-  seed: int
-  # () -> ([(images, labels)] per device, [ops to run after init]), built
-  # in the current graph.
-  make_inputs: Callable[[], tuple]
+  inputs: tower_inputs.InputSource  # read from its validation split
+  batch_size: int  # per device
   # None: until the input runs out (one pass of the validation split);
   # more than a pass holds: the pass starts again.
   num_batches: int | None
@@ -131,45 +126,29 @@ def evaluate(setup: EvalSetup, checkpoint_path: str) -> EvalResult:
 
 
 def _build(setup: EvalSetup):
+  """(the top-1, top-5 and example counts, the mean loss, the variables to
+  restore, the input init ops) of the evaluation graph."""
   manager = variable_mgr.create(EVAL_LAYOUT, setup.params, setup.devices)
-  batches, input_init = setup.make_inputs()
-  top1, top5, losses = [], [], []
-  for index, (images, labels) in enumerate(batches):
-    with manager.tower_scope(index):
-      tower = towers.build_tower(
-        setup.model,
-        images,
-        labels,
-        num_classes=setup.num_classes,
-        data_format=setup.data_format,
-        compute_dtype=setup.compute_dtype,
-        seed=setup.seed,
-        weight_decay=0.0,
-        trainable_variables=lambda i=index: manager.tower_trainable_variables(
-          i
-        ),
-        forward_only=True,
-        float16_vars=setup.float16_vars,
-      )
-      logits = tf.cast(tower.logits, tf.float32)
-      top1.append(
-        tf.reduce_sum(
-          tf.cast(
-            tf.nn.in_top_k(predictions=logits, targets=labels, k=1), tf.int64
-          )
-        )
-      )
-      top5.append(
-        tf.reduce_sum(
-          tf.cast(
-            tf.nn.in_top_k(
-              predictions=logits, targets=labels, k=min(5, setup.num_classes)
-            ),
-            tf.int64,
-          )
-        )
-      )
-      losses.append(tower.loss)
+  batches, input_init = tower_inputs.tower_batches(
+    setup.inputs,
+    setup.devices,
+    subset='validation',
+    train=False,
+    first_stream=0,
+    num_streams=len(setup.devices),
+    batch_size=setup.batch_size,
+    # The evaluation session is in-process, even on a cluster's chief.
+    host_device='/cpu:0',
+  )
+  built = graph_lib.build_towers(
+    setup.spec, manager, batches, graph_lib.TowerOptions(training=False)
+  )
+  top1, top5 = [], []
+  k5 = min(5, setup.spec.num_classes)  # no more than the classes there are
+  for device, tower, (_, labels) in zip(setup.devices, built, batches):
+    with tf.device(device):  # where the tower ran
+      top1.append(_count_in_top_k(tower.logits, labels, 1))
+      top5.append(_count_in_top_k(tower.logits, labels, k5))
   with tf.device(manager.cpu_device):
     counts = (
       tf.add_n(top1),
@@ -178,8 +157,16 @@ def _build(setup: EvalSetup):
         [tf.shape(labels, out_type=tf.int64)[0] for _, labels in batches]
       ),
     )
-    loss = tf.add_n(losses) / len(losses)
+    loss = tf.add_n([t.loss for t in built]) / len(built)
   return counts, loss, manager.savable_variables(), input_init
+
+
+def _count_in_top_k(logits, labels, k: int) -> tf.Tensor:
+  """Examples whose label is among the k largest logits (int64)."""
+  logits = tf.cast(logits, tf.float32)
+  return tf.reduce_sum(
+    tf.cast(tf.nn.in_top_k(predictions=logits, targets=labels, k=k), tf.int64)
+  )
 
 
 def _run(sess, setup: EvalSetup, fetches, input_init, step: int) -> EvalResult:

@@ -539,16 +539,18 @@ def _kernel_line(check: gpu_kernels.KernelCheck) -> str:
   )
 
 
-def report_run(bench, built, session_config, *, build_only=False):
+def report_run(built, session_config, run, print_line, *, build_only=False):
   """Reports a run's built graph: the console table and --placement_file.
 
-  bench: the BenchmarkCNN; built: its BuiltGraph; session_config: the
+  built: the run's BuiltGraph; run: what the report says of the run (its
+  params, manager, devices, precision, cluster_describe: a reporting
+  RunFacts); print_line: the run's console; session_config: the
   ConfigProto the run's session uses (its allow_soft_placement decides
   whether an op without a GPU kernel moves to the CPU or fails). With
   build_only such a failure raises MissingKernelError (after the file is
   written); a real run warns and lets TensorFlow's placer decide.
   """
-  p = bench.params
+  p = run.params
   report = build_report(
     built.graph,
     step_fetches=[built.step_op, built.loss, built.worker_loss],
@@ -558,13 +560,13 @@ def report_run(bench, built, session_config, *, build_only=False):
     run_info={
       'model': p.model,
       'variable_update': p.variable_update,
-      'manager': bench.manager.describe(),
-      'all_reduce': bench.manager.all_reduce_description(),
+      'manager': run.manager.describe(),
+      'all_reduce': run.manager.all_reduce_description(),
       'device': p.device,
       'num_gpus': p.num_gpus,
-      'tower_devices': [canonical(d) for d in bench.devices],
-      'precision': bench.compute_dtype.name,
-      'cluster': bench.run_context.describe,
+      'tower_devices': [canonical(d) for d in run.devices],
+      'precision': run.precision,
+      'cluster': run.cluster_describe,
       'build_only': bool(build_only),
       'tensorflow': tf.__version__,
       'cuda_build': gpu_kernels.is_cuda_build(),
@@ -572,10 +574,10 @@ def report_run(bench, built, session_config, *, build_only=False):
     allow_soft_placement=session_config.allow_soft_placement,
   )
   for line in summary_lines(report):
-    bench.print_line(line)
+    print_line(line)
   if p.placement_file:
     report.write(p.placement_file)
-    bench.print_line('Wrote placement report to %s' % p.placement_file)
+    print_line('Wrote placement report to %s' % p.placement_file)
   error = report.kernel_check.first_error()
   if error and build_only:
     raise MissingKernelError(error)

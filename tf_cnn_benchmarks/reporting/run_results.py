@@ -1,48 +1,37 @@
-"""The typed result of a run, built from the driver's figures (results.py).
+"""The typed result of a run, built from its figures (results.py).
 
 A training or forward-only run and each evaluated checkpoint become one
-results.BenchmarkResult: the run's configuration, its images/sec, step times,
-losses, FLOPs and MFU, and the cluster's per-worker figures.
+results.BenchmarkResult: the run's configuration (a run_facts.RunFacts), its
+images/sec, step times, losses, FLOPs and MFU, and the cluster's per-worker
+figures.
 """
 
 from __future__ import annotations
 
-import typing
+import dataclasses
+from typing import Callable
 
 import models
 from tf_cnn_benchmarks.config import params as params_lib
-from tf_cnn_benchmarks.evaluation import evaluation
 from tf_cnn_benchmarks.platform import devices
 from tf_cnn_benchmarks.platform import peak as peak_lib
 from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.reporting import timing
-
-if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
-  from tf_cnn_benchmarks import benchmark_cnn
 
 RULE = '-' * 64  # the lines around the classic 'total images/sec' line
 
 
-def eval_result(
-  bench: benchmark_cnn.BenchmarkCNN, ev: evaluation.EvalResult
-) -> results.BenchmarkResult:
-  """The result of one evaluated checkpoint (an eval line)."""
-  eval_batch = bench.eval_batch_size * bench.params.num_gpus
-  return make_result(
-    bench,
-    ips=ev.examples_per_sec,
-    num_workers=1,
-    global_batch_size=eval_batch,
-    step_times=[eval_batch / ev.examples_per_sec] * ev.num_batches,
-    losses=ev.losses,
-    forward_only=True,
-    mode='eval',
-    evaluation=ev.info(),
-  )
+def print_rate(print_line: Callable[[str], None], ips: float) -> None:
+  """The classic block of a run's rate: 'total images/sec' between rules."""
+  print_line(RULE)
+  print_line('total images/sec: %.2f' % ips)
+  print_line(RULE)
 
 
 def train_result(
-  bench: benchmark_cnn.BenchmarkCNN,
+  facts: run_facts.RunFacts,
+  print_line: Callable[[str], None],
   losses,
   step_times,
   final_state: dict,
@@ -53,16 +42,14 @@ def train_result(
   """The result of a training or forward-only run; prints its images/sec."""
   total_time = sum(step_times)
   # In a cluster this is the cluster's rate: every worker's images.
-  ips = bench.global_batch_size * len(step_times) / total_time
-  bench.print_line(RULE)
-  bench.print_line('total images/sec: %.2f' % ips)
-  bench.print_line(RULE)
-  forward_only = bench.params.forward_only
+  ips = facts.global_batch_size * len(step_times) / total_time
+  print_rate(print_line, ips)
+  forward_only = facts.params.forward_only
   result = make_result(
-    bench,
+    facts,
     ips=ips,
-    num_workers=bench.num_workers,
-    global_batch_size=bench.global_batch_size,
+    num_workers=facts.num_workers,
+    global_batch_size=facts.global_batch_size,
     step_times=step_times,
     losses=losses,
     forward_only=forward_only,
@@ -76,11 +63,11 @@ def train_result(
       ),
       skipped_steps=int(final_state.get('skipped_steps', 0)),
     ),
-    cluster=cluster_info(bench, ips, worker_losses),
+    cluster=cluster_info(facts, ips, worker_losses),
     step_report=report,
   )
   if result.mfu is not None:
-    bench.print_line(
+    print_line(
       'MFU: %.2f%% of %.3f TFLOP/s per device (%s peak)'
       % (
         100 * result.mfu,
@@ -91,8 +78,34 @@ def train_result(
   return result
 
 
+@dataclasses.dataclass(frozen=True)
+class _Utilisation:
+  """FLOPs per image, TFLOP/s, the peak and MFU (None where unknown)."""
+
+  flops: int | None
+  tflops: float | None
+  peak: peak_lib.Peak | None
+  mfu: float | None
+
+
+def _utilisation(
+  facts: run_facts.RunFacts, ips: float, forward_only: bool, num_workers: int
+) -> _Utilisation:
+  p = facts.params
+  flops = models.model_flops_per_image(
+    facts.model, facts.num_classes, data_format=p.data_format
+  )
+  passes = 1 if forward_only else 3  # forward + 2x for the backward pass
+  tflops = flops * passes * ips / 1e12 if flops else None
+  peak = facts.peak() if tflops is not None else None
+  mfu = None
+  if peak is not None:
+    mfu = tflops / (peak.tflops_per_device * p.num_gpus * num_workers)
+  return _Utilisation(flops, tflops, peak, mfu)
+
+
 def make_result(
-  bench: benchmark_cnn.BenchmarkCNN,
+  facts: run_facts.RunFacts,
   *,
   ips,
   num_workers,
@@ -111,25 +124,17 @@ def make_result(
 
   num_devices is --num_gpus: the towers of one worker.
   """
-  p = bench.params
+  p = facts.params
   num_devices = p.num_gpus
-  flops = models.model_flops_per_image(
-    bench.model, bench.dataset.num_classes, data_format=p.data_format
-  )
-  passes = 1 if forward_only else 3  # forward + 2x for the backward pass
-  tflops = flops * passes * ips / 1e12 if flops else None
-  peak = bench.peak if tflops is not None else None
-  mfu = None
-  if peak is not None:
-    mfu = tflops / (peak.tflops_per_device * num_devices * num_workers)
+  use = _utilisation(facts, ips, forward_only, num_workers)
   return results.BenchmarkResult(
     params=params_lib.as_dict(p),
     env=results.environment(p.device),
     model=p.model,
     data_name=p.data_name,
     variable_update=p.variable_update,
-    all_reduce_spec=bench.manager.all_reduce_description(),
-    precision=bench.compute_dtype.name,
+    all_reduce_spec=facts.manager.all_reduce_description(),
+    precision=facts.precision,
     num_devices=num_devices,
     num_workers=num_workers,
     batch_size_per_device=p.batch_size,
@@ -140,11 +145,11 @@ def make_result(
     images_per_sec_per_device=ips / (num_devices * num_workers),
     step_time_ms=timing.step_time_ms(step_times),
     losses=losses,
-    flops_per_image=flops,
-    tflops_per_sec=tflops,
-    peak_tflops_per_device=peak.tflops_per_device if peak else None,
-    peak_tflops_origin=peak.origin if peak else None,
-    mfu=mfu,
+    flops_per_image=use.flops,
+    tflops_per_sec=use.tflops,
+    peak_tflops_per_device=use.peak.tflops_per_device if use.peak else None,
+    peak_tflops_origin=use.peak.origin if use.peak else None,
+    mfu=use.mfu,
     run=results.RunInfo(
       mode=mode,
       data_dir=p.data_dir,
@@ -159,35 +164,37 @@ def make_result(
 
 
 def cluster_info(
-  bench: benchmark_cnn.BenchmarkCNN, ips: float, worker_losses=None
+  facts: run_facts.RunFacts, ips: float, worker_losses=None
 ) -> results.ClusterInfo | None:
   """Multi-worker runs: the per-worker rate and the task writing the line."""
-  if bench.cluster is None:
+  if facts.cluster is None:
     return None
   return results.ClusterInfo(
-    images_per_sec_per_worker=ips / bench.num_workers,
+    images_per_sec_per_worker=ips / facts.num_workers,
     worker_losses=list(worker_losses) if worker_losses is not None else None,
     task=results.TaskInfo(
-      job_name=bench.cluster.job_name, task_index=bench.cluster.task_index
+      job_name=facts.cluster.job_name, task_index=facts.cluster.task_index
     ),
   )
 
 
-def resolve_peak(bench: benchmark_cnn.BenchmarkCNN) -> peak_lib.Peak | None:
+def resolve_peak(
+  params, precision: str, cluster, *, is_chief: bool
+) -> peak_lib.Peak | None:
   """The per-device peak for MFU (--peak_tflops_per_device), or None.
 
-  In a cluster only the chief measures (tasks on one host would slow each
-  other's probe); the others use the cached figure when there is one. A
-  cluster's probe is not cached: the other tasks may still be running on
-  its cores (a low figure cached once gave later runs an MFU over 100%).
+  cluster: the cluster spec (None in a local run). In a cluster only the
+  chief measures (tasks on one host would slow each other's probe); the
+  others use the cached figure when there is one. A cluster's probe is not
+  cached: the other tasks may still be running on its cores (a low figure
+  cached once gave later runs an MFU over 100%).
   """
-  p = bench.params
-  workers = bench.cluster.workers_on_my_host() if bench.cluster else 1
+  workers = cluster.workers_on_my_host() if cluster else 1
   return peak_lib.resolve(
-    p.peak_tflops_per_device,
-    p.device,
-    bench.compute_dtype.name,
-    devices.devices_sharing_compute(p.device, p.num_gpus, workers),
-    measure_fn=peak_lib.measure if bench.run_context.is_chief else None,
-    write_cache=bench.cluster is None,
+    params.peak_tflops_per_device,
+    params.device,
+    precision,
+    devices.devices_sharing_compute(params.device, params.num_gpus, workers),
+    measure_fn=peak_lib.measure if is_chief else None,
+    write_cache=cluster is None,
   )

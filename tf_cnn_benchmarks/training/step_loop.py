@@ -1,4 +1,4 @@
-"""The steps of a training or forward-only run (BenchmarkCNN.run).
+"""The steps of a training or forward-only run.
 
 First the session's variables are initialised (or restored); then
 warm-up steps, the untimed observed steps (profiling.py) and the timed steps,
@@ -8,8 +8,9 @@ summaries and evaluations during training.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-import typing
+from typing import Callable
 
 import tensorflow as tf
 
@@ -17,14 +18,25 @@ from tf_cnn_benchmarks.observability import profiling
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import step_report
 from tf_cnn_benchmarks.reporting import timing
-
-if typing.TYPE_CHECKING:  # benchmark_cnn imports this module
-  from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks.training import step_graph
 
 tf1 = tf.compat.v1
 
 
-def initialize(sess, built: benchmark_cnn.BuiltGraph, print_line) -> int:
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+  """What the step loop needs of its run, besides the session and graph."""
+
+  params: object  # the resolved Params
+  global_batch_size: int  # every worker's images in one step
+  print_line: Callable[[str], None]  # the run's console
+  is_chief: bool  # writes summaries and trace files
+  # (global_step=() -> the step now) -> the evaluations during training
+  # (an eval_schedule.DuringTraining), or None when there are none.
+  during_training: Callable[[Callable[[], int]], object | None]
+
+
+def initialize(sess, built: step_graph.BuiltGraph, print_line) -> int:
   """Initialises (or restores) variables; returns the starting global step.
 
   print_line: where the 'Initializing graph' and 'Restored checkpoint' lines
@@ -42,7 +54,7 @@ def initialize(sess, built: benchmark_cnn.BuiltGraph, print_line) -> int:
 
 
 def _wait_for_shared(
-  sess, built: benchmark_cnn.BuiltGraph, timeout_s: float = 120.0
+  sess, built: step_graph.BuiltGraph, timeout_s: float = 120.0
 ) -> None:
   """Waits until another process (the chief) initialised shared state."""
   if built.shared_ready is None:
@@ -67,13 +79,13 @@ class StepLoop:
 
   def __init__(
     self,
-    bench: benchmark_cnn.BenchmarkCNN,
+    settings: LoopSettings,
     sess,
-    built: benchmark_cnn.BuiltGraph,
+    built: step_graph.BuiltGraph,
     start_step: int,
   ):
-    self.bench, self.sess, self.built = bench, sess, built
-    self.params = bench.params
+    self.settings, self.sess, self.built = settings, sess, built
+    self.params = settings.params
     self.step = start_step  # global step, as this process counts
     self.losses, self.step_times, self.evals = [], [], []
     # A cluster run: this process's own losses (`losses`: the cluster's).
@@ -82,12 +94,10 @@ class StepLoop:
       self.params, built.learning_rate, built.accuracy
     )
     self.writer = None
-    if built.summary_op is not None and bench.run_context.is_chief:
+    if built.summary_op is not None and settings.is_chief:
       with built.graph.as_default():
         self.writer = tf1.summary.FileWriter(self.params.train_dir)
-    self.during = bench.during_training(
-      lambda: bench.evaluate_now(sess, built), lambda: self.step
-    )
+    self.during = settings.during_training(global_step=lambda: self.step)
     if self.during is not None:
       self.evals = self.during.evals
 
@@ -96,7 +106,7 @@ class StepLoop:
     return self.during.time_to_accuracy() if self.during else None
 
   def run(self) -> None:
-    p, out = self.params, self.bench.print_line
+    p, out = self.params, self.settings.print_line
     try:
       if self.during is not None:
         self.during.start()
@@ -110,7 +120,7 @@ class StepLoop:
         self.built.graph,
         self._observed_step,
         out,
-        writes_files=self.bench.run_context.is_chief,
+        writes_files=self.settings.is_chief,
       )
       out(self.recorder.header())
       for i in range(p.num_batches):
@@ -118,7 +128,9 @@ class StepLoop:
         self.step_times.append(seconds)
         if i == 0 or (i + 1) % p.display_every == 0:
           summary = timing.speed_summary(
-            self.bench.global_batch_size, self.step_times, p.display_perf_ewma
+            self.settings.global_batch_size,
+            self.step_times,
+            p.display_perf_ewma,
           )
           out(self.recorder.row(i + 1, summary, loss))
         if self.during is not None and self.during.after_step(i + 1):
@@ -154,7 +166,7 @@ class StepLoop:
     if built.checkpointer is not None and p.train_dir:
       path = built.checkpointer.step_done(self.sess)
       if path:
-        self.bench.print_line('Saved checkpoint %s' % path)
+        self.settings.print_line('Saved checkpoint %s' % path)
     return got['loss'], seconds
 
   def _observed_step(self, options, metadata) -> None:

@@ -177,32 +177,38 @@ def build_tower(
     tower_index=tower_index,
   )
   with tf1.name_scope('loss'):
-    base_loss = cross_entropy(out.logits, labels)
-    if out.aux_logits is not None:
-      base_loss += AUX_LOSS_WEIGHT * cross_entropy(out.aux_logits, labels)
+    base_loss = _base_loss(out, labels)
     variables = trainable_variables()
     weights = as_read(variables)
     loss = base_loss + l2_penalty(
       variables, weight_decay, single_l2_loss_op, weights
     )
-  correct = None
-  if accuracy:
-    with tf1.name_scope('accuracy'):
-      correct = correct_predictions(out.logits, labels)
-  if forward_only:
-    return Tower(
-      loss, out.logits, [], tuple(out.update_ops), base_loss, correct
-    )
+  correct = _counted_right(out.logits, labels) if accuracy else None
+  grads_and_vars = []
+  if not forward_only:
+    grads_and_vars = _gradients(model, loss, variables, weights, scale_loss)
+  update_ops = tuple(out.update_ops)
+  return Tower(loss, out.logits, grads_and_vars, update_ops, base_loss, correct)
+
+
+def _counted_right(logits, labels) -> tuple:
+  with tf1.name_scope('accuracy'):
+    return correct_predictions(logits, labels)
+
+
+def _base_loss(out, labels) -> tf.Tensor:
+  """Cross entropy of the logits (plus the weighted auxiliary head's)."""
+  base_loss = cross_entropy(out.logits, labels)
+  if out.aux_logits is not None:
+    base_loss += AUX_LOSS_WEIGHT * cross_entropy(out.aux_logits, labels)
+  return base_loss
+
+
+def _gradients(model, loss, variables, weights, scale_loss) -> list:
+  """[(gradient, variable)]: of scale_loss(loss) when given, else of loss."""
   with tf1.name_scope('gradients'):
     grads = tf1.gradients(scale_loss(loss) if scale_loss else loss, weights)
   missing = [v.op.name for g, v in zip(grads, variables) if g is None]
   if missing:
     raise ValueError('model %s: no gradient for %s' % (model.name, missing[:3]))
-  return Tower(
-    loss,
-    out.logits,
-    list(zip(grads, variables)),
-    tuple(out.update_ops),
-    base_loss,
-    correct,
-  )
+  return list(zip(grads, variables))

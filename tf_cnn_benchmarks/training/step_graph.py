@@ -1,0 +1,320 @@
+"""The graph of a training or forward-only run's step, from explicit values.
+
+build() makes, in a fresh graph: the global step, the towers (graph.py), the
+reported loss, the update (or the forward-only statistics), the step table's
+tensors, the summaries, the checkpointer and the init ops. The driver gives
+it a StepGraphPlan and the variable manager; it returns a BuiltGraph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from tf_cnn_benchmarks.cluster import layout as layout_lib
+from tf_cnn_benchmarks.observability import summaries
+from tf_cnn_benchmarks.reporting import step_report
+from tf_cnn_benchmarks.training import checkpoints
+from tf_cnn_benchmarks.training import graph as graph_lib
+from tf_cnn_benchmarks.training import learning_rates
+from tf_cnn_benchmarks.training import optimizers
+from tf_cnn_benchmarks.training import tower_inputs
+from variable_mgr import base
+from variable_mgr import loss_scale as loss_scale_lib
+from variable_mgr import traits as traits_lib
+
+tf1 = tf.compat.v1
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltGraph:
+  """The ops a run needs, all in `graph`."""
+
+  graph: tf.Graph
+  step_op: tf.Operation  # train op, or a no-op when forward only
+  loss: tf.Tensor  # mean over the towers of --loss_type_to_report's loss
+  init_ops: tuple
+  shared_ready: (
+    tf.Tensor | None
+  )  # names of shared variables not yet initialised
+  post_init_ops: tuple
+  global_step: tf.Variable
+  report: dict  # name -> tensor, fetched once at the end
+  checkpointer: checkpoints.Checkpointer | None
+  summary_op: tf.Tensor | None
+  # A cluster run: this process's own loss (`loss` is the cluster's where
+  # the manager averages it); None in a local run.
+  worker_loss: tf.Tensor | None = None
+  # Fetched with every step for the step table and the results line.
+  learning_rate: tf.Tensor | None = None
+  accuracy: dict | None = None  # step_report.accuracy_tensors
+  # For the placement report: every tower's (gradient, variable) pairs and
+  # (images, labels).
+  tower_grads: tuple = ()
+  tower_inputs: tuple = ()
+  input_init: tuple = ()  # the input ops among init_ops (freezing.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepGraphPlan:
+  """What a run's step graph is built from (values the driver resolved)."""
+
+  params: object  # the resolved Params
+  spec: graph_lib.ModelSpec
+  inputs: tower_inputs.InputSource
+  layout: layout_lib.Layout
+  training: bool  # else forward passes only
+  loss_scale_config: loss_scale_lib.LossScaleConfig | None
+  images_per_global_step: int  # the learning-rate schedule's epoch unit
+  num_train_examples: int
+  in_cluster: bool
+  # --train_dir, or a scratch dir for evaluations during training.
+  checkpoint_dir: str | None
+  writes_checkpoints: bool  # this process saves them (a training chief)
+
+
+def images_per_global_step(params, traits, layout, in_cluster: bool) -> int:
+  """Images one global step stands for: the schedule's epoch unit.
+
+  Every worker's batch, except where each worker moves the shared step
+  alone (asynchronous ps training: one worker's batch).
+  """
+  alone = in_cluster and not (
+    traits.one_graph
+    or traits_lib.workers_in_lockstep(traits, params.cross_replica_sync)
+  )
+  return learning_rates.images_per_global_step(
+    params.batch_size,
+    len(layout.tower_devices),
+    layout.num_graphs,
+    each_worker_moves_step=alone,
+  )
+
+
+def build(plan: StepGraphPlan, manager) -> BuiltGraph:
+  """Builds towers, update, init and checkpoint ops in a fresh graph."""
+  graph = tf.Graph()
+  with graph.as_default():
+    with tf.device(manager.global_step_device):
+      global_step = tf1.train.get_or_create_global_step()
+    loss_scale = None
+    if plan.loss_scale_config and plan.training:
+      loss_scale = loss_scale_lib.LossScale(
+        plan.loss_scale_config, manager.global_step_device
+      )
+    batches, input_init = _inputs(plan, manager)
+    built_towers = graph_lib.build_towers(
+      plan.spec, manager, batches, _tower_options(plan, loss_scale)
+    )
+    loss = _mean_loss(plan, manager, built_towers)
+    step_op, learning_rate = _build_step(
+      plan, manager, built_towers, global_step, loss_scale, loss
+    )
+    # In a cluster: the loss of every worker's towers where the manager
+    # averages it; this process's own stays under worker_losses.
+    worker_loss = loss if plan.in_cluster else None
+    if manager.cluster_loss is not None:
+      loss = manager.cluster_loss
+    report = loss_scale.report() if loss_scale else {}
+    accuracy = step_report.accuracy_tensors(built_towers, manager.cpu_device)
+    summary_op = _summaries(
+      plan, manager, built_towers, loss, learning_rate, accuracy, report
+    )
+    checkpointer = _checkpointer(plan, manager)
+    init_ops, shared_ready, post_init = _build_init(
+      manager, checkpointer, input_init
+    )
+  return BuiltGraph(
+    graph,
+    step_op,
+    loss,
+    init_ops,
+    shared_ready,
+    post_init,
+    global_step,
+    report,
+    checkpointer,
+    summary_op,
+    worker_loss,
+    learning_rate,
+    accuracy,
+    tower_grads=tuple(tuple(t.grads_and_vars) for t in built_towers),
+    tower_inputs=tuple(batches),
+    input_init=tuple(input_init),
+  )
+
+
+def _inputs(plan: StepGraphPlan, manager) -> tuple:
+  """The training split's (images, labels) per tower and their init ops."""
+  return tower_inputs.tower_batches(
+    plan.inputs,
+    plan.layout.tower_devices,
+    subset='train',
+    train=plan.training,
+    first_stream=plan.layout.first_tower_index,
+    num_streams=plan.layout.num_step_towers,
+    batch_size=plan.params.batch_size,
+    host_device=manager.cpu_device,
+  )
+
+
+def _tower_options(plan: StepGraphPlan, loss_scale) -> graph_lib.TowerOptions:
+  p = plan.params
+  return graph_lib.TowerOptions(
+    training=plan.training,
+    weight_decay=p.weight_decay,
+    first_tower_index=plan.layout.first_tower_index,
+    scale_loss=loss_scale.scale_loss if loss_scale else None,
+    single_l2_loss_op=p.single_l2_loss_op,
+    accuracy=step_report.wants_accuracy(p),
+    xla_compile=p.xla_compile,
+  )
+
+
+def _mean_loss(plan: StepGraphPlan, manager, built_towers) -> tf.Tensor:
+  """The mean over the towers of --loss_type_to_report's loss."""
+  with tf.device(manager.cpu_device):
+    return tf.add_n(
+      [
+        step_report.reported_loss(t, plan.params.loss_type_to_report)
+        for t in built_towers
+      ]
+    ) / len(built_towers)
+
+
+def _summaries(
+  plan: StepGraphPlan,
+  manager,
+  built_towers,
+  loss,
+  learning_rate,
+  accuracy,
+  report,
+):
+  """The --summary_verbosity summary op (None: no summaries)."""
+  scalars = dict(accuracy or {})  # classic: summarised at verbosity 1
+  if report:
+    scalars['loss_scale'] = report['loss_scale']
+  return summaries.build_summaries(
+    plan.params.summary_verbosity,
+    loss=loss,
+    loss_name=plan.params.loss_type_to_report,
+    learning_rate=learning_rate,
+    extra_scalars=scalars,
+    grads_and_vars=built_towers[0].grads_and_vars,
+    device=manager.cpu_device,
+    gradient_norm=manager.applied_gradient_norm,
+  )
+
+
+def _build_step(
+  plan: StepGraphPlan, manager, built_towers, global_step, loss_scale, loss
+) -> tuple:
+  """(the op of one step, the learning rate or None when not training)."""
+  stat_updates = manager.stat_update_ops([t.update_ops for t in built_towers])
+  if not plan.training:
+    return tf.group(*stat_updates, name='forward_only'), None
+  return _build_update(
+    plan, manager, built_towers, global_step, stat_updates, loss_scale, loss
+  )
+
+
+def _build_update(
+  plan: StepGraphPlan,
+  manager,
+  built_towers,
+  global_step,
+  stat_updates,
+  loss_scale,
+  loss,
+) -> tuple:
+  """(the training step op, the learning rate)."""
+  p = plan.params
+  # Classic --compute_lr_on_cpu: on this process's CPU, not the step's.
+  lr_device = (
+    manager.cpu_device if p.compute_lr_on_cpu else manager.global_step_device
+  )
+  with tf.device(lr_device):
+    lr = optimizers.learning_rate(
+      p,
+      plan.spec.model,
+      global_step,
+      plan.images_per_global_step,
+      plan.num_train_examples,
+    )
+  make_optimizer = optimizers.optimizer_factory(
+    optimizers.OptimizerConfig.from_params(p), lr
+  )
+  # The reported loss must be that of the values the step started from;
+  # parts of it (the L2 term) feed no gradient, so nothing else orders
+  # them before the in-place updates.
+  with tf.control_dependencies([t.loss for t in built_towers]):
+    train_op = manager.build_train_op(
+      [t.grads_and_vars for t in built_towers],
+      base.StepUpdate(
+        make_optimizer,
+        global_step,
+        clip_norm=optimizers.gradient_clip(p),
+        loss_scale=loss_scale,
+        loss=loss,
+      ),
+    )
+  if loss_scale is not None:  # a skipped step moves no statistic either
+    stat_updates = loss_scale.guard_statistics(stat_updates)
+  return tf.group(train_op, *stat_updates, name='step'), lr
+
+
+def _build_init(manager, checkpointer, input_init) -> tuple:
+  """(init ops, report of shared variables not yet ready, post-init ops)."""
+  restored = set(checkpointer.restored_variables if checkpointer else ())
+  init_ops = (
+    tf1.variables_initializer(
+      [v for v in manager.initialized_variables() if v not in restored]
+    ),
+    tf1.local_variables_initializer(),
+    *input_init,
+  )
+  shared = manager.shared_variables()
+  # identity: a process whose run stops early must not warn that the
+  # (should-use wrapped) report was never used.
+  shared_ready = (
+    tf.identity(tf1.report_uninitialized_variables(shared)) if shared else None
+  )
+  return init_ops, shared_ready, tuple(manager.post_init_ops())
+
+
+def _checkpointer(
+  plan: StepGraphPlan, manager
+) -> checkpoints.Checkpointer | None:
+  """Saver ops for --train_dir (or a scratch dir for evals in training)."""
+  p = plan.params
+  train_dir = plan.checkpoint_dir
+  # Classic: --forward_only with --train_dir infers with the checkpoint.
+  if train_dir is None or not (plan.training or p.train_dir):
+    return None
+  saved = manager.savable_variables()
+  latest = checkpoints.latest_checkpoint(p.train_dir)
+  mine = set(manager.initialized_variables())
+  restore = {}
+  if latest:
+    model = manager.tower_trainable_variables(0)
+    # Only the process that restores the weights can miss them.
+    required = (
+      checkpoints.model_names(model)
+      if all(v in mine for v in model)
+      else frozenset()
+    )
+    restore = checkpoints.restorable(
+      latest, {k: v for k, v in saved.items() if v in mine}, required
+    )
+  return checkpoints.Checkpointer(
+    train_dir,
+    saved,
+    tf1.train.get_global_step(),
+    restore_from=latest,
+    restore_variables=restore,
+    max_to_keep=p.max_ckpts_to_keep,
+    policy=checkpoints.SavePolicy(p.save_model_steps, p.save_model_secs),
+    writes=plan.writes_checkpoints,
+  )
