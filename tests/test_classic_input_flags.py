@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from scripts import make_fake_data
 from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks.config import input_settings
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import preprocessing
 from tf_cnn_benchmarks.training import freezing
@@ -262,7 +261,7 @@ def test_input_flags_reach_the_pipeline_style():
     distort_color_in_yiq=False,
     input_preprocessor='official_models_imagenet',
   )
-  assert input_settings.imagenet_style(p) == preprocessing.ImagenetStyle(
+  assert preprocessing.imagenet_style(p) == preprocessing.ImagenetStyle(
     fuse_decode_and_crop=False,
     distort_color_in_yiq=False,
     use_bboxes=False,

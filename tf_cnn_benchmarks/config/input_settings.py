@@ -1,8 +1,8 @@
 """The classic ImageNet preprocessing flags (issue 14).
 
 The flags live in `InputSettings`, a base class of `params.Params` (so they
-are Params fields like any other); `imagenet_style` turns them into the
-preprocessing.ImagenetStyle the real-data pipeline (data_sources.py) uses.
+are Params fields like any other); inputs.preprocessing.imagenet_style turns
+them into the ImagenetStyle the real-data pipeline uses.
 They change ImageNet real data only (--data_dir): CIFAR-10 has its one
 classic preprocessor, and synthetic data is not preprocessed.
 
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
-
-from tf_cnn_benchmarks.inputs import preprocessing
 
 # Classic _SUPPORTED_INPUT_PREPROCESSORS, for the data sets this harness has.
 INPUT_PREPROCESSORS = {
@@ -107,14 +105,3 @@ def check(p, data_name: str, error_cls) -> list[str]:
     'only' % name
     for name in set_flags
   ]
-
-
-def imagenet_style(p) -> preprocessing.ImagenetStyle:
-  """The preprocessing.ImagenetStyle of a params.Params."""
-  return preprocessing.ImagenetStyle(
-    fuse_decode_and_crop=p.fuse_decode_and_crop,
-    distort_color_in_yiq=p.distort_color_in_yiq,
-    use_bboxes=not p.ml_perf,
-    mean_subtraction=p.ml_perf,
-    official=p.input_preprocessor == 'official_models_imagenet',
-  )

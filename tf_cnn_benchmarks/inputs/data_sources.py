@@ -75,7 +75,6 @@ import numpy as np
 import tensorflow as tf
 
 from tf_cnn_benchmarks.config import datasets
-from tf_cnn_benchmarks.config import input_settings
 from tf_cnn_benchmarks.inputs import preprocessing
 
 tf1 = tf.compat.v1
@@ -194,7 +193,7 @@ class InputOptions:
         else 0
       ),
       data_format=params.data_format,
-      imagenet_style=input_settings.imagenet_style(params),
+      imagenet_style=preprocessing.imagenet_style(params),
     )
 
   @property

@@ -123,6 +123,17 @@ class ImagenetStyle:
   official: bool = False
 
 
+def imagenet_style(p) -> ImagenetStyle:
+  """The ImagenetStyle of a params.Params (its classic input flags)."""
+  return ImagenetStyle(
+    fuse_decode_and_crop=p.fuse_decode_and_crop,
+    distort_color_in_yiq=p.distort_color_in_yiq,
+    use_bboxes=not p.ml_perf,
+    mean_subtraction=p.ml_perf,
+    official=p.input_preprocessor == 'official_models_imagenet',
+  )
+
+
 class ImagenetRecord(typing.NamedTuple):
   """The fields of an ImageNet example the benchmark uses."""
 
