@@ -17,8 +17,10 @@ import pytest
 import tensorflow as tf
 
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.inputs import data_dir_checks
 from tf_cnn_benchmarks.inputs import data_sources
 from tf_cnn_benchmarks.inputs import input_failures
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.inputs import preprocessing
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,7 +64,9 @@ def cifar(tmp_path_factory):
 
 
 def options(data_dir, data_name='imagenet', **kw):
-  return data_sources.InputOptions(data_dir=data_dir, data_name=data_name, **kw)
+  return input_options.InputOptions(
+    data_dir=data_dir, data_name=data_name, **kw
+  )
 
 
 def build(
@@ -368,31 +372,31 @@ def _assert_one_line_naming(error, *parts):
 
 def test_missing_dir(tmp_path):
   path = tmp_path / 'nowhere'
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(path)), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(path)), 'train')
   _assert_one_line_naming(e, '--data_dir=%s' % path, 'no such directory')
 
 
 def test_not_a_dir(tmp_path):
   path = tmp_path / 'file'
   path.write_text('x')
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(path)), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(path)), 'train')
   _assert_one_line_naming(e, path, 'not a directory')
 
 
 @pytest.mark.parametrize('data_name', ['imagenet', 'cifar10'])
 def test_empty_dir(tmp_path, data_name):
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path), data_name), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path), data_name), 'train')
   _assert_one_line_naming(e, tmp_path, 'empty')
 
 
 def test_no_matching_imagenet_files(tmp_path):
   (tmp_path / 'train.tfrecord').write_text('x')
   (tmp_path / 'validation-00000-of-00001').write_text('x')
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path)), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path)), 'train')
   _assert_one_line_naming(e, tmp_path, 'no files matching train-*-of-*')
 
 
@@ -401,11 +405,11 @@ def test_imagenet_dir_without_validation(imagenet_dir, tmp_path):
     if name.startswith('train-'):
       os.symlink(os.path.join(imagenet_dir, name), tmp_path / name)
   assert (
-    len(data_sources.check_data_dir(options(str(tmp_path)), 'train'))
+    len(data_dir_checks.check_data_dir(options(str(tmp_path)), 'train'))
     == IMAGENET_SHARDS
   )
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path)), 'validation')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path)), 'validation')
   _assert_one_line_naming(e, tmp_path, 'validation-*-of-*')
 
 
@@ -413,18 +417,18 @@ def test_cifar_dir_missing_a_batch(cifar, tmp_path):
   for name in os.listdir(cifar[0]):
     if name != 'data_batch_3':
       os.symlink(os.path.join(cifar[0], name), tmp_path / name)
-  assert data_sources.check_data_dir(
+  assert data_dir_checks.check_data_dir(
     options(str(tmp_path), 'cifar10'), 'validation'
   )
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path), 'cifar10'), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path), 'cifar10'), 'train')
   _assert_one_line_naming(e, tmp_path, 'missing data_batch_3')
   assert 'data_batch_1' not in str(e.value)
 
 
 def test_wrong_data_name_gets_a_hint(cifar):
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(cifar[0], 'imagenet'), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(cifar[0], 'imagenet'), 'train')
   _assert_one_line_naming(e, cifar[0], '--data_name=cifar10')
 
 
@@ -434,8 +438,8 @@ def test_cifar_file_that_is_not_a_batch(cifar, tmp_path):
   os.remove(tmp_path / 'test_batch')
   (tmp_path / 'test_batch').write_bytes(b'not a pickle at all')
   opts = options(str(tmp_path), 'cifar10')
-  files = data_sources.check_data_dir(opts, 'validation')
-  with pytest.raises(data_sources.DataError) as e:
+  files = data_dir_checks.check_data_dir(opts, 'validation')
+  with pytest.raises(input_options.DataError) as e:
     build(opts, subset='validation', train=False)
   _assert_one_line_naming(e, files[0], 'not a CIFAR-10 python batch')
 
@@ -446,7 +450,7 @@ def test_cifar_pickle_naming_other_code_is_refused(tmp_path):
   path.write_bytes(pickle.dumps({b'data': os.path.join, b'labels': []}))
   for k in range(1, 6):
     (tmp_path / ('data_batch_%d' % k)).write_bytes(b'')
-  with pytest.raises(data_sources.DataError) as e:
+  with pytest.raises(input_options.DataError) as e:
     build(options(str(tmp_path), 'cifar10'), subset='validation', train=False)
   _assert_one_line_naming(e, path, 'refusing to load')
 
@@ -463,7 +467,7 @@ def test_cifar_pickle_protocols(tmp_path, protocol):
   opts = options(str(tmp_path), 'cifar10')
   if protocol == 2:
     # Python 3 writes bytes under protocol 2 as latin-1 text: no raw block.
-    with pytest.raises(data_sources.DataError) as e:
+    with pytest.raises(input_options.DataError) as e:
       build(opts, subset='validation', train=False)
     _assert_one_line_naming(e, 'test_batch', 'protocol 4')
     return
@@ -475,7 +479,7 @@ def test_cifar_pickle_protocols(tmp_path, protocol):
 
 
 def test_cifar_stream_smaller_than_a_batch(cifar):
-  with pytest.raises(data_sources.DataError) as e:
+  with pytest.raises(input_options.DataError) as e:
     build(
       options(cifar[0], 'cifar10'),
       subset='validation',
@@ -495,7 +499,7 @@ def test_cifar_stream_smaller_than_a_batch(cifar):
   ],
 )
 def test_bad_input_options(flag, value):
-  with pytest.raises(data_sources.DataError) as e:
+  with pytest.raises(input_options.DataError) as e:
     options('/x', **{flag: value})
   assert '\n' not in str(e.value) and str(value) in str(e.value)
 
@@ -515,7 +519,7 @@ def test_options_from_params():
     datasets_repeat_cached_sample=True,
     tf_random_seed=9,
   )
-  assert data_sources.InputOptions.from_params(p) == options(
+  assert input_options.InputOptions.from_params(p) == options(
     '/data',
     'cifar10',
     distortions=False,

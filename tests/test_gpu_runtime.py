@@ -20,6 +20,7 @@ from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.platform import devices
 from tf_cnn_benchmarks.platform import gpu_runtime
 
@@ -353,7 +354,7 @@ def _write_cifar(tmp_path):
 
 
 def _two_tower_batches(data_dir, device_prefetch):
-  options = data_sources.InputOptions(
+  options = input_options.InputOptions(
     data_dir, data_name='cifar10', device_prefetch=device_prefetch
   )
   graph = tf.Graph()
@@ -397,6 +398,6 @@ def test_prefetch_to_device_is_for_gpu_runs(tmp_path):
   )
   gpu = dataclasses.replace(cpu, device='gpu')
   off = dataclasses.replace(gpu, datasets_use_prefetch=False)
-  assert data_sources.InputOptions.from_params(cpu).device_prefetch == 0
-  assert data_sources.InputOptions.from_params(gpu).device_prefetch == 3
-  assert data_sources.InputOptions.from_params(off).device_prefetch == 0
+  assert input_options.InputOptions.from_params(cpu).device_prefetch == 0
+  assert input_options.InputOptions.from_params(gpu).device_prefetch == 3
+  assert input_options.InputOptions.from_params(off).device_prefetch == 0

@@ -22,6 +22,7 @@ from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.platform import runtime_knobs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,7 +81,7 @@ def validation_pipeline(data_dir, **kw):
   graph = tf.Graph()
   with graph.as_default():
     inputs = data_sources.tower_batches(
-      data_sources.InputOptions(data_dir=data_dir, data_name='imagenet', **kw),
+      input_options.InputOptions(data_dir=data_dir, data_name='imagenet', **kw),
       subset='validation',
       train=False,
       batch_size=2,
@@ -146,7 +147,7 @@ def test_interleave_flags_reach_the_input_options():
     datasets_sloppy_parallel_interleave=True,
     datasets_parallel_interleave_prefetch=2,
   )
-  options = data_sources.InputOptions.from_params(p)
+  options = input_options.InputOptions.from_params(p)
   assert (options.sloppy_interleave, options.interleave_prefetch) == (True, 2)
   with pytest.raises(params_lib.ParamsError, match='interleave_prefetch=0'):
     make(datasets_parallel_interleave_prefetch=0)

@@ -25,8 +25,10 @@ from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.evaluation import eval_runs
 from tf_cnn_benchmarks.evaluation import eval_schedule
 from tf_cnn_benchmarks.evaluation import evaluation
+from tf_cnn_benchmarks.inputs import data_dir_checks
 from tf_cnn_benchmarks.inputs import data_sources
 from tf_cnn_benchmarks.inputs import input_failures
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.inputs import inputs
 from tf_cnn_benchmarks.observability import placement
 from tf_cnn_benchmarks.observability import summaries as observability
@@ -124,11 +126,13 @@ class BenchmarkCNN:
     self.model = models.create_model(params.model, params.data_name)
     self.dataset = datasets.get(params.data_name)
     self.data_options = (
-      data_sources.InputOptions.from_params(params) if params.data_dir else None
+      input_options.InputOptions.from_params(params)
+      if params.data_dir
+      else None
     )
     if self.data_options is not None:  # bad data: DataError before any graph
       for subset in self.subsets():
-        data_sources.check_data_dir(self.data_options, subset)
+        data_dir_checks.check_data_dir(self.data_options, subset)
     self.cluster = plan.cluster
     traits = plan.manager_cls.traits
     self.layout = layout_lib.layout(
@@ -756,5 +760,5 @@ def _naming_bad_data(bench: BenchmarkCNN, fn):
           bench.data_options, subset, e
         )
         if message:
-          raise data_sources.DataError(message) from None
+          raise input_options.DataError(message) from None
       raise
