@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from scripts import make_fake_data
+from tests import helpers
 from tests import testing_models
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.cluster import fingerprint
@@ -87,19 +87,7 @@ def test_no_target_null_keys():
 
 @pytest.fixture(scope='module')
 def separable_dir(tmp_path_factory):
-  """Two classes, each one solid grey level (black / white)."""
-  path = str(tmp_path_factory.mktemp('separable'))
-  make_fake_data.write_imagenet(
-    path,
-    num_train=64,
-    num_validation=16,
-    num_classes=2,
-    num_shards=2,
-    image_size=40,
-    separable=True,
-    seed=2,
-  )
-  return path
+  return helpers.separable_imagenet(tmp_path_factory)
 
 
 def test_lenet_reaches_top1_of_099_on_the_separable_set(
