@@ -9,6 +9,10 @@
 - The real-data streams of test_data_sources.py and test_input_failures.py:
   input_options, build_streams, run_batches; tfrecord_records reads a
   TFRecord file by hand.
+
+TensorFlow and the driver are imported by the functions that need them: a
+task started as `python -m tests.test_distributed` imports this module
+before its benchmark does.
 """
 
 import os
@@ -16,14 +20,6 @@ from pathlib import Path
 import struct
 import subprocess
 import sys
-
-import tensorflow as tf
-
-from scripts import make_fake_data
-from tf_cnn_benchmarks.inputs import data_sources
-from tf_cnn_benchmarks.inputs import input_options as input_options_lib
-
-tf1 = tf.compat.v1
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(ROOT, 'scripts', 'launch_local_cluster.py')
@@ -103,6 +99,8 @@ def run_script(script, *args, **kwargs):
 
 def fake_imagenet(tmp_path_factory, name='imagenet', **kwargs) -> str:
   """A fake ImageNet directory (make_fake_data.write_imagenet(**kwargs))."""
+  from scripts import make_fake_data  # pylint: disable=g-import-not-at-top
+
   path = str(tmp_path_factory.mktemp(name))
   make_fake_data.write_imagenet(path, **kwargs)
   return path
@@ -110,6 +108,8 @@ def fake_imagenet(tmp_path_factory, name='imagenet', **kwargs) -> str:
 
 def fake_cifar10(tmp_path_factory, name='cifar', **kwargs):
   """(directory, what write_cifar10 returned) of a fake CIFAR-10."""
+  from scripts import make_fake_data  # pylint: disable=g-import-not-at-top
+
   path = str(tmp_path_factory.mktemp(name))
   return path, make_fake_data.write_cifar10(path, **kwargs)
 
@@ -167,6 +167,8 @@ def streams_cifar10(tmp_path_factory):
 
 def input_options(data_dir, data_name='imagenet', **kw):
   """InputOptions of data_dir (other fields as given, else defaults)."""
+  from tf_cnn_benchmarks.inputs import input_options as input_options_lib  # pylint: disable=g-import-not-at-top
+
   return input_options_lib.InputOptions(
     data_dir=data_dir, data_name=data_name, **kw
   )
@@ -184,6 +186,10 @@ def build_streams(
   num_local_towers=None,
 ):
   """(graph, TowerInputs) of a fresh graph."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  from tf_cnn_benchmarks.inputs import data_sources  # pylint: disable=g-import-not-at-top
+
   if image_size is None:
     image_size = 32 if opts.data_name == 'cifar10' else MODEL_SIZE
   graph = tf.Graph()
@@ -205,8 +211,10 @@ def build_streams(
 def run_batches(graph, inputs, max_batches):
   """Up to max_batches steps (fewer if the streams end): [[(images,
   labels) per tower] per step]."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   steps = []
-  with tf1.Session(graph=graph) as sess:
+  with tf.compat.v1.Session(graph=graph) as sess:
     sess.run(inputs.initializer)
     try:
       for _ in range(max_batches):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import helpers
 from tests import testing_models
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
@@ -208,15 +209,7 @@ def test_checkpoint_of_another_model_is_refused(tmp_path):
 
 
 def _cli(*flags):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run(
-    [sys.executable, '-m', 'tf_cnn_benchmarks', *flags],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  return helpers.run_benchmark(*flags)
 
 
 @pytest.mark.parametrize(
@@ -245,20 +238,13 @@ def test_eval_without_a_checkpoint_is_one_line_exit_2(tmp_path):
   ]
 
 
-def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
-  """A real run SIGKILLed while TensorFlow writes a checkpoint's files.
+def _start_saving_every_step(train_dir):
+  """A process that trains and saves a checkpoint after every step.
 
-  The train_dir is polled until a save is under way (TensorFlow writes a
-  checkpoint's files under temporary names, '...tempstate<N>', and renames
-  them; after at least one complete save), then the process is killed. The
-  state file must still name a complete checkpoint, and a new run must resume
-  from it.
+  trivial on ImageNet shapes: ~4.3M parameters + momentum slots, so a save
+  writes ~34 MB and lasts long enough to be caught.
   """
-  train_dir = tmp_path / 'train'
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  # trivial on ImageNet shapes: ~4.3M parameters + momentum slots, so a save
-  # writes ~34 MB and lasts long enough to be caught.
-  proc = subprocess.Popen(
+  return subprocess.Popen(
     [
       sys.executable,
       '-m',
@@ -275,10 +261,23 @@ def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
       '--display_every=1000',
     ],
     cwd=ROOT,
-    env=env,
+    env=helpers.quiet_env(),
     stdout=subprocess.DEVNULL,
     stderr=subprocess.PIPE,
   )
+
+
+def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
+  """A real run SIGKILLed while TensorFlow writes a checkpoint's files.
+
+  The train_dir is polled until a save is under way (TensorFlow writes a
+  checkpoint's files under temporary names, '...tempstate<N>', and renames
+  them; after at least one complete save), then the process is killed. The
+  state file must still name a complete checkpoint, and a new run must resume
+  from it.
+  """
+  train_dir = tmp_path / 'train'
+  proc = _start_saving_every_step(train_dir)
   caught_mid_save = False
   try:
     deadline = time.monotonic() + 120
@@ -318,7 +317,7 @@ def test_eval_interval_evaluates_each_new_checkpoint(tmp_path):
   train_dir = str(tmp_path / 'train')
   result_file = tmp_path / 'eval.jsonl'
   run(num_batches=2, train_dir=train_dir)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  env = helpers.quiet_env()
   evaluator = subprocess.Popen(
     [
       sys.executable,

@@ -16,8 +16,10 @@ import time
 import numpy as np
 import pytest
 
+from tests.helpers import LAUNCHER
+from tests.helpers import task_env as _env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAUNCHER = os.path.join(ROOT, 'scripts', 'launch_local_cluster.py')
 TASK_MODULE = 'tests.test_distributed'
 EVERY_WORKER_REPORTS = 'TEST_DISTRIBUTED_EVERY_WORKER_REPORTS'
 # Two workers x one tower x B must train like one local tower x 2B.
@@ -33,12 +35,6 @@ LINEAR = [
   '--display_every=1',
   '--optimizer=sgd',
 ]
-
-
-def _env():
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
-  env.pop('TF_CONFIG', None)
-  return env
 
 
 def launch(
@@ -147,6 +143,14 @@ MODES = [
     ['--hybrid_threshold_bytes=1000000'],
   ),
 ]
+
+
+def test_modes_cover_every_cluster_manager():
+  """The managers come from the registry: a new cluster manager fails here
+  until MODES runs it (with the launcher flags it needs)."""
+  import variable_mgr  # pylint: disable=g-import-not-at-top
+
+  assert sorted({m[0] for m in MODES}) == variable_mgr.cluster_names()
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from tests.test_distributed import worker_losses
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.platform import cpu_features
+import variable_mgr
 
 tf1 = tf.compat.v1
 
@@ -505,9 +506,7 @@ def _gradient_norm_summary(tmp_path, name, **kw):
   raise AssertionError('no gradient_norm summary')
 
 
-@pytest.mark.parametrize(
-  'variable_update', ['parameter_server', 'replicated', 'independent']
-)
+@pytest.mark.parametrize('variable_update', variable_mgr.local_names())
 def test_fp16_gradient_norm_summary_is_the_applied_gradients(
   tmp_path, variable_update
 ):
