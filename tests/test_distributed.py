@@ -108,40 +108,39 @@ def worker_losses(records, num_workers):
   return [np.array(by_task[w]) for w in range(num_workers)]
 
 
+# The launcher flags of each cluster manager's tasks.
+TASKS = {
+  'parameter_server': ['--num_ps=1', '--no-controller'],
+  'distributed_replicated': ['--num_ps=1', '--no-controller'],
+  'collective_all_reduce': ['--num_ps=0', '--no-controller'],
+  'distributed_all_reduce': ['--num_ps=0', '--controller'],
+  'hybrid': ['--num_ps=1', '--no-controller'],
+}
+
+
+def cluster_mode(variable_update, *extra, launcher_flags=None):
+  """(variable_update, launcher flags, extra benchmark flags) of a test
+  parametrized over cluster managers (launcher flags: TASKS by default)."""
+  return (variable_update, launcher_flags or TASKS[variable_update], [*extra])
+
+
 MODES = [
-  # (variable_update, launcher flags, extra benchmark flags)
   # Two ps tasks; test_linear's weights (480 bytes) split over both.
-  (
+  cluster_mode(
     'parameter_server',
-    ['--num_ps=2', '--no-controller'],
-    ['--ps_partition_threshold_bytes=100'],
+    '--ps_partition_threshold_bytes=100',
+    launcher_flags=['--num_ps=2', '--no-controller'],
   ),
   # The towers read each variable from the ps (not packed: one RPC each).
-  (
-    'parameter_server',
-    ['--num_ps=1', '--no-controller'],
-    ['--nopack_ps_transfers'],
-  ),
-  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
-  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-  (
-    'distributed_all_reduce',
-    ['--num_ps=0', '--controller'],
-    ['--all_reduce_spec=xring/pscpu'],
-  ),
+  cluster_mode('parameter_server', '--nopack_ps_transfers'),
+  cluster_mode('distributed_replicated'),
+  cluster_mode('collective_all_reduce'),
+  cluster_mode('distributed_all_reduce', '--all_reduce_spec=xring/pscpu'),
   # hybrid, weights (480 B) on the ps and biases all-reduced; and with
   # nothing over the threshold (every variable all-reduced, the ps holding
   # no variable: this once aborted the first step).
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=100'],
-  ),
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=1000000'],
-  ),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=100'),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=1000000'),
 ]
 
 
@@ -481,20 +480,16 @@ if __name__ == '__main__':
 
 
 FP16_MODES = [
-  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-  ('distributed_all_reduce', ['--num_ps=0', '--controller'], []),
-  (
+  cluster_mode('collective_all_reduce'),
+  cluster_mode('distributed_all_reduce'),
+  cluster_mode(
     'parameter_server',
-    ['--num_ps=2', '--no-controller'],
-    ['--ps_partition_threshold_bytes=100'],
+    '--ps_partition_threshold_bytes=100',
+    launcher_flags=['--num_ps=2', '--no-controller'],
   ),
-  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
+  cluster_mode('distributed_replicated'),
   # weights on the ps, biases all-reduced: one decision spans both.
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=100'],
-  ),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=100'),
 ]
 
 
@@ -647,18 +642,10 @@ def test_two_workers_train_on_real_format_data(tmp_path):
 
 
 RESUME_MODES = [
-  ('parameter_server', ['--num_ps=1', '--no-controller'], []),
-  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=100'],
-  ),
-  (
-    'distributed_all_reduce',
-    ['--num_ps=0', '--controller'],
-    ['--all_reduce_spec=xring'],
-  ),
+  cluster_mode('parameter_server'),
+  cluster_mode('collective_all_reduce'),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=100'),
+  cluster_mode('distributed_all_reduce', '--all_reduce_spec=xring'),
 ]
 
 

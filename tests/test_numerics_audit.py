@@ -10,6 +10,7 @@ import models
 from models import builder
 from tests.test_distributed import LINEAR
 from tests.test_distributed import B
+from tests.test_distributed import cluster_mode
 from tests.test_distributed import launch
 from tests.test_distributed import local_losses
 from tests.test_distributed import worker_losses
@@ -666,14 +667,10 @@ def test_hybrid_gradient_clip_matches_parameter_server(tmp_path):
 # ---- item 10: a cluster's results line reports the cluster's loss ---------
 
 LOSS_MODES = [
-  ('parameter_server', ['--num_ps=1', '--no-controller'], []),
-  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
-  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=100'],
-  ),
+  cluster_mode('parameter_server'),
+  cluster_mode('distributed_replicated'),
+  cluster_mode('collective_all_reduce'),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=100'),
 ]
 
 

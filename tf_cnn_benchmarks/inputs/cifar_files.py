@@ -171,46 +171,45 @@ def _cifar_records(cifar_files: Sequence[CifarFile], stream, num_streams):
 def cifar_stream(
   options: InputOptions,
   cifar_files: Sequence[CifarFile],
-  *,
+  spec: stream_steps.StreamSpec,
   subset: str,
-  train: bool,
-  stream: int,
-  num_streams: int,
-  batch_size: int,
-  image_size: int,
-  num_classes: int,
 ) -> tf.data.Dataset:
-  """The batches of one stream of CIFAR-10 (DataError: under one batch)."""
-  del num_classes  # Labels were checked when the files were read.
-  dataset, count = _cifar_records(cifar_files, stream, num_streams)
-  if count < (1 if train else batch_size):
+  """The batches of one stream of CIFAR-10 (DataError: under one batch).
+
+  The labels were checked when the files were read.
+  """
+  dataset, count = _cifar_records(cifar_files, spec.stream, spec.num_streams)
+  if count < (1 if spec.train else spec.batch_size):
     raise DataError(
       '--data_dir=%s: input stream %d of %d holds %d %s examples, fewer '
       'than one batch of %d'
-      % (options.data_dir, stream, num_streams, count, subset, batch_size)
+      % (
+        options.data_dir,
+        spec.stream,
+        spec.num_streams,
+        count,
+        subset,
+        spec.batch_size,
+      )
     )
-  stream_seed = options.seed + stream
+  stream_seed = spec.seed(options)
 
   def example(position, record):
     pixels, label = record
     image = preprocessing.cifar_record_image(pixels)
-    if train and options.distortions:  # classic: --distortions is crop/flip
-      seed = tf.stack([tf.constant(stream_seed, tf.int64), position])
+    # Classic: --distortions is the crop and flip.
+    if spec.train and options.distortions:
       image = preprocessing.cifar_train_image(
-        image, image_size=image_size, seed=seed
+        image,
+        image_size=spec.image_size,
+        seed=stream_steps.example_seed(stream_seed, position),
       )
     else:
-      image = preprocessing.cifar_eval_image(image, image_size=image_size)
+      image = preprocessing.cifar_eval_image(image, image_size=spec.image_size)
     return image, tf.cast(label, tf.int32)
 
   # The whole stream fits in the shuffle buffer (all streams together hold
   # the 150 MB training set once): a full shuffle every epoch.
   return stream_steps.finish(
-    dataset,
-    example,
-    options,
-    train=train,
-    seed=stream_seed,
-    shuffle_buffer=count,
-    batch_size=batch_size,
+    dataset, example, options, spec, shuffle_buffer=count
   )

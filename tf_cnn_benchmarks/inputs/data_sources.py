@@ -73,6 +73,7 @@ from tf_cnn_benchmarks.config import datasets
 from tf_cnn_benchmarks.inputs import cifar_files
 from tf_cnn_benchmarks.inputs import data_dir_checks
 from tf_cnn_benchmarks.inputs import imagenet_records
+from tf_cnn_benchmarks.inputs import stream_steps
 from tf_cnn_benchmarks.inputs.input_options import INPUT_SCOPE
 from tf_cnn_benchmarks.inputs.input_options import InputOptions
 
@@ -178,7 +179,6 @@ class _Streams:
 
   def build(self, sizes, first_stream, host_device, tower_devices):
     """The TowerInputs of the local towers (see tower_batches)."""
-    common = dict(sizes, num_classes=self.num_classes)
     # The subset in the scope tells describe_input_failure which pipeline
     # failed.
     with (
@@ -186,10 +186,12 @@ class _Streams:
       tf1.name_scope(INPUT_SCOPE),
       tf1.name_scope(self.subset),
     ):
-      iterators = [
-        self._tower(tower, first_stream + tower, common, tower_devices)
-        for tower in range(self.num_local_towers)
-      ]
+      iterators = []
+      for tower in range(self.num_local_towers):
+        spec = stream_steps.StreamSpec(
+          stream=first_stream + tower, num_classes=self.num_classes, **sizes
+        )
+        iterators.append(self._tower(tower, spec, tower_devices))
       initializer = tf.group(
         *[it.initializer for it, _ in iterators], name='initializer'
       )
@@ -197,10 +199,10 @@ class _Streams:
       tuple(batch for _, batch in iterators), initializer, tuple(self.files)
     )
 
-  def _tower(self, tower: int, stream: int, common: dict, tower_devices):
+  def _tower(self, tower: int, spec, tower_devices):
     """(iterator, (images, labels)) of local tower `tower`'s stream."""
     with tf1.name_scope('tower_%d' % tower):
-      dataset = self._dataset(dict(common, stream=stream))
+      dataset = self._dataset(spec)
       iterator = self._iterator(dataset, tower_devices, tower)
       return iterator, iterator.get_next()
 
@@ -219,18 +221,18 @@ class _Streams:
     with tf.device(device):
       return tf1.data.make_initializable_iterator(dataset)
 
-  def _dataset(self, common: dict) -> tf.data.Dataset:
+  def _dataset(self, spec) -> tf.data.Dataset:
     """The dataset of one tower's stream (CIFAR-10 or ImageNet)."""
     if self.cifar is not None:
       return cifar_files.cifar_stream(
-        self.options, self.cifar, subset=self.subset, **common
+        self.options, self.cifar, spec, self.subset
       )
     # The towers of one process share the shuffle memory.
     return imagenet_records.imagenet_stream(
       self.options,
       self.files,
-      shuffle_records=max(
+      spec,
+      max(
         1, imagenet_records.IMAGENET_SHUFFLE_RECORDS // self.num_local_towers
       ),
-      **common,
     )

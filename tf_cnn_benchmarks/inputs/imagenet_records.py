@@ -98,42 +98,40 @@ def _records(
 def imagenet_stream(
   options: InputOptions,
   files: Sequence[str],
-  *,
-  train: bool,
-  stream: int,
-  num_streams: int,
-  batch_size: int,
-  image_size: int,
-  num_classes: int,
+  spec: stream_steps.StreamSpec,
   shuffle_records: int,
 ) -> tf.data.Dataset:
   """The batches of one stream of ImageNet shards."""
   dataset = _records(
-    options, files, train=train, stream=stream, num_streams=num_streams
+    options,
+    files,
+    train=spec.train,
+    stream=spec.stream,
+    num_streams=spec.num_streams,
   )
-  stream_seed = options.seed + stream
+  stream_seed = spec.seed(options)
+  size = spec.image_size
 
   def example(position, record):
     path, index, serialized = record
     encoded, label, bboxes = checked_imagenet_record(
-      path, index, serialized, num_classes
+      path, index, serialized, spec.num_classes
     )
-    if train:
-      seed = tf.stack([tf.constant(stream_seed, tf.int64), position])
+    if spec.train:
       image = preprocessing.imagenet_train_image(
         encoded,
         bboxes,
-        image_size=image_size,
+        image_size=size,
         resize_method=options.resize_method,
         distortions=options.distortions,
-        seed=seed,
+        seed=stream_steps.example_seed(stream_seed, position),
         index=position,
         style=options.imagenet_style,
       )
     else:
       image = preprocessing.imagenet_eval_image(
         encoded,
-        image_size=image_size,
+        image_size=size,
         resize_method=options.resize_method,
         index=position,
         style=options.imagenet_style,
@@ -141,13 +139,7 @@ def imagenet_stream(
     return image, label
 
   return stream_steps.finish(
-    dataset,
-    example,
-    options,
-    train=train,
-    seed=stream_seed,
-    shuffle_buffer=shuffle_records,
-    batch_size=batch_size,
+    dataset, example, options, spec, shuffle_buffer=shuffle_records
   )
 
 

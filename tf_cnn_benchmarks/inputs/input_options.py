@@ -22,6 +22,25 @@ INPUT_SCOPE = 'real_input'
 DEFAULT_INTERLEAVE_CYCLE_LENGTH = 10
 
 
+# (InputOptions field, the params.Params field it is) of the fields that are
+# a flag's value as it is.
+_PARAMS_FIELDS = (
+  ('data_dir', 'data_dir'),
+  ('data_name', 'data_name'),
+  ('distortions', 'distortions'),
+  ('resize_method', 'resize_method'),
+  ('num_private_threads', 'datasets_num_private_threads'),
+  ('prefetch_buffer_size', 'datasets_prefetch_buffer_size'),
+  ('use_caching', 'datasets_use_caching'),
+  ('interleave_cycle_length', 'datasets_parallel_interleave_cycle_length'),
+  ('sloppy_interleave', 'datasets_sloppy_parallel_interleave'),
+  ('interleave_prefetch', 'datasets_parallel_interleave_prefetch'),
+  ('repeat_cached_sample', 'datasets_repeat_cached_sample'),
+  ('seed', 'tf_random_seed'),
+  ('data_format', 'data_format'),
+)
+
+
 class DataError(Exception):
   """Unusable input data or input flags; the message is one line naming the
   path (or the flag) and what is wrong."""
@@ -95,27 +114,13 @@ class InputOptions:
   def from_params(cls, params) -> 'InputOptions':
     """The options of a resolved params.Params."""
     return cls(
-      data_dir=params.data_dir,
-      data_name=params.data_name,
-      distortions=params.distortions,
-      resize_method=params.resize_method,
-      num_private_threads=params.datasets_num_private_threads,
-      prefetch_buffer_size=params.datasets_prefetch_buffer_size,
-      use_caching=params.datasets_use_caching,
-      interleave_cycle_length=(
-        params.datasets_parallel_interleave_cycle_length
-      ),
-      sloppy_interleave=params.datasets_sloppy_parallel_interleave,
-      interleave_prefetch=params.datasets_parallel_interleave_prefetch,
-      repeat_cached_sample=params.datasets_repeat_cached_sample,
-      seed=params.tf_random_seed,
+      **{field: getattr(params, name) for field, name in _PARAMS_FIELDS},
       # As classic: GPU runs only (the CPU towers share the host's memory).
       device_prefetch=(
         params.multi_device_iterator_max_buffer_size
         if params.datasets_use_prefetch and params.device == 'gpu'
         else 0
       ),
-      data_format=params.data_format,
       imagenet_style=preprocessing.imagenet_style(params),
     )
 

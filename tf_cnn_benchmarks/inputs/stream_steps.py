@@ -1,17 +1,42 @@
 """The steps every real-data stream shares (CIFAR-10 and ImageNet alike).
 
-shard: which files (or records) a stream reads; finish: from the cache on,
-the shuffle, repeat, preprocessing map, batching, layout and prefetch (see
+StreamSpec: which stream a tower reads and the batches it makes; shard:
+which files (or records) the stream reads; finish: from the cache on, the
+shuffle, repeat, preprocessing map, batching, layout and prefetch (see
 data_sources.py for the whole pipeline).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import tensorflow as tf
 
 from tf_cnn_benchmarks.inputs.input_options import InputOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamSpec:
+  """One tower's stream: stream `stream` of num_streams, in batches of
+  batch_size images image_size square; train: training preprocessing,
+  shuffle and repeat, else evaluation preprocessing and one pass in order."""
+
+  train: bool
+  stream: int
+  num_streams: int
+  batch_size: int
+  image_size: int
+  num_classes: int
+
+  def seed(self, options: InputOptions) -> int:
+    """The seed of this stream's shuffles and random preprocessing."""
+    return options.seed + self.stream
+
+
+def example_seed(stream_seed: int, position) -> tf.Tensor:
+  """The stateless seed of the example at `position` of a stream."""
+  return tf.stack([tf.constant(stream_seed, tf.int64), position])
 
 
 def shard(items: Sequence, stream: int, num_streams: int):
@@ -25,13 +50,12 @@ def finish(
   dataset: tf.data.Dataset,
   example,
   options: InputOptions,
+  spec: StreamSpec,
   *,
-  train: bool,
-  seed: int,
   shuffle_buffer: int,
-  batch_size: int,
 ) -> tf.data.Dataset:
   """The steps every stream shares, from the cache on (see data_sources)."""
+  train = spec.train
   if options.use_caching:
     dataset = dataset.cache()
   if train and options.repeat_cached_sample:
@@ -40,7 +64,7 @@ def finish(
     dataset = dataset.take(1).cache().repeat()
   elif train:
     dataset = dataset.shuffle(
-      shuffle_buffer, seed=seed, reshuffle_each_iteration=True
+      shuffle_buffer, seed=spec.seed(options), reshuffle_each_iteration=True
     )
     dataset = dataset.repeat()
   # The position seeds the example's randomness and picks its round-robin
@@ -49,7 +73,7 @@ def finish(
   dataset = dataset.map(
     example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
   )
-  dataset = dataset.batch(batch_size, drop_remainder=True)
+  dataset = dataset.batch(spec.batch_size, drop_remainder=True)
   if options.data_format == 'NCHW':
     dataset = dataset.map(
       lambda images, labels: (tf.transpose(images, [0, 3, 1, 2]), labels)
