@@ -184,6 +184,8 @@ def build_streams(
   first_stream=0,
   num_streams=1,
   num_local_towers=None,
+  host_device='/device:CPU:0',
+  tower_devices=None,
 ):
   """(graph, TowerInputs) of a fresh graph."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -203,7 +205,8 @@ def build_streams(
       first_stream=first_stream,
       num_streams=num_streams,
       num_local_towers=num_local_towers or num_streams - first_stream,
-      host_device='/device:CPU:0',
+      host_device=host_device,
+      tower_devices=tower_devices,
     )
   return graph, inputs
 

@@ -181,30 +181,38 @@ RESNET20 = [
 ]
 
 
-@pytest.mark.slow
-def test_cluster_parameter_server_batch_norm_statistics(tmp_path):
-  """2 workers x 1 tower: moving statistics as a local 2-tower run's."""
+def _local_then_cluster(tmp_path, local_params, cluster_flags):
+  """Trains local_params in this process (train_dir tmp_path/local), then
+  cluster_flags on 2 workers and a ps (tmp_path/cluster); the two dirs."""
   local_dir = tmp_path / 'local'
   benchmark_cnn.run_benchmark(
-    make(
-      model='resnet20',
-      data_name='cifar10',
-      batch_size=4,
-      num_gpus=2,
-      optimizer='sgd',
-      train_dir=str(local_dir),
-    ),
-    out=io.StringIO(),
+    make(**local_params, train_dir=str(local_dir)), out=io.StringIO()
   )
   cluster_dir = tmp_path / 'cluster'
   rc, out, _ = launch(
     tmp_path,
     2,
-    RESNET20
-    + ['--variable_update=parameter_server', '--train_dir=%s' % cluster_dir],
+    cluster_flags + ['--train_dir=%s' % cluster_dir],
     launcher_flags=['--num_ps=1', '--no-controller'],
   )
   assert rc == 0, out[-3000:]
+  return local_dir, cluster_dir
+
+
+@pytest.mark.slow
+def test_cluster_parameter_server_batch_norm_statistics(tmp_path):
+  """2 workers x 1 tower: moving statistics as a local 2-tower run's."""
+  local_dir, cluster_dir = _local_then_cluster(
+    tmp_path,
+    dict(
+      model='resnet20',
+      data_name='cifar10',
+      batch_size=4,
+      num_gpus=2,
+      optimizer='sgd',
+    ),
+    RESNET20 + ['--variable_update=parameter_server'],
+  )
   local = _checkpoint_values(local_dir, 'moving_')
   cluster = _checkpoint_values(cluster_dir, 'moving_')
   assert sorted(local) == sorted(cluster) and local
@@ -628,9 +636,9 @@ def _weights(train_dir):
 
 @pytest.mark.slow
 def test_hybrid_gradient_clip_matches_parameter_server(tmp_path):
-  local_dir = tmp_path / 'local'
-  benchmark_cnn.run_benchmark(
-    make(
+  local_dir, cluster_dir = _local_then_cluster(
+    tmp_path,
+    dict(
       model='lenet',
       data_name='imagenet',
       batch_size=16,
@@ -638,23 +646,9 @@ def test_hybrid_gradient_clip_matches_parameter_server(tmp_path):
       weight_decay=1e-3,
       gradient_clip_norm=0.05,
       num_batches=1,
-      train_dir=str(local_dir),
     ),
-    out=io.StringIO(),
+    CLIPPED_LENET + ['--batch_size=8', '--variable_update=hybrid'],
   )
-  cluster_dir = tmp_path / 'cluster'
-  rc, out, _ = launch(
-    tmp_path,
-    2,
-    CLIPPED_LENET
-    + [
-      '--batch_size=8',
-      '--variable_update=hybrid',
-      '--train_dir=%s' % cluster_dir,
-    ],
-    launcher_flags=['--num_ps=1', '--no-controller'],
-  )
-  assert rc == 0, out[-3000:]
   local, cluster = _weights(local_dir), _weights(cluster_dir)
   assert sorted(local) == sorted(cluster) and len(local) > 4
   worst = max(
