@@ -24,6 +24,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(ROOT, 'scripts', 'launch_local_cluster.py')
 
+# The tiny exact model of tests/testing_models.py on the CPU: the fields of a
+# test run's params.Params that name it.
+LINEAR_ON_CPU = dict(model='test_linear', data_name='cifar10', device='cpu')
+
 # ---- processes --------------------------------------------------------------
 
 # A run of the trivial model that takes a second (add --num_batches).

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tests import helpers
 from tests import testing_models
+from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.training import checkpoints
@@ -22,9 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Momentum: the resumed run must also get the optimizer's slots back.
 LINEAR = dict(
-  model='test_linear',
-  data_name='cifar10',
-  device='cpu',
+  **LINEAR_ON_CPU,
   optimizer='momentum',
   init_learning_rate=0.1,
   num_warmup_batches=0,

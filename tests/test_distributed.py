@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import LAUNCHER
+from tests.helpers import LINEAR_ON_CPU
 from tests.helpers import task_env as _env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -85,9 +86,7 @@ def local_losses(**kw):
   testing_models.ensure_registered()
   p = params_lib.make_params(
     **{
-      'model': 'test_linear',
-      'data_name': 'cifar10',
-      'device': 'cpu',
+      **LINEAR_ON_CPU,
       'optimizer': 'sgd',
       'display_every': 100,
       **STEPS,
@@ -591,9 +590,7 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
 
     testing_models.ensure_registered()
     p = params_lib.make_params(
-      model='test_linear',
-      data_name='cifar10',
-      device='cpu',
+      **LINEAR_ON_CPU,
       num_gpus=2,
       batch_size=B,
       optimizer='momentum',

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from tests import testing_models
+from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import inputs
@@ -102,9 +103,7 @@ def simulate(optimizer, num_towers):
 def run_losses(optimizer, num_towers, variable_update):
   testing_models.ensure_registered()
   p = params_lib.make_params(
-    model='test_linear',
-    data_name='cifar10',
-    device='cpu',
+    **LINEAR_ON_CPU,
     num_gpus=num_towers,
     batch_size=PER_DEVICE_BATCH,
     variable_update=variable_update,

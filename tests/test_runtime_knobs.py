@@ -18,6 +18,7 @@ import tensorflow as tf
 from tensorflow.core.framework import dataset_options_pb2
 
 from tests import testing_models
+from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
@@ -54,9 +55,7 @@ def imagenet_dir(tmp_path_factory):
 def make(**kw):
   testing_models.ensure_registered()
   common = dict(
-    model='test_linear',
-    data_name='cifar10',
-    device='cpu',
+    **LINEAR_ON_CPU,
     num_gpus=2,
     variable_update='replicated',
     batch_size=4,

@@ -9,6 +9,7 @@ import pytest
 
 from tests import helpers
 from tests import testing_models
+from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.cluster import fingerprint
 from tf_cnn_benchmarks.cluster import verdicts as verdicts_lib
@@ -70,9 +71,7 @@ def test_target_reached_by_the_final_evaluation_counts():
 def test_no_target_null_keys():
   testing_models.ensure_registered()
   p = params_lib.make_params(
-    model='test_linear',
-    data_name='cifar10',
-    device='cpu',
+    **LINEAR_ON_CPU,
     batch_size=4,
     num_batches=2,
     num_warmup_batches=0,
