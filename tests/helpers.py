@@ -7,8 +7,8 @@
 - Fake data sets written once per test module: fake_imagenet, fake_cifar10,
   separable_imagenet.
 - The real-data streams of test_data_sources.py and test_input_failures.py:
-  input_options, build_streams, run_batches; tfrecord_records reads a
-  TFRecord file by hand.
+  input_options, add_streams, build_streams, run_batches; tfrecord_records
+  reads a TFRecord file by hand.
 
 TensorFlow and the driver are imported by the functions that need them: a
 task started as `python -m tests.test_distributed` imports this module
@@ -178,40 +178,39 @@ def input_options(data_dir, data_name='imagenet', **kw):
   )
 
 
-def build_streams(
-  opts,
-  *,
+# tower_batches' arguments that build_streams gives unless told otherwise.
+STREAM_DEFAULTS = dict(
   subset='train',
   train=True,
   batch_size=4,
-  image_size=None,
   first_stream=0,
   num_streams=1,
-  num_local_towers=None,
   host_device='/device:CPU:0',
-  tower_devices=None,
-):
-  """(graph, TowerInputs) of a fresh graph."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+)
 
+
+def add_streams(opts, *, image_size=None, num_local_towers=None, **kw):
+  """TowerInputs built in the current graph: tower_batches with
+  STREAM_DEFAULTS, the model size of the data set and one local tower per
+  stream from first_stream on, unless `kw` says otherwise."""
   from tf_cnn_benchmarks.inputs import data_sources  # pylint: disable=g-import-not-at-top
 
+  args = dict(STREAM_DEFAULTS, **kw)
   if image_size is None:
     image_size = 32 if opts.data_name == 'cifar10' else MODEL_SIZE
+  towers = num_local_towers or args['num_streams'] - args['first_stream']
+  return data_sources.tower_batches(
+    opts, image_size=image_size, num_local_towers=towers, **args
+  )
+
+
+def build_streams(opts, **kw):
+  """(graph, TowerInputs) of add_streams(opts, **kw) in a fresh graph."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   graph = tf.Graph()
   with graph.as_default():
-    inputs = data_sources.tower_batches(
-      opts,
-      subset=subset,
-      train=train,
-      batch_size=batch_size,
-      image_size=image_size,
-      first_stream=first_stream,
-      num_streams=num_streams,
-      num_local_towers=num_local_towers or num_streams - first_stream,
-      host_device=host_device,
-      tower_devices=tower_devices,
-    )
+    inputs = add_streams(opts, **kw)
   return graph, inputs
 
 

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from scripts import make_fake_data
+from tests import helpers
 from tests.helpers import CIFAR_TRAIN
 from tests.helpers import CIFAR_VALIDATION
 from tests.helpers import IMAGENET_SHARDS
@@ -25,7 +26,6 @@ from tests.helpers import input_options as options
 from tests.helpers import run_batches
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import data_dir_checks
-from tf_cnn_benchmarks.inputs import data_sources
 from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.inputs import preprocessing
 
@@ -77,16 +77,10 @@ def test_every_resize_method(stream_imagenet_dir, train):
   graph = tf.Graph()
   with graph.as_default():
     batches = [
-      data_sources.tower_batches(
+      helpers.add_streams(
         options(stream_imagenet_dir, resize_method=method),
         subset='train' if train else 'validation',
         train=train,
-        batch_size=4,
-        image_size=MODEL_SIZE,
-        first_stream=0,
-        num_streams=1,
-        num_local_towers=1,
-        host_device='/device:CPU:0',
       )
       for method in preprocessing.RESIZE_METHODS
     ]

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
+from tests import helpers
 from tests.helpers import IMAGENET_SHARDS
 from tests.helpers import IMAGENET_TRAIN
 from tests.helpers import IMAGENET_VALIDATION
-from tests.helpers import MODEL_SIZE
 from tests.helpers import build_streams as build
 from tests.helpers import input_options as options
 from tests.helpers import tfrecord_records as _records
-from tf_cnn_benchmarks.inputs import data_sources
 from tf_cnn_benchmarks.inputs import input_failures
 
 tf1 = tf.compat.v1
@@ -169,17 +168,7 @@ def test_failure_is_described_for_its_own_subset_only(
   graph = tf.Graph()
   with graph.as_default(), tf1.name_scope('outer'):
     streams = [
-      data_sources.tower_batches(
-        opts,
-        subset=subset,
-        train=False,
-        batch_size=2,
-        image_size=MODEL_SIZE,
-        first_stream=0,
-        num_streams=1,
-        num_local_towers=1,
-        host_device='/device:CPU:0',
-      )
+      helpers.add_streams(opts, subset=subset, train=False, batch_size=2)
       for subset in ('train', 'validation')
     ]
   with tf1.Session(graph=graph) as sess:
