@@ -77,6 +77,13 @@ def launch(
   return proc.returncode, proc.stdout + proc.stderr, records
 
 
+def launch_ok(tmp_path, num_workers, flags, **kwargs):
+  """(output, records) of a launch (see launch) that must exit 0."""
+  rc, out, records = launch(tmp_path, num_workers, flags, **kwargs)
+  assert rc == 0, out[-3000:]
+  return out, records
+
+
 def local_losses(**kw):
   """Losses of the same model run locally (one tower x 2B)."""
   from tests import testing_models
@@ -160,14 +167,13 @@ def test_two_workers_train_like_one_tower_double_batch(
   tmp_path, mode, launcher_flags, extra
 ):
   one_graph = mode == 'distributed_all_reduce'
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=' + mode] + extra,
     launcher_flags=launcher_flags,
     every_worker_reports=not one_graph,
   )
-  assert rc == 0, out[-3000:]
   assert len(records) == (1 if one_graph else 2), out[-2000:]
   record = records[0]
   assert record['num_workers'] == 2
@@ -193,13 +199,12 @@ def test_two_workers_train_like_one_tower_double_batch(
 
 def test_hybrid_trains_and_exits(tmp_path):
   # 100 bytes: test_linear's weights (480 B) go to the ps, biases all-reduce.
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=hybrid', '--hybrid_threshold_bytes=100'],
     launcher_flags=['--num_ps=1', '--no-controller'],
   )
-  assert rc == 0, out[-3000:]
   assert len(records) == 1, out[-2000:]  # one line per run: worker 0's
   assert records[0]['task'] == {'job_name': 'worker', 'task_index': 0}
   assert 'ps:0: all clients done' in out
@@ -209,13 +214,12 @@ def test_hybrid_trains_and_exits(tmp_path):
 
 @pytest.mark.slow
 def test_async_parameter_server_runs(tmp_path):
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=parameter_server', '--nocross_replica_sync'],
     launcher_flags=['--num_ps=1'],
   )
-  assert rc == 0, out[-3000:]
   assert 'async' in out and len(records) == 1
 
 
@@ -224,14 +228,13 @@ def test_parameter_server_two_towers_per_worker_read_one_packed_copy(
 ):
   # Both towers of a worker read the worker's one packed copy of the
   # variables: 2 workers x 2 towers x B train like one local tower x 4B.
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=parameter_server', '--num_gpus=2'],
     launcher_flags=['--num_ps=1', '--no-controller'],
     every_worker_reports=True,
   )
-  assert rc == 0, out[-3000:]
   per_worker = worker_losses(records, 2)
   np.testing.assert_allclose(
     (per_worker[0] + per_worker[1]) / 2,
@@ -242,7 +245,7 @@ def test_parameter_server_two_towers_per_worker_read_one_packed_copy(
 
 @pytest.mark.slow
 def test_lenet_collective_two_towers_per_worker(tmp_path):
-  rc, out, _ = launch(
+  out, _ = launch_ok(
     tmp_path,
     2,
     [
@@ -256,7 +259,6 @@ def test_lenet_collective_two_towers_per_worker(tmp_path):
     ],
     launcher_flags=['--num_ps=0'],
   )
-  assert rc == 0, out[-3000:]
 
 
 def _free_ports(n):
@@ -516,14 +518,13 @@ def test_fp16_auto_loss_scale_across_workers(
     ]
     + extra
   )
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     flags,
     launcher_flags=launcher_flags,
     every_worker_reports=not one_graph,
   )
-  assert rc == 0, out[-3000:]
   assert len(records) == (1 if one_graph else 2), out[-2000:]
   for record in records:
     skipped = record['skipped_steps']
@@ -537,13 +538,12 @@ def test_fp16_auto_loss_scale_across_workers(
 
 
 def test_bf16_parameter_server_across_workers(tmp_path):
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=parameter_server', '--use_bf16'],
     launcher_flags=['--num_ps=1', '--no-controller'],
   )
-  assert rc == 0, out[-3000:]
   assert records[0]['precision'] == 'bfloat16'
   assert np.all(np.isfinite(records[0]['losses']))
 
@@ -573,14 +573,13 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
   ]
 
   def distributed():
-    rc, out, records = launch(
+    out, records = launch_ok(
       tmp_path,
       2,
       common + ['--variable_update=distributed_replicated', '--num_batches=3'],
       launcher_flags=['--num_ps=1', '--no-controller'],
       every_worker_reports=True,
     )
-    assert rc == 0, out[-3000:]
     return sum(worker_losses(records, 2)) / 2
 
   def local():
@@ -618,7 +617,7 @@ def test_two_workers_train_on_real_format_data(tmp_path):
 
   data_dir = tmp_path / 'cifar'
   make_fake_data.write_cifar10(str(data_dir), num_train=100, num_validation=20)
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     [
@@ -633,7 +632,6 @@ def test_two_workers_train_on_real_format_data(tmp_path):
     ],
     launcher_flags=['--num_ps=1', '--no-controller'],
   )
-  assert rc == 0, out[-3000:]
   assert records[0]['data_dir'] == str(data_dir)
   assert np.all(np.isfinite(records[0]['losses']))
 
@@ -669,14 +667,13 @@ def test_cluster_run_resumes_from_its_checkpoint(
   def part(name):
     run_dir = tmp_path / name
     run_dir.mkdir()
-    rc, out, records = launch(
+    out, records = launch_ok(
       run_dir,
       2,
       common,
       launcher_flags=launcher_flags,
       every_worker_reports=not one_graph,
     )
-    assert rc == 0, out[-3000:]
     losses = (
       np.array(records[0]['losses'])
       if one_graph
