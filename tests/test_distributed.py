@@ -548,6 +548,18 @@ def test_bf16_parameter_server_across_workers(tmp_path):
   assert np.all(np.isfinite(records[0]['losses']))
 
 
+def _momentum_flags(train_dir):
+  """LINEAR with momentum (its slots are saved too), no warm-up step and a
+  train_dir; without --num_batches."""
+  return [
+    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
+  ] + [
+    '--optimizer=momentum',
+    '--num_warmup_batches=0',
+    '--train_dir=' + train_dir,
+  ]
+
+
 @pytest.mark.parametrize(
   'first_distributed',
   [True, False],
@@ -563,14 +575,7 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
   (momentum: the optimizer slots must come back too).
   """
   train_dir = str(tmp_path / 'train')
-  common = [
-    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
-  ]
-  common += [
-    '--optimizer=momentum',
-    '--num_warmup_batches=0',
-    '--train_dir=' + train_dir,
-  ]
+  common = _momentum_flags(train_dir)
 
   def distributed():
     out, records = launch_ok(
@@ -653,16 +658,11 @@ def test_cluster_run_resumes_from_its_checkpoint(
   """3 steps, then 3 resumed steps in a new cluster == 6 local steps."""
   one_graph = mode == 'distributed_all_reduce'  # the controller reports
   train_dir = str(tmp_path / 'train')
-  common = [
-    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
-  ]
-  common += [
-    '--optimizer=momentum',
-    '--num_warmup_batches=0',
+  common = _momentum_flags(train_dir) + [
     '--num_batches=3',
-    '--train_dir=' + train_dir,
     '--variable_update=' + mode,
-  ] + extra
+  ]
+  common += extra
 
   def part(name):
     run_dir = tmp_path / name
