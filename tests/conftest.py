@@ -43,3 +43,11 @@ def stream_cifar(tmp_path_factory):
   from tests import helpers  # pylint: disable=g-import-not-at-top
 
   return helpers.streams_cifar10(tmp_path_factory)
+
+
+@pytest.fixture
+def test_models_registered():
+  """The models of tests/testing_models.py, registered in this process."""
+  from tests import testing_models  # pylint: disable=g-import-not-at-top
+
+  testing_models.ensure_registered()

@@ -1,6 +1,8 @@
 """What the test files share, in one place.
 
 - The repository's paths (ROOT, LAUNCHER).
+- A run in this process: run_in_process (LINEAR_ON_CPU names the tiny test
+  model; conftest's test_models_registered fixture registers it).
 - The harness and the scripts run as processes: quiet_env, task_env,
   run_python, run_benchmark, run_script, cli_status (and TRIVIAL_FLAGS, a
   one-second run); children lists a process's children.
@@ -27,6 +29,19 @@ LAUNCHER = os.path.join(ROOT, 'scripts', 'launch_local_cluster.py')
 # The tiny exact model of tests/testing_models.py on the CPU: the fields of a
 # test run's params.Params that name it.
 LINEAR_ON_CPU = dict(model='test_linear', data_name='cifar10', device='cpu')
+
+
+def run_in_process(**fields):
+  """The BenchmarkResult of a run of params.make_params(**fields) in this
+  process (its console output discarded)."""
+  import io  # pylint: disable=g-import-not-at-top
+
+  from tf_cnn_benchmarks import benchmark_cnn  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
+
+  p = params_lib.make_params(**fields)
+  return benchmark_cnn.run_benchmark(p, out=io.StringIO())
+
 
 # ---- processes --------------------------------------------------------------
 

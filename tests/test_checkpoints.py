@@ -12,7 +12,6 @@ import pytest
 import tensorflow as tf
 
 from tests import helpers
-from tests import testing_models
 from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
@@ -32,14 +31,12 @@ LINEAR = dict(
 )
 
 
-@pytest.fixture(autouse=True)
-def _models():
-  testing_models.ensure_registered()
+# test_linear (tests/testing_models.py) registered for every test here.
+pytestmark = pytest.mark.usefixtures('test_models_registered')
 
 
 def run(**kw):
-  p = params_lib.make_params(**{**LINEAR, **kw})
-  return benchmark_cnn.run_benchmark(p, out=io.StringIO())
+  return helpers.run_in_process(**{**LINEAR, **kw})
 
 
 def index_files(train_dir):
@@ -196,15 +193,14 @@ def test_summaries_trace_and_graph_files(tmp_path):
 def test_checkpoint_of_another_model_is_refused(tmp_path):
   train_dir = str(tmp_path / 'train')
   run(num_batches=1, train_dir=train_dir)
-  p = params_lib.make_params(
-    model='trivial',
-    data_name='cifar10',
-    device='cpu',
-    num_batches=1,
-    train_dir=train_dir,
-  )
   with pytest.raises(checkpoints.CheckpointError, match='model.ckpt-1'):
-    benchmark_cnn.run_benchmark(p, out=io.StringIO())
+    helpers.run_in_process(
+      model='trivial',
+      data_name='cifar10',
+      device='cpu',
+      num_batches=1,
+      train_dir=train_dir,
+    )
 
 
 def _cli(*flags):
