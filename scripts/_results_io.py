@@ -21,6 +21,7 @@ Only the frame helpers need pandas; they import it lazily so that sweep.py
 import argparse
 import math
 import os
+import subprocess
 import sys
 
 # The repository root, for the tf_cnn_benchmarks package (whose result_lines
@@ -74,6 +75,31 @@ class OneLineParser(argparse.ArgumentParser):
     sys.exit(2)
 
 
+def results_parser(prog, description):
+  """A OneLineParser taking the results files (JSON lines) as FILE ..."""
+  parser = OneLineParser(prog=prog, description=description)
+  parser.add_argument(
+    'files', nargs='+', metavar='FILE', help='results files (JSON lines)'
+  )
+  return parser
+
+
+def positive_number(expected):
+  """An argparse type for a number > 0; a bad value's error says
+  'expected <expected>, got <value>'."""
+
+  def parse(text):
+    try:
+      value = float(text)
+    except ValueError:
+      value = -1.0
+    if not value > 0:
+      raise argparse.ArgumentTypeError('expected %s, got %r' % (expected, text))
+    return value
+
+  return parse
+
+
 def run_main(main, prog, argv=None):
   """Call main(argv) and turn InputError into one stderr line and exit 2.
 
@@ -91,6 +117,32 @@ def run_main(main, prog, argv=None):
     sys.stderr.close()
     return 0
   return 0 if status is None else status
+
+
+def run_for_records(argv, result_file, timeout, label, preexec_fn=None):
+  """Runs one benchmark command that writes result_file; its records.
+
+  The file is removed first, so what is read is this run's. A failed run
+  (exit status or no file) raises RuntimeError naming `label` and the last
+  line the command printed.
+
+  Returns:
+    [(line_number, record)] as result_lines.read_json_lines reads them.
+  """
+  if os.path.exists(result_file):
+    os.remove(result_file)
+  proc = subprocess.run(
+    argv + ['--result_file=%s' % result_file],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    preexec_fn=preexec_fn,
+  )
+  if proc.returncode != 0 or not os.path.exists(result_file):
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+    raise RuntimeError('%s failed: %s' % (label, tail))
+  return result_lines.read_json_lines(result_file)
 
 
 def warn(message):

@@ -23,12 +23,13 @@ side by side in one run: local, before, after, local, before, after, ...
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+
+import _results_io as rio  # (beside this script)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
@@ -107,20 +108,8 @@ def _common_flags(args, model):
 
 def _images_per_sec(argv, result_file, timeout) -> float:
   """Runs one benchmark command; images/sec of its results line."""
-  if os.path.exists(result_file):
-    os.remove(result_file)
-  proc = subprocess.run(
-    argv + ['--result_file=%s' % result_file],
-    cwd=REPO_ROOT,
-    capture_output=True,
-    text=True,
-    timeout=timeout,
-  )
-  if proc.returncode != 0 or not os.path.exists(result_file):
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
-    raise RuntimeError('%s failed: %s' % (' '.join(argv[:6]), tail))
-  with open(result_file) as f:
-    return float(json.loads(f.readline())['images_per_sec'])
+  records = rio.run_for_records(argv, result_file, timeout, ' '.join(argv[:6]))
+  return float(records[0][1]['images_per_sec'])
 
 
 def _variants(args) -> dict:

@@ -30,7 +30,6 @@ Exit status: 0; 1 when --fail_below is given and some baseline ratio is
 below it (or no configuration matches the baseline); 2 for bad input.
 """
 
-import argparse
 import csv
 import math
 import sys
@@ -204,27 +203,10 @@ def ratios_below(summary, keys, threshold, by):
   return failures, len(compared)
 
 
-def _positive_float(text):
-  """argparse type for --fail_below: a ratio > 0."""
-  try:
-    value = float(text)
-  except ValueError:
-    value = -1.0
-  if not value > 0:
-    raise argparse.ArgumentTypeError(
-      'expected a ratio > 0 such as 0.95, got %r' % text
-    )
-  return value
-
-
 def parse_args(argv):
   """Command-line flags (see the module docstring)."""
-  parser = rio.OneLineParser(
-    prog='compare.py',
-    description='Tabulate images/sec, speed-up and scaling efficiency.',
-  )
-  parser.add_argument(
-    'files', nargs='+', metavar='FILE', help='results files (JSON lines)'
+  parser = rio.results_parser(
+    'compare.py', 'Tabulate images/sec, speed-up and scaling efficiency.'
   )
   parser.add_argument(
     '--by',
@@ -241,7 +223,7 @@ def parse_args(argv):
   )
   parser.add_argument(
     '--fail_below',
-    type=_positive_float,
+    type=rio.positive_number('a ratio > 0 such as 0.95'),
     metavar='RATIO',
     help='exit 1 if any candidate/baseline ratio is lower',
   )

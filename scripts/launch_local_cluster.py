@@ -46,13 +46,17 @@ _DEATH_SIGNAL = 'LAUNCH_LOCAL_CLUSTER_DEATH_SIGNAL'
 SERVE_GRACE_S = 60.0
 
 
-def parse_args(argv):
-  """(launcher options, benchmark flags) from argv."""
-  if '--' in argv:
-    split = argv.index('--')
-    own, flags = argv[:split], argv[split + 1 :]
-  else:
-    own, flags = argv, []
+# Benchmark flags the launcher sets for each task.
+_LAUNCHER_FLAGS = (
+  'job_name',
+  'task_index',
+  'worker_hosts',
+  'ps_hosts',
+  'controller_host',
+)
+
+
+def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
     description=__doc__.splitlines()[0],
     usage='%(prog)s --num_workers=N [--num_ps=M] [--[no-]controller] '
@@ -91,6 +95,17 @@ def parse_args(argv):
     default='tf_cnn_benchmarks',
     help='module each task runs with python -m',
   )
+  return parser
+
+
+def parse_args(argv):
+  """(launcher options, benchmark flags) from argv."""
+  if '--' in argv:
+    split = argv.index('--')
+    own, flags = argv[:split], argv[split + 1 :]
+  else:
+    own, flags = argv, []
+  parser = _parser()
   args = parser.parse_args(own)
   if args.num_workers < 1:
     parser.error('--num_workers=%d: must be >= 1' % args.num_workers)
@@ -100,13 +115,7 @@ def parse_args(argv):
     parser.error('--timeout=%s: must be > 0' % args.timeout)
   for flag in flags:
     name = flag.lstrip('-').split('=')[0]
-    if name in (
-      'job_name',
-      'task_index',
-      'worker_hosts',
-      'ps_hosts',
-      'controller_host',
-    ):
+    if name in _LAUNCHER_FLAGS:
       parser.error('--%s: set by the launcher; do not pass it' % name)
   return args, flags
 

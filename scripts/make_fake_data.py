@@ -241,23 +241,12 @@ def write_imagenet(
         os.path.join(output_dir, shard_name(split, k, num_shards))
         for k in range(num_shards)
       ]
+      examples = _imagenet_examples(
+        maker, rng, split, count, image_size, num_classes, separable
+      )
       writers = [tf.io.TFRecordWriter(p) for p in paths[split]]
       try:
-        for i in range(count):
-          label = 1 + i % num_classes
-          if separable:
-            level = grey_level(label - 1, num_classes)
-            pixels = np.full((image_size, image_size, 3), level, np.uint8)
-          else:
-            pixels = maker.random_image(rng, image_size)
-          example = imagenet_example(
-            maker.jpeg(pixels),
-            label=label,
-            height=image_size,
-            width=image_size,
-            boxes=_random_boxes(rng, i % 3),
-            filename='%s_%06d.JPEG' % (split, i),
-          )
+        for i, example in enumerate(examples):
           writers[i * num_shards // count].write(example.SerializeToString())
       finally:
         for writer in writers:
@@ -265,6 +254,28 @@ def write_imagenet(
   finally:
     maker.close()
   return paths
+
+
+def _imagenet_examples(
+  maker, rng, split, count, image_size, num_classes, separable
+):
+  """Yields the `count` examples of a split, example i with label
+  1 + i % num_classes (drawing from rng in order)."""
+  for i in range(count):
+    label = 1 + i % num_classes
+    if separable:
+      level = grey_level(label - 1, num_classes)
+      pixels = np.full((image_size, image_size, 3), level, np.uint8)
+    else:
+      pixels = maker.random_image(rng, image_size)
+    yield imagenet_example(
+      maker.jpeg(pixels),
+      label=label,
+      height=image_size,
+      width=image_size,
+      boxes=_random_boxes(rng, i % 3),
+      filename='%s_%06d.JPEG' % (split, i),
+    )
 
 
 def write_cifar10(
@@ -302,31 +313,10 @@ def write_cifar10(
   rng = np.random.default_rng(seed)
   result = {'images': {}, 'labels': {}}
   for split, count in (('train', num_train), ('validation', num_validation)):
-    labels = np.arange(count) % num_classes
-    if separable:
-      levels = np.array(
-        [grey_level(c, num_classes) for c in labels], np.uint8
-      ).reshape(-1, 1)
-      images = np.repeat(levels, CIFAR_SIZE * CIFAR_SIZE * 3, axis=1)
-    else:
-      images = rng.integers(
-        0, 256, (count, CIFAR_SIZE * CIFAR_SIZE * 3), dtype=np.uint8
-      )
+    images, labels = _cifar_arrays(rng, count, num_classes, separable)
     result['images'][split] = images
     result['labels'][split] = labels
-  splits = np.array_split(np.arange(num_train), CIFAR_BATCHES)
-  result['train'] = []
-  for k, indices in enumerate(splits, start=1):
-    path = os.path.join(output_dir, 'data_batch_%d' % k)
-    _write_cifar_batch(
-      path,
-      b'training batch %d of %d' % (k, CIFAR_BATCHES),
-      result['images']['train'][indices],
-      result['labels']['train'][indices],
-      indices,
-      pickle_protocol,
-    )
-    result['train'].append(path)
+  splits = _write_cifar_train(output_dir, result, num_train, pickle_protocol)
   path = os.path.join(output_dir, 'test_batch')
   _write_cifar_batch(
     path,
@@ -337,14 +327,52 @@ def write_cifar10(
     pickle_protocol,
   )
   result['validation'] = [path]
+  _write_cifar_meta(output_dir, len(splits[0]), pickle_protocol)
+  return result
+
+
+def _write_cifar_train(output_dir, result, num_train, protocol):
+  """Writes data_batch_1..5 (result['train'] gets their paths); returns the
+  example indices of each batch."""
+  splits = np.array_split(np.arange(num_train), CIFAR_BATCHES)
+  result['train'] = []
+  for k, indices in enumerate(splits, start=1):
+    path = os.path.join(output_dir, 'data_batch_%d' % k)
+    _write_cifar_batch(
+      path,
+      b'training batch %d of %d' % (k, CIFAR_BATCHES),
+      result['images']['train'][indices],
+      result['labels']['train'][indices],
+      indices,
+      protocol,
+    )
+    result['train'].append(path)
+  return splits
+
+
+def _cifar_arrays(rng, count, num_classes, separable):
+  """(uint8 images [count, 3072], labels [count]) of one CIFAR-10 split."""
+  labels = np.arange(count) % num_classes
+  if separable:
+    levels = np.array(
+      [grey_level(c, num_classes) for c in labels], np.uint8
+    ).reshape(-1, 1)
+    images = np.repeat(levels, CIFAR_SIZE * CIFAR_SIZE * 3, axis=1)
+  else:
+    images = rng.integers(
+      0, 256, (count, CIFAR_SIZE * CIFAR_SIZE * 3), dtype=np.uint8
+    )
+  return images, labels
+
+
+def _write_cifar_meta(output_dir, cases_per_batch, protocol):
   meta = {
     b'label_names': list(CIFAR_LABEL_NAMES),
-    b'num_cases_per_batch': len(splits[0]),
+    b'num_cases_per_batch': cases_per_batch,
     b'num_vis': 3072,
   }
   with open(os.path.join(output_dir, 'batches.meta'), 'wb') as f:
-    pickle.dump(meta, f, protocol=pickle_protocol)
-  return result
+    pickle.dump(meta, f, protocol=protocol)
 
 
 def _write_cifar_batch(path, batch_label, images, labels, indices, protocol):
@@ -369,8 +397,7 @@ def _check_counts(num_train, num_validation, num_classes, max_classes):
     )
 
 
-def parse_args(argv):
-  """The parsed command line (argparse.Namespace)."""
+def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
     description=__doc__.splitlines()[0],
     formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -380,39 +407,34 @@ def parse_args(argv):
     '--data_name', required=True, choices=('imagenet', 'cifar10')
   )
   parser.add_argument('--output_dir', required=True)
-  parser.add_argument(
-    '--num_train',
-    type=int,
-    default=None,
-    help='training examples (default 64 imagenet, 500 cifar10)',
-  )
-  parser.add_argument(
-    '--num_validation',
-    type=int,
-    default=None,
-    help='validation examples (default 32 imagenet, 100 cifar10)',
-  )
+  for name, help_text in (
+    ('num_train', 'training examples (default 64 imagenet, 500 cifar10)'),
+    (
+      'num_validation',
+      'validation examples (default 32 imagenet, 100 cifar10)',
+    ),
+  ):
+    parser.add_argument('--' + name, type=int, default=None, help=help_text)
   parser.add_argument(
     '--num_shards', type=int, default=4, help='imagenet: files per split'
   )
-  parser.add_argument(
-    '--image_size',
-    type=int,
-    default=None,
-    help='image side (default 256 imagenet; cifar10: 32 only)',
-  )
-  parser.add_argument(
-    '--num_classes',
-    type=int,
-    default=None,
-    help='labels used (default 1000 imagenet, 10 cifar10)',
-  )
+  for name, help_text in (
+    ('image_size', 'image side (default 256 imagenet; cifar10: 32 only)'),
+    ('num_classes', 'labels used (default 1000 imagenet, 10 cifar10)'),
+  ):
+    parser.add_argument('--' + name, type=int, default=None, help=help_text)
   parser.add_argument(
     '--separable',
     action='store_true',
     help='solid grey images determined by the label',
   )
   parser.add_argument('--seed', type=int, default=0)
+  return parser
+
+
+def parse_args(argv):
+  """The parsed command line (argparse.Namespace)."""
+  parser = _parser()
   args = parser.parse_args(argv)
   imagenet = args.data_name == 'imagenet'
   for name, imagenet_default, cifar_default in (
@@ -433,37 +455,37 @@ def parse_args(argv):
     parser.error(
       '--num_classes=%d: must be in 1..%d' % (args.num_classes, max_classes)
     )
-  for name in ('num_train', 'num_validation'):
-    if getattr(args, name) < 0:
-      parser.error('--%s=%d: must be >= 0' % (name, getattr(args, name)))
-  for name in ('num_shards', 'image_size'):
-    if getattr(args, name) < 1:
-      parser.error('--%s=%d: must be >= 1' % (name, getattr(args, name)))
+  for name, least in (
+    ('num_train', 0),
+    ('num_validation', 0),
+    ('num_shards', 1),
+    ('image_size', 1),
+  ):
+    if getattr(args, name) < least:
+      parser.error(
+        '--%s=%d: must be >= %d' % (name, getattr(args, name), least)
+      )
   return args
 
 
 def main(argv=None) -> int:
   args = parse_args(sys.argv[1:] if argv is None else argv)
+  common = dict(
+    num_train=args.num_train,
+    num_validation=args.num_validation,
+    num_classes=args.num_classes,
+    separable=args.separable,
+    seed=args.seed,
+  )
   if args.data_name == 'imagenet':
     paths = write_imagenet(
       args.output_dir,
-      num_train=args.num_train,
-      num_validation=args.num_validation,
       num_shards=args.num_shards,
       image_size=args.image_size,
-      num_classes=args.num_classes,
-      separable=args.separable,
-      seed=args.seed,
+      **common,
     )
   else:
-    paths = write_cifar10(
-      args.output_dir,
-      num_train=args.num_train,
-      num_validation=args.num_validation,
-      num_classes=args.num_classes,
-      separable=args.separable,
-      seed=args.seed,
-    )
+    paths = write_cifar10(args.output_dir, **common)
   print(
     'wrote %d train and %d validation examples (%s) in %d + %d files '
     'under %s'

@@ -128,12 +128,8 @@ def _save(fig, out_path):
 
 def parse_args(argv):
   """Command-line flags (see the module docstring)."""
-  parser = rio.OneLineParser(
-    prog='plot.py',
-    description='Plot images/sec and scaling efficiency vs device count.',
-  )
-  parser.add_argument(
-    'files', nargs='+', metavar='FILE', help='results files (JSON lines)'
+  parser = rio.results_parser(
+    'plot.py', 'Plot images/sec and scaling efficiency vs device count.'
   )
   parser.add_argument(
     '--out', required=True, metavar='OUT.png', help='PNG file to write'

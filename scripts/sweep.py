@@ -668,19 +668,6 @@ def _shorten(text, limit=120):
   return text if len(text) <= limit else text[: limit - 3] + '...'
 
 
-def _positive_seconds(text):
-  """argparse type for --timeout: a number of seconds > 0."""
-  try:
-    value = float(text)
-  except ValueError:
-    value = -1
-  if not value > 0:
-    raise argparse.ArgumentTypeError(
-      'expected a number of seconds > 0, got %r' % text
-    )
-  return value
-
-
 def _sweep_name(text):
   """argparse type for --name: safe as a file name."""
   if not SWEEP_NAME_RE.match(text):
@@ -726,6 +713,12 @@ def parse_args(argv):
     metavar='FLAG=VALUE',
     help='pass a flag to every point (repeatable)',
   )
+  _add_run_flags(parser)
+  return parser.parse_args(argv)
+
+
+def _add_run_flags(parser):
+  """The flags of where results go and how the points run."""
   parser.add_argument(
     '--results_dir',
     default='results',
@@ -733,7 +726,7 @@ def parse_args(argv):
   )
   parser.add_argument(
     '--timeout',
-    type=_positive_seconds,
+    type=rio.positive_number('a number of seconds > 0'),
     default=None,
     metavar='SECONDS',
     help='kill a point after this long (default: no limit)',
@@ -760,7 +753,6 @@ def parse_args(argv):
     help='local cluster launcher used for num_workers '
     '(default: scripts/launch_local_cluster.py)',
   )
-  return parser.parse_args(argv)
 
 
 def main(argv=None):

@@ -94,20 +94,13 @@ def command(args, config: str, variant: str) -> list:
 
 def images_per_sec(argv, result_file: str, timeout: int) -> float:
   """Runs one benchmark; images/sec from its results line."""
-  if os.path.exists(result_file):
-    os.remove(result_file)
-  proc = subprocess.run(
-    argv + ['--result_file=%s' % result_file],
-    cwd=REPO_ROOT,
-    capture_output=True,
-    text=True,
-    timeout=timeout,
+  records = _results_io.run_for_records(
+    argv,
+    result_file,
+    timeout,
+    ' '.join(argv[3:]),
     preexec_fn=_lifetime.die_with_parent_preexec(),
   )
-  if proc.returncode != 0 or not os.path.exists(result_file):
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
-    raise RuntimeError('%s failed: %s' % (' '.join(argv[3:]), tail))
-  records = result_lines.read_json_lines(result_file)
   return float(records[-1][1]['images_per_sec'])
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests import testing_models
+from tests import helpers
+from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.training import checkpoints
@@ -21,9 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Momentum: the resumed run must also get the optimizer's slots back.
 LINEAR = dict(
-  model='test_linear',
-  data_name='cifar10',
-  device='cpu',
+  **LINEAR_ON_CPU,
   optimizer='momentum',
   init_learning_rate=0.1,
   num_warmup_batches=0,
@@ -32,14 +31,12 @@ LINEAR = dict(
 )
 
 
-@pytest.fixture(autouse=True)
-def _models():
-  testing_models.ensure_registered()
+# test_linear (tests/testing_models.py) registered for every test here.
+pytestmark = pytest.mark.usefixtures('test_models_registered')
 
 
 def run(**kw):
-  p = params_lib.make_params(**{**LINEAR, **kw})
-  return benchmark_cnn.run_benchmark(p, out=io.StringIO())
+  return helpers.run_in_process(**{**LINEAR, **kw})
 
 
 def index_files(train_dir):
@@ -196,27 +193,18 @@ def test_summaries_trace_and_graph_files(tmp_path):
 def test_checkpoint_of_another_model_is_refused(tmp_path):
   train_dir = str(tmp_path / 'train')
   run(num_batches=1, train_dir=train_dir)
-  p = params_lib.make_params(
-    model='trivial',
-    data_name='cifar10',
-    device='cpu',
-    num_batches=1,
-    train_dir=train_dir,
-  )
   with pytest.raises(checkpoints.CheckpointError, match='model.ckpt-1'):
-    benchmark_cnn.run_benchmark(p, out=io.StringIO())
+    helpers.run_in_process(
+      model='trivial',
+      data_name='cifar10',
+      device='cpu',
+      num_batches=1,
+      train_dir=train_dir,
+    )
 
 
 def _cli(*flags):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run(
-    [sys.executable, '-m', 'tf_cnn_benchmarks', *flags],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  return helpers.run_benchmark(*flags)
 
 
 @pytest.mark.parametrize(
@@ -245,20 +233,13 @@ def test_eval_without_a_checkpoint_is_one_line_exit_2(tmp_path):
   ]
 
 
-def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
-  """A real run SIGKILLed while TensorFlow writes a checkpoint's files.
+def _start_saving_every_step(train_dir):
+  """A process that trains and saves a checkpoint after every step.
 
-  The train_dir is polled until a save is under way (TensorFlow writes a
-  checkpoint's files under temporary names, '...tempstate<N>', and renames
-  them; after at least one complete save), then the process is killed. The
-  state file must still name a complete checkpoint, and a new run must resume
-  from it.
+  trivial on ImageNet shapes: ~4.3M parameters + momentum slots, so a save
+  writes ~34 MB and lasts long enough to be caught.
   """
-  train_dir = tmp_path / 'train'
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  # trivial on ImageNet shapes: ~4.3M parameters + momentum slots, so a save
-  # writes ~34 MB and lasts long enough to be caught.
-  proc = subprocess.Popen(
+  return subprocess.Popen(
     [
       sys.executable,
       '-m',
@@ -275,10 +256,23 @@ def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
       '--display_every=1000',
     ],
     cwd=ROOT,
-    env=env,
+    env=helpers.quiet_env(),
     stdout=subprocess.DEVNULL,
     stderr=subprocess.PIPE,
   )
+
+
+def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
+  """A real run SIGKILLed while TensorFlow writes a checkpoint's files.
+
+  The train_dir is polled until a save is under way (TensorFlow writes a
+  checkpoint's files under temporary names, '...tempstate<N>', and renames
+  them; after at least one complete save), then the process is killed. The
+  state file must still name a complete checkpoint, and a new run must resume
+  from it.
+  """
+  train_dir = tmp_path / 'train'
+  proc = _start_saving_every_step(train_dir)
   caught_mid_save = False
   try:
     deadline = time.monotonic() + 120
@@ -318,7 +312,7 @@ def test_eval_interval_evaluates_each_new_checkpoint(tmp_path):
   train_dir = str(tmp_path / 'train')
   result_file = tmp_path / 'eval.jsonl'
   run(num_batches=2, train_dir=train_dir)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  env = helpers.quiet_env()
   evaluator = subprocess.Popen(
     [
       sys.executable,

@@ -519,8 +519,9 @@ def test_classic_entry_script_behaves_like_python_m(tmp_path):
 def _cifar_train_images(cifar_dir, *, train, distortions):
   """The 20 training images of the fake CIFAR-10 set, as one sorted array."""
   from tf_cnn_benchmarks.inputs import data_sources  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.inputs import input_options  # pylint: disable=g-import-not-at-top
 
-  opts = data_sources.InputOptions(
+  opts = input_options.InputOptions(
     data_dir=cifar_dir, data_name='cifar10', distortions=distortions
   )
   graph = tf.Graph()

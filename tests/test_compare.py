@@ -12,7 +12,6 @@ import io
 import json
 import math
 from pathlib import Path
-import subprocess
 import sys
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,6 +21,8 @@ sys.path.insert(0, str(REPO / 'scripts'))
 import _results_io  # noqa: E402
 import compare  # noqa: E402
 
+from tests import helpers  # noqa: E402
+
 SCALING = str(FIXTURES / 'scaling.jsonl')
 BASELINE = str(FIXTURES / 'baseline.jsonl')
 MALFORMED = str(FIXTURES / 'malformed.jsonl')
@@ -29,13 +30,7 @@ MALFORMED = str(FIXTURES / 'malformed.jsonl')
 
 def run_script(script, *args):
   """Run scripts/<script> from the repo root; returns the CompletedProcess."""
-  return subprocess.run(
-    [sys.executable, 'scripts/' + script] + list(args),
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  return helpers.run_script(script, *args)
 
 
 def compare_cli(capsys, *args):

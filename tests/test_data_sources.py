@@ -3,110 +3,33 @@
 Example identity is read back from the data itself: fake ImageNet example i
 has label 1 + i (1000 classes, fewer examples), and CIFAR-10 evaluation
 images come through unchanged, so their pixels say which example they are.
+The failures while running are in test_input_failures.py, make_fake_data in
+test_make_fake_data.py.
 """
 
 import os
-from pathlib import Path
 import pickle
-import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from scripts import make_fake_data
+from tests import helpers
+from tests.helpers import CIFAR_TRAIN
+from tests.helpers import CIFAR_VALIDATION
+from tests.helpers import IMAGENET_SHARDS
+from tests.helpers import IMAGENET_VALIDATION
+from tests.helpers import MODEL_SIZE
+from tests.helpers import build_streams as build
+from tests.helpers import input_options as options
+from tests.helpers import run_batches
 from tf_cnn_benchmarks.config import params as params_lib
-from tf_cnn_benchmarks.inputs import data_sources
-from tf_cnn_benchmarks.inputs import input_failures
+from tf_cnn_benchmarks.inputs import data_dir_checks
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.inputs import preprocessing
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / 'scripts'))
-
-import make_fake_data  # noqa: E402
-
 tf1 = tf.compat.v1
-
-IMAGENET_TRAIN = 48
-IMAGENET_VALIDATION = 20
-IMAGENET_SHARDS = 4
-STORED_SIZE = 48  # fake JPEGs are this big ...
-MODEL_SIZE = 40  # ... and the streams resize them to this.
-CIFAR_TRAIN = 100
-CIFAR_VALIDATION = 30
-
-
-@pytest.fixture(scope='module')
-def imagenet_dir(tmp_path_factory):
-  path = tmp_path_factory.mktemp('imagenet')
-  make_fake_data.write_imagenet(
-    str(path),
-    num_train=IMAGENET_TRAIN,
-    num_validation=IMAGENET_VALIDATION,
-    num_shards=IMAGENET_SHARDS,
-    image_size=STORED_SIZE,
-    num_classes=1000,
-    seed=1,
-  )
-  return str(path)
-
-
-@pytest.fixture(scope='module')
-def cifar(tmp_path_factory):
-  path = tmp_path_factory.mktemp('cifar')
-  written = make_fake_data.write_cifar10(
-    str(path), num_train=CIFAR_TRAIN, num_validation=CIFAR_VALIDATION, seed=2
-  )
-  return str(path), written
-
-
-def options(data_dir, data_name='imagenet', **kw):
-  return data_sources.InputOptions(data_dir=data_dir, data_name=data_name, **kw)
-
-
-def build(
-  opts,
-  *,
-  subset='train',
-  train=True,
-  batch_size=4,
-  image_size=None,
-  first_stream=0,
-  num_streams=1,
-  num_local_towers=None,
-):
-  """(graph, TowerInputs) of a fresh graph."""
-  if image_size is None:
-    image_size = 32 if opts.data_name == 'cifar10' else MODEL_SIZE
-  graph = tf.Graph()
-  with graph.as_default():
-    inputs = data_sources.tower_batches(
-      opts,
-      subset=subset,
-      train=train,
-      batch_size=batch_size,
-      image_size=image_size,
-      first_stream=first_stream,
-      num_streams=num_streams,
-      num_local_towers=num_local_towers or num_streams - first_stream,
-      host_device='/device:CPU:0',
-    )
-  return graph, inputs
-
-
-def run_batches(graph, inputs, max_batches):
-  """Up to max_batches steps (fewer if the streams end): [[(images,
-  labels) per tower] per step]."""
-  steps = []
-  with tf1.Session(graph=graph) as sess:
-    sess.run(inputs.initializer)
-    try:
-      for _ in range(max_batches):
-        steps.append(sess.run(list(inputs.batches)))
-    except tf.errors.OutOfRangeError:
-      pass
-  return steps
 
 
 def labels_per_tower(steps, tower):
@@ -120,9 +43,9 @@ def labels_per_tower(steps, tower):
 @pytest.mark.parametrize('data_format', ['NHWC', 'NCHW'])
 @pytest.mark.parametrize('train', [True, False])
 def test_batches_have_the_model_shape_and_range(
-  imagenet_dir, cifar, data_name, data_format, train
+  stream_imagenet_dir, stream_cifar, data_name, data_format, train
 ):
-  data_dir = imagenet_dir if data_name == 'imagenet' else cifar[0]
+  data_dir = stream_imagenet_dir if data_name == 'imagenet' else stream_cifar[0]
   opts = options(data_dir, data_name, data_format=data_format)
   size = 32 if data_name == 'cifar10' else MODEL_SIZE
   graph, inputs = build(
@@ -150,20 +73,14 @@ def test_batches_have_the_model_shape_and_range(
 
 
 @pytest.mark.parametrize('train', [True, False])
-def test_every_resize_method(imagenet_dir, train):
+def test_every_resize_method(stream_imagenet_dir, train):
   graph = tf.Graph()
   with graph.as_default():
     batches = [
-      data_sources.tower_batches(
-        options(imagenet_dir, resize_method=method),
+      helpers.add_streams(
+        options(stream_imagenet_dir, resize_method=method),
         subset='train' if train else 'validation',
         train=train,
-        batch_size=4,
-        image_size=MODEL_SIZE,
-        first_stream=0,
-        num_streams=1,
-        num_local_towers=1,
-        host_device='/device:CPU:0',
       )
       for method in preprocessing.RESIZE_METHODS
     ]
@@ -197,8 +114,8 @@ def test_eval_image_is_the_central_crop():
   assert result.max() < -0.9  # black, scaled to -1
 
 
-def test_cifar_eval_images_are_the_stored_pixels(cifar):
-  data_dir, written = cifar
+def test_cifar_eval_images_are_the_stored_pixels(stream_cifar):
+  data_dir, written = stream_cifar
   graph, inputs = build(
     options(data_dir, 'cifar10'),
     subset='validation',
@@ -213,9 +130,9 @@ def test_cifar_eval_images_are_the_stored_pixels(cifar):
   np.testing.assert_array_equal(labels, written['labels']['validation'])
 
 
-def test_training_is_reproducible_and_seeded(imagenet_dir):
+def test_training_is_reproducible_and_seeded(stream_imagenet_dir):
   def first_batch(seed):
-    graph, inputs = build(options(imagenet_dir, seed=seed), batch_size=4)
+    graph, inputs = build(options(stream_imagenet_dir, seed=seed), batch_size=4)
     return run_batches(graph, inputs, 1)[0][0]
 
   a, b, c = first_batch(5), first_batch(5), first_batch(6)
@@ -228,9 +145,11 @@ def test_training_is_reproducible_and_seeded(imagenet_dir):
 
 
 @pytest.mark.parametrize('num_streams', [2, 3, 6])  # 6 > 4 files: records
-def test_imagenet_training_streams_are_disjoint(imagenet_dir, num_streams):
+def test_imagenet_training_streams_are_disjoint(
+  stream_imagenet_dir, num_streams
+):
   graph, inputs = build(
-    options(imagenet_dir), batch_size=4, num_streams=num_streams
+    options(stream_imagenet_dir), batch_size=4, num_streams=num_streams
   )
   # 4 files of 12: streams of 24 | 24, 12, 12 | 8 examples; stay within the
   # first epoch of the smallest.
@@ -242,12 +161,12 @@ def test_imagenet_training_streams_are_disjoint(imagenet_dir, num_streams):
       assert not set(labels) & set(seen[u]), (t, u)
 
 
-def test_imagenet_worker_streams_are_disjoint(imagenet_dir):
+def test_imagenet_worker_streams_are_disjoint(stream_imagenet_dir):
   # Two workers of 2 towers each: streams 0, 1 and 2, 3 of 4.
   seen = []
   for first in (0, 2):
     graph, inputs = build(
-      options(imagenet_dir),
+      options(stream_imagenet_dir),
       batch_size=4,
       first_stream=first,
       num_streams=4,
@@ -263,10 +182,10 @@ def test_imagenet_worker_streams_are_disjoint(imagenet_dir):
 
 @pytest.mark.parametrize('num_streams', [1, 2, 3, 5])  # 5 > 4 files: records
 def test_imagenet_eval_is_one_pass_covering_each_stream_part(
-  imagenet_dir, num_streams
+  stream_imagenet_dir, num_streams
 ):
   graph, inputs = build(
-    options(imagenet_dir),
+    options(stream_imagenet_dir),
     subset='validation',
     train=False,
     batch_size=2,
@@ -285,11 +204,11 @@ def test_imagenet_eval_is_one_pass_covering_each_stream_part(
     assert sorted(flat) == list(range(1, IMAGENET_VALIDATION + 1))
 
 
-def test_eval_pass_ends_and_restarts(imagenet_dir):
+def test_eval_pass_ends_and_restarts(stream_imagenet_dir):
   # 20 examples, batch 3: 6 batches (2 examples dropped), then OutOfRange;
   # the initializer starts the pass again.
   graph, inputs = build(
-    options(imagenet_dir), subset='validation', train=False, batch_size=3
+    options(stream_imagenet_dir), subset='validation', train=False, batch_size=3
   )
   with tf1.Session(graph=graph) as sess:
     for _ in range(2):
@@ -313,8 +232,10 @@ def _example_index(written, split):
 
 
 @pytest.mark.parametrize('num_streams', [2, 7])  # 7 > 5 files: records
-def test_cifar_streams_are_disjoint_and_cover_the_split(cifar, num_streams):
-  data_dir, written = cifar
+def test_cifar_streams_are_disjoint_and_cover_the_split(
+  stream_cifar, num_streams
+):
+  data_dir, written = stream_cifar
   graph, inputs = build(
     options(data_dir, 'cifar10'),
     subset='train',
@@ -337,12 +258,12 @@ def test_cifar_streams_are_disjoint_and_cover_the_split(cifar, num_streams):
   assert all(seen)
 
 
-def test_cifar_training_streams_are_disjoint(cifar):
+def test_cifar_training_streams_are_disjoint(stream_cifar):
   # Training crops and flips the images, so use labels: with 10 classes and
   # file sharding, stream 0 reads data_batch_1/3/5 and stream 1 data_batch_2/4;
   # each batch file of 20 holds 2 of every label, so compare counts instead:
   # both streams see one epoch of their own files' examples.
-  data_dir, written = cifar
+  data_dir, written = stream_cifar
   graph, inputs = build(
     options(data_dir, 'cifar10'), batch_size=20, num_streams=2
   )
@@ -368,74 +289,76 @@ def _assert_one_line_naming(error, *parts):
 
 def test_missing_dir(tmp_path):
   path = tmp_path / 'nowhere'
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(path)), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(path)), 'train')
   _assert_one_line_naming(e, '--data_dir=%s' % path, 'no such directory')
 
 
 def test_not_a_dir(tmp_path):
   path = tmp_path / 'file'
   path.write_text('x')
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(path)), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(path)), 'train')
   _assert_one_line_naming(e, path, 'not a directory')
 
 
 @pytest.mark.parametrize('data_name', ['imagenet', 'cifar10'])
 def test_empty_dir(tmp_path, data_name):
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path), data_name), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path), data_name), 'train')
   _assert_one_line_naming(e, tmp_path, 'empty')
 
 
 def test_no_matching_imagenet_files(tmp_path):
   (tmp_path / 'train.tfrecord').write_text('x')
   (tmp_path / 'validation-00000-of-00001').write_text('x')
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path)), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path)), 'train')
   _assert_one_line_naming(e, tmp_path, 'no files matching train-*-of-*')
 
 
-def test_imagenet_dir_without_validation(imagenet_dir, tmp_path):
-  for name in os.listdir(imagenet_dir):
+def test_imagenet_dir_without_validation(stream_imagenet_dir, tmp_path):
+  for name in os.listdir(stream_imagenet_dir):
     if name.startswith('train-'):
-      os.symlink(os.path.join(imagenet_dir, name), tmp_path / name)
+      os.symlink(os.path.join(stream_imagenet_dir, name), tmp_path / name)
   assert (
-    len(data_sources.check_data_dir(options(str(tmp_path)), 'train'))
+    len(data_dir_checks.check_data_dir(options(str(tmp_path)), 'train'))
     == IMAGENET_SHARDS
   )
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path)), 'validation')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path)), 'validation')
   _assert_one_line_naming(e, tmp_path, 'validation-*-of-*')
 
 
-def test_cifar_dir_missing_a_batch(cifar, tmp_path):
-  for name in os.listdir(cifar[0]):
+def test_cifar_dir_missing_a_batch(stream_cifar, tmp_path):
+  for name in os.listdir(stream_cifar[0]):
     if name != 'data_batch_3':
-      os.symlink(os.path.join(cifar[0], name), tmp_path / name)
-  assert data_sources.check_data_dir(
+      os.symlink(os.path.join(stream_cifar[0], name), tmp_path / name)
+  assert data_dir_checks.check_data_dir(
     options(str(tmp_path), 'cifar10'), 'validation'
   )
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(str(tmp_path), 'cifar10'), 'train')
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(options(str(tmp_path), 'cifar10'), 'train')
   _assert_one_line_naming(e, tmp_path, 'missing data_batch_3')
   assert 'data_batch_1' not in str(e.value)
 
 
-def test_wrong_data_name_gets_a_hint(cifar):
-  with pytest.raises(data_sources.DataError) as e:
-    data_sources.check_data_dir(options(cifar[0], 'imagenet'), 'train')
-  _assert_one_line_naming(e, cifar[0], '--data_name=cifar10')
+def test_wrong_data_name_gets_a_hint(stream_cifar):
+  with pytest.raises(input_options.DataError) as e:
+    data_dir_checks.check_data_dir(
+      options(stream_cifar[0], 'imagenet'), 'train'
+    )
+  _assert_one_line_naming(e, stream_cifar[0], '--data_name=cifar10')
 
 
-def test_cifar_file_that_is_not_a_batch(cifar, tmp_path):
-  for name in os.listdir(cifar[0]):
-    os.symlink(os.path.join(cifar[0], name), tmp_path / name)
+def test_cifar_file_that_is_not_a_batch(stream_cifar, tmp_path):
+  for name in os.listdir(stream_cifar[0]):
+    os.symlink(os.path.join(stream_cifar[0], name), tmp_path / name)
   os.remove(tmp_path / 'test_batch')
   (tmp_path / 'test_batch').write_bytes(b'not a pickle at all')
   opts = options(str(tmp_path), 'cifar10')
-  files = data_sources.check_data_dir(opts, 'validation')
-  with pytest.raises(data_sources.DataError) as e:
+  files = data_dir_checks.check_data_dir(opts, 'validation')
+  with pytest.raises(input_options.DataError) as e:
     build(opts, subset='validation', train=False)
   _assert_one_line_naming(e, files[0], 'not a CIFAR-10 python batch')
 
@@ -446,7 +369,7 @@ def test_cifar_pickle_naming_other_code_is_refused(tmp_path):
   path.write_bytes(pickle.dumps({b'data': os.path.join, b'labels': []}))
   for k in range(1, 6):
     (tmp_path / ('data_batch_%d' % k)).write_bytes(b'')
-  with pytest.raises(data_sources.DataError) as e:
+  with pytest.raises(input_options.DataError) as e:
     build(options(str(tmp_path), 'cifar10'), subset='validation', train=False)
   _assert_one_line_naming(e, path, 'refusing to load')
 
@@ -463,7 +386,7 @@ def test_cifar_pickle_protocols(tmp_path, protocol):
   opts = options(str(tmp_path), 'cifar10')
   if protocol == 2:
     # Python 3 writes bytes under protocol 2 as latin-1 text: no raw block.
-    with pytest.raises(data_sources.DataError) as e:
+    with pytest.raises(input_options.DataError) as e:
       build(opts, subset='validation', train=False)
     _assert_one_line_naming(e, 'test_batch', 'protocol 4')
     return
@@ -474,15 +397,15 @@ def test_cifar_pickle_protocols(tmp_path, protocol):
   np.testing.assert_array_equal(labels, np.arange(8) % 10)
 
 
-def test_cifar_stream_smaller_than_a_batch(cifar):
-  with pytest.raises(data_sources.DataError) as e:
+def test_cifar_stream_smaller_than_a_batch(stream_cifar):
+  with pytest.raises(input_options.DataError) as e:
     build(
-      options(cifar[0], 'cifar10'),
+      options(stream_cifar[0], 'cifar10'),
       subset='validation',
       train=False,
       batch_size=CIFAR_VALIDATION + 1,
     )
-  _assert_one_line_naming(e, cifar[0], 'fewer than one batch')
+  _assert_one_line_naming(e, stream_cifar[0], 'fewer than one batch')
 
 
 @pytest.mark.parametrize(
@@ -495,7 +418,7 @@ def test_cifar_stream_smaller_than_a_batch(cifar):
   ],
 )
 def test_bad_input_options(flag, value):
-  with pytest.raises(data_sources.DataError) as e:
+  with pytest.raises(input_options.DataError) as e:
     options('/x', **{flag: value})
   assert '\n' not in str(e.value) and str(value) in str(e.value)
 
@@ -515,7 +438,7 @@ def test_options_from_params():
     datasets_repeat_cached_sample=True,
     tf_random_seed=9,
   )
-  assert data_sources.InputOptions.from_params(p) == options(
+  assert input_options.InputOptions.from_params(p) == options(
     '/data',
     'cifar10',
     distortions=False,
@@ -530,9 +453,9 @@ def test_options_from_params():
   )
 
 
-def test_caching_private_threads_and_cached_sample(imagenet_dir):
+def test_caching_private_threads_and_cached_sample(stream_imagenet_dir):
   opts = options(
-    imagenet_dir,
+    stream_imagenet_dir,
     use_caching=True,
     num_private_threads=2,
     prefetch_buffer_size=3,
@@ -543,290 +466,10 @@ def test_caching_private_threads_and_cached_sample(imagenet_dir):
   assert len(steps) == 8
   # The classic meaning: one raw record repeated, each copy preprocessed
   # (the training crop still differs per example).
-  opts = options(imagenet_dir, repeat_cached_sample=True)
+  opts = options(stream_imagenet_dir, repeat_cached_sample=True)
   graph, inputs = build(opts, batch_size=4)
   steps = run_batches(graph, inputs, 3)
   labels = [int(x) for step in steps for x in step[0][1]]
   assert len(labels) == 12 and len(set(labels)) == 1
   images = np.concatenate([step[0][0] for step in steps])
   assert not np.array_equal(images[0], images[1])
-
-
-# ---- bad data while running -------------------------------------------------
-
-
-def _records(path):
-  """(offsets, payloads) of a TFRecord file, read by hand."""
-  raw = Path(path).read_bytes()
-  offsets, payloads, pos = [], [], 0
-  while pos < len(raw):
-    (length,) = struct.unpack('<Q', raw[pos : pos + 8])
-    offsets.append(pos)
-    payloads.append(raw[pos + 12 : pos + 12 + length])
-    pos += 12 + length + 4
-  return offsets, payloads
-
-
-def _copy_imagenet(src, dst):
-  for name in os.listdir(src):
-    Path(dst, name).write_bytes(Path(src, name).read_bytes())
-  return os.path.join(dst, 'train-00002-of-%05d' % IMAGENET_SHARDS)
-
-
-def _rewrite_example(path, index, change):
-  _, payloads = _records(path)
-  example = tf.train.Example.FromString(payloads[index])
-  change(example.features.feature)
-  payloads[index] = example.SerializeToString()
-  with tf.io.TFRecordWriter(path) as writer:
-    for payload in payloads:
-      writer.write(payload)
-
-
-def _flip_data_byte(path, index):
-  offsets, _ = _records(path)
-  raw = bytearray(Path(path).read_bytes())
-  raw[offsets[index] + 12 + 30] ^= 0xFF
-  Path(path).write_bytes(bytes(raw))
-
-
-def _truncate(path, index):
-  offsets, _ = _records(path)
-  raw = Path(path).read_bytes()
-  Path(path).write_bytes(raw[: offsets[index] + 40])
-
-
-def _set_encoded(make_bytes):
-  def change(feature):
-    encoded = feature['image/encoded'].bytes_list.value[0]
-    feature['image/encoded'].bytes_list.value[0] = make_bytes(encoded)
-
-  return change
-
-
-def _drop_image(feature):
-  del feature['image/encoded']
-
-
-def _set_label(feature):
-  feature['image/class/label'].int64_list.value[0] = 4000
-
-
-CORRUPTIONS = {
-  'bad_crc': (_flip_data_byte, 'corrupted record at byte'),
-  'truncated_file': (_truncate, 'truncated record at byte'),
-  'truncated_jpeg': (
-    lambda p, i: _rewrite_example(
-      p, i, _set_encoded(lambda b: b[: len(b) // 2])
-    ),
-    'record 3: ',
-  ),
-  'not_a_jpeg': (
-    lambda p, i: _rewrite_example(
-      p, i, _set_encoded(lambda b: b'GIF89a' + b[6:])
-    ),
-    'record 3: image/encoded is missing or not a JPEG',
-  ),
-  'no_image': (
-    lambda p, i: _rewrite_example(p, i, _drop_image),
-    'record 3: image/encoded',
-  ),
-  'bad_label': (
-    lambda p, i: _rewrite_example(p, i, _set_label),
-    'record 3: image/class/label',
-  ),
-}
-
-
-@pytest.mark.parametrize('train', [True, False])
-@pytest.mark.parametrize('corruption', sorted(CORRUPTIONS))
-def test_bad_record_mid_run_is_named(imagenet_dir, tmp_path, corruption, train):
-  corrupt, expected = CORRUPTIONS[corruption]
-  bad_file = _copy_imagenet(imagenet_dir, tmp_path)
-  corrupt(bad_file, 3)  # 12 records per file: fails after a few batches
-  opts = options(str(tmp_path))
-  graph, inputs = build(opts, train=train, batch_size=2, num_streams=1)
-  with tf1.Session(graph=graph) as sess:
-    sess.run(inputs.initializer)
-    with pytest.raises(tf.errors.OpError) as e:
-      for _ in range(IMAGENET_TRAIN):  # more than one epoch: bounded
-        sess.run(inputs.batches)
-  assert not isinstance(e.value, tf.errors.OutOfRangeError)
-  line = input_failures.describe_input_failure(opts, 'train', e.value)
-  assert line is not None and '\n' not in line
-  assert bad_file in line and expected in line, line
-
-
-def test_other_errors_are_not_input_errors(imagenet_dir):
-  graph = tf.Graph()
-  with graph.as_default():
-    check = tf.debugging.Assert(tf.constant(False), ['not the input'])
-    with tf1.Session() as sess:
-      with pytest.raises(tf.errors.InvalidArgumentError) as e:
-        sess.run(check)
-  assert (
-    input_failures.describe_input_failure(
-      options(imagenet_dir), 'train', e.value
-    )
-    is None
-  )
-
-
-def test_cifar_file_changed_under_the_pipeline(cifar, tmp_path):
-  for name in os.listdir(cifar[0]):
-    Path(tmp_path, name).write_bytes(Path(cifar[0], name).read_bytes())
-  opts = options(str(tmp_path), 'cifar10')
-  graph, inputs = build(opts, subset='validation', train=False)
-  batch = tmp_path / 'test_batch'
-  batch.write_bytes(batch.read_bytes()[:5000])
-  with tf1.Session(graph=graph) as sess:
-    sess.run(inputs.initializer)
-    with pytest.raises(tf.errors.OpError) as e:
-      for _ in range(10):
-        sess.run(inputs.batches)
-  line = input_failures.describe_input_failure(opts, 'validation', e.value)
-  assert line is not None and '\n' not in line and str(tmp_path) in line
-
-
-def test_tfrecord_framing_check_accepts_good_files(imagenet_dir):
-  for name in sorted(os.listdir(imagenet_dir)):
-    path = os.path.join(imagenet_dir, name)
-    assert input_failures.tfrecord_problem(path) is None
-    offsets, _ = _records(path)
-    for offset in offsets[:3]:  # data checksums, the slow part
-      assert input_failures.tfrecord_problem(path, offset + 12) is None
-
-
-# ---- make_fake_data ---------------------------------------------------------
-
-
-def test_fake_imagenet_is_deterministic(tmp_path):
-  kw = dict(num_train=3, num_validation=1, num_shards=2, image_size=16, seed=4)
-  make_fake_data.write_imagenet(str(tmp_path / 'a'), **kw)
-  make_fake_data.write_imagenet(str(tmp_path / 'b'), **kw)
-  names = sorted(os.listdir(tmp_path / 'a'))
-  assert names == [
-    'train-00000-of-00002',
-    'train-00001-of-00002',
-    'validation-00000-of-00002',
-    'validation-00001-of-00002',
-  ]
-  for name in names:
-    assert (tmp_path / 'a' / name).read_bytes() == (
-      tmp_path / 'b' / name
-    ).read_bytes()
-  _, payloads = _records(tmp_path / 'a' / 'train-00001-of-00002')
-  feature = tf.train.Example.FromString(payloads[0]).features.feature
-  for key in (
-    'image/height',
-    'image/width',
-    'image/format',
-    'image/filename',
-    'image/class/text',
-    'image/class/synset',
-    'image/object/bbox/xmin',
-  ):
-    assert key in feature
-  assert feature['image/class/label'].int64_list.value[0] == 3  # example 2
-
-
-@pytest.mark.parametrize('data_name', ['imagenet', 'cifar10'])
-def test_separable_images_are_determined_by_the_label(tmp_path, data_name):
-  if data_name == 'imagenet':
-    make_fake_data.write_imagenet(
-      str(tmp_path),
-      num_train=0,
-      num_validation=8,
-      num_shards=1,
-      image_size=24,
-      num_classes=4,
-      separable=True,
-    )
-  else:
-    make_fake_data.write_cifar10(
-      str(tmp_path),
-      num_train=5,
-      num_validation=8,
-      num_classes=4,
-      separable=True,
-    )
-  graph, inputs = build(
-    options(str(tmp_path), data_name),
-    subset='validation',
-    train=False,
-    batch_size=8,
-    image_size=24 if data_name == 'imagenet' else 32,
-  )
-  ((images, labels),) = run_batches(graph, inputs, 1)[0]
-  means = images.reshape(8, -1).mean(axis=1)
-  assert images.reshape(8, -1).std(axis=1).max() < 0.02  # solid
-  first = 1 if data_name == 'imagenet' else 0
-  for mean, label in zip(means, labels):
-    level = make_fake_data.grey_level(label - first, 4) / 255 * 2 - 1
-    assert abs(mean - level) < 0.03
-
-
-def test_cli(tmp_path):
-  out = tmp_path / 'c'
-  cmd = [
-    sys.executable,
-    str(REPO / 'scripts' / 'make_fake_data.py'),
-    '--data_name=cifar10',
-    '--output_dir=%s' % out,
-    '--num_train=10',
-    '--num_validation=5',
-    '--separable',
-    '--seed=3',
-  ]
-  done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-  assert done.returncode == 0, done.stderr
-  assert sorted(os.listdir(out)) == sorted(
-    ['batches.meta', 'test_batch'] + ['data_batch_%d' % k for k in range(1, 6)]
-  )
-  with open(out / 'test_batch', 'rb') as f:
-    batch = pickle.load(f, encoding='bytes')
-  assert batch[b'data'].shape == (5, 3072) and batch[b'labels'] == list(
-    range(5)
-  )
-
-
-def test_cli_rejects_bad_arguments(tmp_path, capsys):
-  for bad in ('--num_classes=11', '--image_size=64', '--num_train=-1'):
-    with pytest.raises(SystemExit) as e:
-      make_fake_data.main(
-        ['--data_name=cifar10', '--output_dir=%s' % tmp_path, bad]
-      )
-    assert e.value.code == 2
-    assert bad.split('=')[0] in capsys.readouterr().err
-
-
-def test_failure_is_described_for_its_own_subset_only(imagenet_dir, tmp_path):
-  _copy_imagenet(imagenet_dir, tmp_path)
-  bad_file = str(tmp_path / ('validation-00001-of-%05d' % IMAGENET_SHARDS))
-  _rewrite_example(bad_file, 2, _set_encoded(lambda b: b[: len(b) // 2]))
-  opts = options(str(tmp_path))
-  graph = tf.Graph()
-  with graph.as_default(), tf1.name_scope('outer'):
-    streams = [
-      data_sources.tower_batches(
-        opts,
-        subset=subset,
-        train=False,
-        batch_size=2,
-        image_size=MODEL_SIZE,
-        first_stream=0,
-        num_streams=1,
-        num_local_towers=1,
-        host_device='/device:CPU:0',
-      )
-      for subset in ('train', 'validation')
-    ]
-  with tf1.Session(graph=graph) as sess:
-    sess.run([s.initializer for s in streams])
-    sess.run(streams[0].batches)
-    with pytest.raises(tf.errors.InvalidArgumentError) as e:
-      for _ in range(IMAGENET_VALIDATION):
-        sess.run(streams[1].batches)
-  assert input_failures.describe_input_failure(opts, 'train', e.value) is None
-  line = input_failures.describe_input_failure(opts, 'validation', e.value)
-  assert bad_file in line and 'record 2: ' in line, line

@@ -16,8 +16,11 @@ import time
 import numpy as np
 import pytest
 
+from tests.helpers import LAUNCHER
+from tests.helpers import LINEAR_ON_CPU
+from tests.helpers import task_env as _env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAUNCHER = os.path.join(ROOT, 'scripts', 'launch_local_cluster.py')
 TASK_MODULE = 'tests.test_distributed'
 EVERY_WORKER_REPORTS = 'TEST_DISTRIBUTED_EVERY_WORKER_REPORTS'
 # Two workers x one tower x B must train like one local tower x 2B.
@@ -33,12 +36,6 @@ LINEAR = [
   '--display_every=1',
   '--optimizer=sgd',
 ]
-
-
-def _env():
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
-  env.pop('TF_CONFIG', None)
-  return env
 
 
 def launch(
@@ -80,6 +77,13 @@ def launch(
   return proc.returncode, proc.stdout + proc.stderr, records
 
 
+def launch_ok(tmp_path, num_workers, flags, **kwargs):
+  """(output, records) of a launch (see launch) that must exit 0."""
+  rc, out, records = launch(tmp_path, num_workers, flags, **kwargs)
+  assert rc == 0, out[-3000:]
+  return out, records
+
+
 def local_losses(**kw):
   """Losses of the same model run locally (one tower x 2B)."""
   from tests import testing_models
@@ -89,9 +93,7 @@ def local_losses(**kw):
   testing_models.ensure_registered()
   p = params_lib.make_params(
     **{
-      'model': 'test_linear',
-      'data_name': 'cifar10',
-      'device': 'cpu',
+      **LINEAR_ON_CPU,
       'optimizer': 'sgd',
       'display_every': 100,
       **STEPS,
@@ -112,41 +114,48 @@ def worker_losses(records, num_workers):
   return [np.array(by_task[w]) for w in range(num_workers)]
 
 
+# The launcher flags of each cluster manager's tasks.
+TASKS = {
+  'parameter_server': ['--num_ps=1', '--no-controller'],
+  'distributed_replicated': ['--num_ps=1', '--no-controller'],
+  'collective_all_reduce': ['--num_ps=0', '--no-controller'],
+  'distributed_all_reduce': ['--num_ps=0', '--controller'],
+  'hybrid': ['--num_ps=1', '--no-controller'],
+}
+
+
+def cluster_mode(variable_update, *extra, launcher_flags=None):
+  """(variable_update, launcher flags, extra benchmark flags) of a test
+  parametrized over cluster managers (launcher flags: TASKS by default)."""
+  return (variable_update, launcher_flags or TASKS[variable_update], [*extra])
+
+
 MODES = [
-  # (variable_update, launcher flags, extra benchmark flags)
   # Two ps tasks; test_linear's weights (480 bytes) split over both.
-  (
+  cluster_mode(
     'parameter_server',
-    ['--num_ps=2', '--no-controller'],
-    ['--ps_partition_threshold_bytes=100'],
+    '--ps_partition_threshold_bytes=100',
+    launcher_flags=['--num_ps=2', '--no-controller'],
   ),
   # The towers read each variable from the ps (not packed: one RPC each).
-  (
-    'parameter_server',
-    ['--num_ps=1', '--no-controller'],
-    ['--nopack_ps_transfers'],
-  ),
-  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
-  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-  (
-    'distributed_all_reduce',
-    ['--num_ps=0', '--controller'],
-    ['--all_reduce_spec=xring/pscpu'],
-  ),
+  cluster_mode('parameter_server', '--nopack_ps_transfers'),
+  cluster_mode('distributed_replicated'),
+  cluster_mode('collective_all_reduce'),
+  cluster_mode('distributed_all_reduce', '--all_reduce_spec=xring/pscpu'),
   # hybrid, weights (480 B) on the ps and biases all-reduced; and with
   # nothing over the threshold (every variable all-reduced, the ps holding
   # no variable: this once aborted the first step).
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=100'],
-  ),
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=1000000'],
-  ),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=100'),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=1000000'),
 ]
+
+
+def test_modes_cover_every_cluster_manager():
+  """The managers come from the registry: a new cluster manager fails here
+  until MODES runs it (with the launcher flags it needs)."""
+  import variable_mgr  # pylint: disable=g-import-not-at-top
+
+  assert sorted({m[0] for m in MODES}) == variable_mgr.cluster_names()
 
 
 @pytest.mark.parametrize(
@@ -158,14 +167,13 @@ def test_two_workers_train_like_one_tower_double_batch(
   tmp_path, mode, launcher_flags, extra
 ):
   one_graph = mode == 'distributed_all_reduce'
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=' + mode] + extra,
     launcher_flags=launcher_flags,
     every_worker_reports=not one_graph,
   )
-  assert rc == 0, out[-3000:]
   assert len(records) == (1 if one_graph else 2), out[-2000:]
   record = records[0]
   assert record['num_workers'] == 2
@@ -191,13 +199,12 @@ def test_two_workers_train_like_one_tower_double_batch(
 
 def test_hybrid_trains_and_exits(tmp_path):
   # 100 bytes: test_linear's weights (480 B) go to the ps, biases all-reduce.
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=hybrid', '--hybrid_threshold_bytes=100'],
     launcher_flags=['--num_ps=1', '--no-controller'],
   )
-  assert rc == 0, out[-3000:]
   assert len(records) == 1, out[-2000:]  # one line per run: worker 0's
   assert records[0]['task'] == {'job_name': 'worker', 'task_index': 0}
   assert 'ps:0: all clients done' in out
@@ -207,13 +214,12 @@ def test_hybrid_trains_and_exits(tmp_path):
 
 @pytest.mark.slow
 def test_async_parameter_server_runs(tmp_path):
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=parameter_server', '--nocross_replica_sync'],
     launcher_flags=['--num_ps=1'],
   )
-  assert rc == 0, out[-3000:]
   assert 'async' in out and len(records) == 1
 
 
@@ -222,14 +228,13 @@ def test_parameter_server_two_towers_per_worker_read_one_packed_copy(
 ):
   # Both towers of a worker read the worker's one packed copy of the
   # variables: 2 workers x 2 towers x B train like one local tower x 4B.
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=parameter_server', '--num_gpus=2'],
     launcher_flags=['--num_ps=1', '--no-controller'],
     every_worker_reports=True,
   )
-  assert rc == 0, out[-3000:]
   per_worker = worker_losses(records, 2)
   np.testing.assert_allclose(
     (per_worker[0] + per_worker[1]) / 2,
@@ -240,7 +245,7 @@ def test_parameter_server_two_towers_per_worker_read_one_packed_copy(
 
 @pytest.mark.slow
 def test_lenet_collective_two_towers_per_worker(tmp_path):
-  rc, out, _ = launch(
+  out, _ = launch_ok(
     tmp_path,
     2,
     [
@@ -254,7 +259,6 @@ def test_lenet_collective_two_towers_per_worker(tmp_path):
     ],
     launcher_flags=['--num_ps=0'],
   )
-  assert rc == 0, out[-3000:]
 
 
 def _free_ports(n):
@@ -477,20 +481,16 @@ if __name__ == '__main__':
 
 
 FP16_MODES = [
-  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-  ('distributed_all_reduce', ['--num_ps=0', '--controller'], []),
-  (
+  cluster_mode('collective_all_reduce'),
+  cluster_mode('distributed_all_reduce'),
+  cluster_mode(
     'parameter_server',
-    ['--num_ps=2', '--no-controller'],
-    ['--ps_partition_threshold_bytes=100'],
+    '--ps_partition_threshold_bytes=100',
+    launcher_flags=['--num_ps=2', '--no-controller'],
   ),
-  ('distributed_replicated', ['--num_ps=1', '--no-controller'], []),
+  cluster_mode('distributed_replicated'),
   # weights on the ps, biases all-reduced: one decision spans both.
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=100'],
-  ),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=100'),
 ]
 
 
@@ -518,14 +518,13 @@ def test_fp16_auto_loss_scale_across_workers(
     ]
     + extra
   )
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     flags,
     launcher_flags=launcher_flags,
     every_worker_reports=not one_graph,
   )
-  assert rc == 0, out[-3000:]
   assert len(records) == (1 if one_graph else 2), out[-2000:]
   for record in records:
     skipped = record['skipped_steps']
@@ -539,15 +538,26 @@ def test_fp16_auto_loss_scale_across_workers(
 
 
 def test_bf16_parameter_server_across_workers(tmp_path):
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     LINEAR + ['--variable_update=parameter_server', '--use_bf16'],
     launcher_flags=['--num_ps=1', '--no-controller'],
   )
-  assert rc == 0, out[-3000:]
   assert records[0]['precision'] == 'bfloat16'
   assert np.all(np.isfinite(records[0]['losses']))
+
+
+def _momentum_flags(train_dir):
+  """LINEAR with momentum (its slots are saved too), no warm-up step and a
+  train_dir; without --num_batches."""
+  return [
+    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
+  ] + [
+    '--optimizer=momentum',
+    '--num_warmup_batches=0',
+    '--train_dir=' + train_dir,
+  ]
 
 
 @pytest.mark.parametrize(
@@ -565,24 +575,16 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
   (momentum: the optimizer slots must come back too).
   """
   train_dir = str(tmp_path / 'train')
-  common = [
-    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
-  ]
-  common += [
-    '--optimizer=momentum',
-    '--num_warmup_batches=0',
-    '--train_dir=' + train_dir,
-  ]
+  common = _momentum_flags(train_dir)
 
   def distributed():
-    rc, out, records = launch(
+    out, records = launch_ok(
       tmp_path,
       2,
       common + ['--variable_update=distributed_replicated', '--num_batches=3'],
       launcher_flags=['--num_ps=1', '--no-controller'],
       every_worker_reports=True,
     )
-    assert rc == 0, out[-3000:]
     return sum(worker_losses(records, 2)) / 2
 
   def local():
@@ -592,9 +594,7 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
 
     testing_models.ensure_registered()
     p = params_lib.make_params(
-      model='test_linear',
-      data_name='cifar10',
-      device='cpu',
+      **LINEAR_ON_CPU,
       num_gpus=2,
       batch_size=B,
       optimizer='momentum',
@@ -622,7 +622,7 @@ def test_two_workers_train_on_real_format_data(tmp_path):
 
   data_dir = tmp_path / 'cifar'
   make_fake_data.write_cifar10(str(data_dir), num_train=100, num_validation=20)
-  rc, out, records = launch(
+  out, records = launch_ok(
     tmp_path,
     2,
     [
@@ -637,24 +637,15 @@ def test_two_workers_train_on_real_format_data(tmp_path):
     ],
     launcher_flags=['--num_ps=1', '--no-controller'],
   )
-  assert rc == 0, out[-3000:]
   assert records[0]['data_dir'] == str(data_dir)
   assert np.all(np.isfinite(records[0]['losses']))
 
 
 RESUME_MODES = [
-  ('parameter_server', ['--num_ps=1', '--no-controller'], []),
-  ('collective_all_reduce', ['--num_ps=0', '--no-controller'], []),
-  (
-    'hybrid',
-    ['--num_ps=1', '--no-controller'],
-    ['--hybrid_threshold_bytes=100'],
-  ),
-  (
-    'distributed_all_reduce',
-    ['--num_ps=0', '--controller'],
-    ['--all_reduce_spec=xring'],
-  ),
+  cluster_mode('parameter_server'),
+  cluster_mode('collective_all_reduce'),
+  cluster_mode('hybrid', '--hybrid_threshold_bytes=100'),
+  cluster_mode('distributed_all_reduce', '--all_reduce_spec=xring'),
 ]
 
 
@@ -667,28 +658,22 @@ def test_cluster_run_resumes_from_its_checkpoint(
   """3 steps, then 3 resumed steps in a new cluster == 6 local steps."""
   one_graph = mode == 'distributed_all_reduce'  # the controller reports
   train_dir = str(tmp_path / 'train')
-  common = [
-    f for f in LINEAR if not f.startswith(('--num_batches', '--optimizer'))
-  ]
-  common += [
-    '--optimizer=momentum',
-    '--num_warmup_batches=0',
+  common = _momentum_flags(train_dir) + [
     '--num_batches=3',
-    '--train_dir=' + train_dir,
     '--variable_update=' + mode,
-  ] + extra
+  ]
+  common += extra
 
   def part(name):
     run_dir = tmp_path / name
     run_dir.mkdir()
-    rc, out, records = launch(
+    out, records = launch_ok(
       run_dir,
       2,
       common,
       launcher_flags=launcher_flags,
       every_worker_reports=not one_graph,
     )
-    assert rc == 0, out[-3000:]
     losses = (
       np.array(records[0]['losses'])
       if one_graph

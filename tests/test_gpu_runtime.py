@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import helpers
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.config import runtime_fields
-from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.platform import devices
 from tf_cnn_benchmarks.platform import gpu_runtime
 
@@ -354,23 +355,18 @@ def _write_cifar(tmp_path):
 
 
 def _two_tower_batches(data_dir, device_prefetch):
-  options = data_sources.InputOptions(
+  options = input_options.InputOptions(
     data_dir, data_name='cifar10', device_prefetch=device_prefetch
   )
-  graph = tf.Graph()
-  with graph.as_default():
-    streams = data_sources.tower_batches(
-      options,
-      subset='train',
-      train=False,
-      batch_size=2,
-      image_size=32,
-      first_stream=0,
-      num_streams=2,
-      num_local_towers=2,
-      host_device='/cpu:0',
-      tower_devices=['/cpu:0', '/cpu:1'],
-    )
+  graph, streams = helpers.build_streams(
+    options,
+    train=False,
+    batch_size=2,
+    image_size=32,
+    num_streams=2,
+    host_device='/cpu:0',
+    tower_devices=['/cpu:0', '/cpu:1'],
+  )
   config = tf1.ConfigProto(device_count={'CPU': 2})
   with tf1.Session(graph=graph, config=config) as sess:
     sess.run(streams.initializer)
@@ -398,6 +394,6 @@ def test_prefetch_to_device_is_for_gpu_runs(tmp_path):
   )
   gpu = dataclasses.replace(cpu, device='gpu')
   off = dataclasses.replace(gpu, datasets_use_prefetch=False)
-  assert data_sources.InputOptions.from_params(cpu).device_prefetch == 0
-  assert data_sources.InputOptions.from_params(gpu).device_prefetch == 3
-  assert data_sources.InputOptions.from_params(off).device_prefetch == 0
+  assert input_options.InputOptions.from_params(cpu).device_prefetch == 0
+  assert input_options.InputOptions.from_params(gpu).device_prefetch == 3
+  assert input_options.InputOptions.from_params(off).device_prefetch == 0

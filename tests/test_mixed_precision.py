@@ -10,10 +10,12 @@ from tests import testing_models
 from tests.test_driver import Session
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
+import variable_mgr
 
 tf1 = tf.compat.v1
 
-MANAGERS = ['parameter_server', 'replicated', 'independent']
+# Every manager that runs in one process (from the registry).
+MANAGERS = variable_mgr.local_names()
 
 
 def injectable_run(variable_update, **kw):

@@ -5,15 +5,13 @@ and 3 towers must produce the losses a float64 numpy simulation of full-batch
 training on the same global batch produces (gradients are the mean over towers).
 """
 
-import io
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import helpers
 from tests import testing_models
-from tf_cnn_benchmarks import benchmark_cnn
-from tf_cnn_benchmarks.config import params as params_lib
+from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks.inputs import inputs
 
 tf1 = tf.compat.v1
@@ -101,10 +99,8 @@ def simulate(optimizer, num_towers):
 
 def run_losses(optimizer, num_towers, variable_update):
   testing_models.ensure_registered()
-  p = params_lib.make_params(
-    model='test_linear',
-    data_name='cifar10',
-    device='cpu',
+  result = helpers.run_in_process(
+    **LINEAR_ON_CPU,
     num_gpus=num_towers,
     batch_size=PER_DEVICE_BATCH,
     variable_update=variable_update,
@@ -115,7 +111,6 @@ def run_losses(optimizer, num_towers, variable_update):
     num_warmup_batches=1,
     tf_random_seed=SEED,
   )
-  result = benchmark_cnn.run_benchmark(p, out=io.StringIO())
   return np.array(result.losses)
 
 

@@ -159,19 +159,23 @@ def _main(*flags) -> tuple:
 _TINY = ('--model=test_linear', '--data_name=cifar10', '--batch_size=2')
 
 
-def test_build_only_gpu_nccl_report(tmp_path):
+def _report(tmp_path, *flags):
+  """The placement report of a tiny run with these flags (exit 0)."""
   path = tmp_path / 'p.json'
-  status, _, err = _main(
-    *_TINY,
+  status, _, err = _main(*_TINY, *flags, '--placement_file=%s' % path)
+  assert status == 0, err
+  return json.loads(path.read_text())
+
+
+def test_build_only_gpu_nccl_report(tmp_path):
+  report = _report(
+    tmp_path,
     '--device=gpu',
     '--num_gpus=2',
     '--variable_update=replicated',
     '--all_reduce_spec=nccl',
     '--build_only',
-    '--placement_file=%s' % path,
   )
-  assert status == 0, err
-  report = json.loads(path.read_text())
   towers = ['/device:GPU:0', '/device:GPU:1']
   assert report['run']['tower_devices'] == towers
   assert report['run']['build_only'] is True
@@ -201,18 +205,14 @@ def test_build_only_gpu_nccl_report(tmp_path):
 
 
 def test_parameter_server_gradient_crosses_to_the_variable(tmp_path):
-  path = tmp_path / 'p.json'
-  status, _, err = _main(
-    *_TINY,
+  summary = _report(
+    tmp_path,
     '--device=gpu',
     '--num_gpus=2',
     '--variable_update=parameter_server',
     '--local_parameter_device=cpu',
     '--build_only',
-    '--placement_file=%s' % path,
-  )
-  assert status == 0, err
-  summary = json.loads(path.read_text())['summary']
+  )['summary']
   for r in summary['reductions']:
     assert r['algorithm'] == 'mean'
     assert r['reduce_devices'] == ['/device:CPU:0'] == r['apply_devices']
@@ -261,18 +261,14 @@ def test_build_only_refusals(flags, message):
 
 
 def test_a_real_cpu_run_writes_the_report_after_building(tmp_path):
-  path = tmp_path / 'p.json'
-  status, _, err = _main(
-    *_TINY,
+  report = _report(
+    tmp_path,
     '--device=cpu',
     '--num_gpus=2',
     '--variable_update=replicated',
     '--num_batches=1',
     '--num_warmup_batches=0',
-    '--placement_file=%s' % path,
   )
-  assert status == 0, err
-  report = json.loads(path.read_text())
   assert report['run']['build_only'] is False
   assert report['run']['tower_devices'] == ['/device:CPU:0', '/device:CPU:1']
   kernels = report['summary']['kernel_check']

@@ -7,50 +7,39 @@ resume, and the bad-data exits of the command line.
 
 import io
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from scripts import make_fake_data
+from tests import helpers
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope='module')
 def imagenet_dir(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('imagenet'))
-  make_fake_data.write_imagenet(
-    path, num_train=32, num_validation=16, num_shards=4, image_size=64, seed=1
+  return helpers.fake_imagenet(
+    tmp_path_factory,
+    num_train=32,
+    num_validation=16,
+    num_shards=4,
+    image_size=64,
+    seed=1,
   )
-  return path
 
 
 @pytest.fixture(scope='module')
 def cifar_dir(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('cifar'))
-  make_fake_data.write_cifar10(path, num_train=100, num_validation=40, seed=1)
+  path, _ = helpers.fake_cifar10(
+    tmp_path_factory, num_train=100, num_validation=40, seed=1
+  )
   return path
 
 
 @pytest.fixture(scope='module')
 def separable_imagenet_dir(tmp_path_factory):
-  """Two classes, each one solid grey level (black / white)."""
-  path = str(tmp_path_factory.mktemp('separable'))
-  make_fake_data.write_imagenet(
-    path,
-    num_train=64,
-    num_validation=16,
-    num_classes=2,
-    num_shards=2,
-    image_size=40,
-    separable=True,
-    seed=2,
-  )
-  return path
+  return helpers.separable_imagenet(tmp_path_factory)
 
 
 def run(**kw):
@@ -135,21 +124,11 @@ def test_resume_on_real_data_starts_at_the_saved_step(cifar_dir, tmp_path):
 
 
 def _cli(*flags):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'tf_cnn_benchmarks',
-      '--device=cpu',
-      '--num_batches=2',
-      '--num_warmup_batches=0',
-      *flags,
-    ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
+  return helpers.run_benchmark(
+    '--device=cpu',
+    '--num_batches=2',
+    '--num_warmup_batches=0',
+    *flags,
     timeout=180,
   )
 

@@ -17,11 +17,13 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import dataset_options_pb2
 
+from tests import helpers
 from tests import testing_models
+from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks import __main__ as entry
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
-from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.platform import runtime_knobs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,9 +55,7 @@ def imagenet_dir(tmp_path_factory):
 def make(**kw):
   testing_models.ensure_registered()
   common = dict(
-    model='test_linear',
-    data_name='cifar10',
-    device='cpu',
+    **LINEAR_ON_CPU,
     num_gpus=2,
     variable_update='replicated',
     batch_size=4,
@@ -79,16 +79,12 @@ def validation_pipeline(data_dir, **kw):
   """(interleave op, dataset Options proto, labels of one pass)."""
   graph = tf.Graph()
   with graph.as_default():
-    inputs = data_sources.tower_batches(
-      data_sources.InputOptions(data_dir=data_dir, data_name='imagenet', **kw),
+    inputs = helpers.add_streams(
+      helpers.input_options(data_dir, **kw),
       subset='validation',
       train=False,
       batch_size=2,
       image_size=32,
-      first_stream=0,
-      num_streams=1,
-      num_local_towers=1,
-      host_device='/device:CPU:0',
     )
   ops = graph.get_operations()
   (interleave,) = [op for op in ops if 'InterleaveDataset' in op.type]
@@ -146,7 +142,7 @@ def test_interleave_flags_reach_the_input_options():
     datasets_sloppy_parallel_interleave=True,
     datasets_parallel_interleave_prefetch=2,
   )
-  options = data_sources.InputOptions.from_params(p)
+  options = input_options.InputOptions.from_params(p)
   assert (options.sloppy_interleave, options.interleave_prefetch) == (True, 2)
   with pytest.raises(params_lib.ParamsError, match='interleave_prefetch=0'):
     make(datasets_parallel_interleave_prefetch=0)

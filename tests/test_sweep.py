@@ -8,7 +8,6 @@ import json
 import os
 from pathlib import Path
 import re
-import subprocess
 import sys
 
 import pytest
@@ -19,6 +18,7 @@ sys.path.insert(0, str(REPO / 'scripts'))
 
 import sweep  # noqa: E402
 
+from tests import helpers  # noqa: E402
 from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402
 
 GRID_2X2 = [
@@ -50,8 +50,6 @@ def run_sweep(tmp_path, *args, env=None, name='demo'):
   child_env['FAKE_BENCH_COUNTER'] = str(tmp_path / 'counter.txt')
   child_env.update(env or {})
   command = [
-    sys.executable,
-    'scripts/sweep.py',
     '--name',
     name,
     '--results_dir',
@@ -59,14 +57,7 @@ def run_sweep(tmp_path, *args, env=None, name='demo'):
     '--module',
     'fake_benchmark',
   ] + list(args)
-  return subprocess.run(
-    command,
-    cwd=REPO,
-    env=child_env,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  return helpers.run_script('sweep.py', *command, env=child_env)
 
 
 def read_results(tmp_path, name='demo'):
@@ -346,6 +337,17 @@ def test_error_line_prefers_the_specific_exception(tmp_path):
   assert sweep.log_error_line(str(log)) is None
 
 
+def _dry_run(tmp_path, grid):
+  return helpers.run_script(
+    'sweep.py',
+    '--name=c',
+    '--grid=%s' % grid,
+    '--results_dir=%s' % tmp_path,
+    '--dry_run',
+    timeout=60,
+  )
+
+
 def test_compound_axis_sets_flags_together(tmp_path):
   grid = tmp_path / 'g.grid'
   grid.write_text(
@@ -353,19 +355,7 @@ def test_compound_axis_sets_flags_together(tmp_path):
     'parameter_server+, replicated+xring\n'
     'axis num_gpus = 1, 2\n'
   )
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(REPO / 'scripts' / 'sweep.py'),
-      '--name=c',
-      '--grid=%s' % grid,
-      '--results_dir=%s' % tmp_path,
-      '--dry_run',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=60,
-  )
+  proc = _dry_run(tmp_path, grid)
   assert proc.returncode == 0, proc.stderr
   out = proc.stdout
   assert '--variable_update=parameter_server' in out
@@ -373,36 +363,17 @@ def test_compound_axis_sets_flags_together(tmp_path):
   assert out.count('--all_reduce_spec=') == 2  # only the replicated points
   bad = tmp_path / 'bad.grid'
   bad.write_text('axis variable_update+all_reduce_spec = replicated\n')
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(REPO / 'scripts' / 'sweep.py'),
-      '--name=c',
-      '--grid=%s' % bad,
-      '--results_dir=%s' % tmp_path,
-      '--dry_run',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=60,
-  )
+  proc = _dry_run(tmp_path, bad)
   assert proc.returncode == 2 and 'needs 2 parts' in proc.stderr
 
 
 def test_real_benchmark_sweep_then_compare(tmp_path):
   """sweep.py drives the real benchmark; compare.py reads what it wrote."""
   common = [
-    sys.executable,
-    str(REPO / 'scripts' / 'sweep.py'),
     '--name=real',
     '--results_dir=%s' % tmp_path,
     '--timeout=240',
-    '--axis',
-    'num_gpus=1,2',
-    '--axis',
-    'variable_update=parameter_server,replicated',
-    '--fixed',
-    'model=trivial',
+    *GRID_2X2,
     '--fixed',
     'data_name=cifar10',
     '--fixed',
@@ -414,9 +385,7 @@ def test_real_benchmark_sweep_then_compare(tmp_path):
     '--fixed',
     'num_warmup_batches=1',
   ]
-  proc = subprocess.run(
-    common, capture_output=True, text=True, timeout=900, cwd=str(REPO)
-  )
+  proc = helpers.run_script('sweep.py', *common, timeout=900)
   assert proc.returncode == 0, proc.stdout + proc.stderr
   lines = [
     json.loads(line)
@@ -431,16 +400,8 @@ def test_real_benchmark_sweep_then_compare(tmp_path):
     (2, 'parameter_server'),
     (2, 'replicated'),
   ]
-  table = subprocess.run(
-    [
-      sys.executable,
-      str(REPO / 'scripts' / 'compare.py'),
-      str(tmp_path / 'real.jsonl'),
-      '--csv',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=120,
+  table = helpers.run_script(
+    'compare.py', str(tmp_path / 'real.jsonl'), '--csv'
   )
   assert table.returncode == 0, table.stderr
   assert 'replicated' in table.stdout and 'efficiency' in table.stdout

@@ -138,12 +138,12 @@ def _bad_input_errors() -> tuple:
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.cluster import spec
   from tf_cnn_benchmarks.evaluation import evaluation
-  from tf_cnn_benchmarks.inputs import data_sources
+  from tf_cnn_benchmarks.inputs import input_options
   from tf_cnn_benchmarks.reporting import outputs
   from tf_cnn_benchmarks.training import checkpoints
 
   return (
-    data_sources.DataError,
+    input_options.DataError,
     checkpoints.CheckpointError,
     evaluation.EvalError,
     outputs.OutputError,

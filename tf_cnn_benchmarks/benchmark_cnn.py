@@ -28,8 +28,9 @@ from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.evaluation import eval_runs
 from tf_cnn_benchmarks.evaluation import eval_schedule
 from tf_cnn_benchmarks.evaluation import evaluation
-from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import data_dir_checks
 from tf_cnn_benchmarks.inputs import input_failures
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.observability import placement
 from tf_cnn_benchmarks.observability import summaries as observability
 from tf_cnn_benchmarks.platform import devices
@@ -133,14 +134,14 @@ class BenchmarkCNN:
     self.eval_summaries = self._eval_summaries()
     self._wire_values()
 
-  def _checked_data_options(self) -> data_sources.InputOptions | None:
+  def _checked_data_options(self) -> input_options.InputOptions | None:
     """--data_dir's input settings (None: synthetic), its splits checked."""
     params = self.params
     if not params.data_dir:
       return None
-    options = data_sources.InputOptions.from_params(params)
+    options = input_options.InputOptions.from_params(params)
     for subset in self.subsets():  # bad data: DataError before any graph
-      data_sources.check_data_dir(options, subset)
+      data_dir_checks.check_data_dir(options, subset)
     return options
 
   def _default_run_context(self, traits, reports_results):
@@ -540,5 +541,5 @@ def _naming_bad_data(bench: BenchmarkCNN, fn):
           bench.data_options, subset, e
         )
         if message:
-          raise data_sources.DataError(message) from None
+          raise input_options.DataError(message) from None
       raise

@@ -26,24 +26,27 @@ import functools
 import re
 import struct
 import time
+import typing
 from typing import Optional
 
 import tensorflow as tf
 
 from tf_cnn_benchmarks.config import datasets
-from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import data_dir_checks
+from tf_cnn_benchmarks.inputs import imagenet_records
+from tf_cnn_benchmarks.inputs import input_options
 
 tf1 = tf.compat.v1
 
-# The assert data of data_sources' record checks, as the message shows it.
+# The assert data of imagenet_records' record checks, as the message shows it.
 _BAD_RECORD_RE = re.compile(
   r'\[%s\] \[(.*?)\] \[record\] \[(\d+)\] \[([^\]]*)\]'
-  % data_sources.BAD_RECORD_TAG
+  % imagenet_records.BAD_RECORD_TAG
 )
 # An input node's name: [outer scopes/]real_input[_N]/<subset>/tower_<t>/...
 _INPUT_NODE_RE = re.compile(
   r'(?<!\w)%s(?:_\d+)?/(%s)/'
-  % (data_sources.INPUT_SCOPE, '|'.join(data_sources.SUBSETS))
+  % (input_options.INPUT_SCOPE, '|'.join(input_options.SUBSETS))
 )
 # "Error in user-defined function passed to MapDataset:52 transformation
 # with iterator: Iterator::Root::ParallelMapV2: " before the actual error.
@@ -56,7 +59,7 @@ _DEFAULT_TIME_BUDGET_S = 30.0
 
 
 def describe_input_failure(
-  options: data_sources.InputOptions,
+  options: input_options.InputOptions,
   subset: str,
   error: Exception,
   *,
@@ -95,28 +98,37 @@ def describe_input_failure(
       'examples than one batch?): %s' % (flag, subset, core)
     )
   try:
-    files = data_sources.check_data_dir(options, subset)
-  except data_sources.DataError as e:
+    files = data_dir_checks.check_data_dir(options, subset)
+  except input_options.DataError as e:
     return str(e)
   if options.data_name == 'imagenet' and isinstance(
     error, (tf.errors.DataLossError, tf.errors.InvalidArgumentError)
   ):
-    deadline = time.monotonic() + time_budget_s
-    if isinstance(error, tf.errors.DataLossError):
-      found, checked = _find_corrupt_tfrecord(files, core, deadline)
-    else:
-      found, checked = _find_bad_record(
-        files, datasets.get(options.data_name).num_classes, deadline
-      )
-    if found:
-      return 'bad input data in %s' % found
-    if checked < len(files):
-      return (
-        '%s: input failed (%s); the bad file is not among the %d of %d '
-        '%s files checked in %gs'
-        % (flag, core, checked, len(files), subset, time_budget_s)
-      )
+    line = _search_bad_file(options, subset, error, core, files, time_budget_s)
+    if line:
+      return line
   return '%s: input failed: %s' % (flag, core)
+
+
+def _search_bad_file(options, subset, error, core, files, time_budget_s):
+  """The line naming the corrupt ImageNet file or bad record, or saying how
+  far the search got; None when every file was checked and none is bad."""
+  deadline = time.monotonic() + time_budget_s
+  if isinstance(error, tf.errors.DataLossError):
+    found, checked = _find_corrupt_tfrecord(files, core, deadline)
+  else:
+    found, checked = _find_bad_record(
+      files, datasets.get(options.data_name).num_classes, deadline
+    )
+  if found:
+    return 'bad input data in %s' % found
+  if checked < len(files):
+    return (
+      '--data_dir=%s: input failed (%s); the bad file is not among the %d '
+      'of %d %s files checked in %gs'
+      % (options.data_dir, core, checked, len(files), subset, time_budget_s)
+    )
+  return None
 
 
 def _input_subset(error: Exception, message: str) -> Optional[str]:
@@ -129,7 +141,7 @@ def _input_subset(error: Exception, message: str) -> Optional[str]:
     match = _INPUT_NODE_RE.search(text)
     if match:
       return match.group(1)
-  return '' if data_sources.BAD_RECORD_TAG in message else None
+  return '' if imagenet_records.BAD_RECORD_TAG in message else None
 
 
 def _core_message(message: str) -> str:
@@ -238,16 +250,26 @@ def _find_corrupt_tfrecord(files, core: str, deadline: float):
   return None, len(files)
 
 
-def _find_bad_record(files, num_classes: int, deadline: float):
-  """(phrase naming the first record that fails to parse or decode, or None,
-  files checked)."""
+class _RecordCheck(typing.NamedTuple):
+  """The graph that checks one file's records (fed `path` and `skip`)."""
+
+  graph: tf.Graph
+  path: tf.Tensor  # placeholder: the file
+  skip: tf.Tensor  # placeholder: records before the one `rerun` checks
+  total: tf.Tensor  # records in the file
+  first_gap: tf.Tensor  # (index after the last good record, first bad or -1)
+  rerun: tf.Tensor  # checks record `skip` alone (fails with its error)
+
+
+def _record_check(num_classes: int) -> _RecordCheck:
+  """Builds the record-checking graph (parse, checks, full decode)."""
   graph = tf.Graph()
   with graph.as_default(), tf.device('/device:CPU:0'):
     path = tf1.placeholder(tf.string, [])
     skip = tf1.placeholder(tf.int64, [])
 
     def check(index, serialized):
-      encoded, label, _ = data_sources.checked_imagenet_record(
+      encoded, label, _ = imagenet_records.checked_imagenet_record(
         path, index, serialized, num_classes
       )
       image = tf.io.decode_jpeg(encoded, channels=3)
@@ -282,20 +304,29 @@ def _find_bad_record(files, num_classes: int, deadline: float):
       .map(check)
       .reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
     )
+  return _RecordCheck(graph, path, skip, total, first_gap, rerun)
+
+
+def _find_bad_record(files, num_classes: int, deadline: float):
+  """(phrase naming the first record that fails to parse or decode, or None,
+  files checked)."""
+  g = _record_check(num_classes)
   config = tf1.ConfigProto(device_count={'GPU': 0})
-  with tf1.Session(graph=graph, config=config) as sess:
+  with tf1.Session(graph=g.graph, config=config) as sess:
     for checked, name in enumerate(files):
       if time.monotonic() > deadline:
         return None, checked
       try:
-        count, (next_index, gap) = sess.run([total, first_gap], {path: name})
+        count, (next_index, gap) = sess.run(
+          [g.total, g.first_gap], {g.path: name}
+        )
       except tf.errors.DataLossError as e:
         return '%s: %s' % (name, _core_message(e.message)), checked + 1
       bad = gap if gap >= 0 else (next_index if next_index < count else -1)
       if bad < 0:
         continue
       try:
-        sess.run(rerun, {path: name, skip: bad})
+        sess.run(g.rerun, {g.path: name, g.skip: bad})
         reason = 'fails to decode'
       except tf.errors.OpError as e:
         match = _BAD_RECORD_RE.search(e.message)

@@ -12,6 +12,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from tf_cnn_benchmarks.inputs import data_sources
+from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.inputs import inputs
 from tf_cnn_benchmarks.training import xla
 
@@ -20,7 +21,7 @@ from tf_cnn_benchmarks.training import xla
 class InputSource:
   """Where a run's examples come from and what shape they have."""
 
-  options: data_sources.InputOptions | None  # None: synthetic data
+  options: input_options.InputOptions | None  # None: synthetic data
   image_size: int
   depth: int
   num_classes: int
