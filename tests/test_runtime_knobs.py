@@ -25,6 +25,7 @@ from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import input_options
 from tf_cnn_benchmarks.platform import runtime_knobs
+from tf_cnn_benchmarks.reporting import outputs
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / 'scripts'))
@@ -262,9 +263,7 @@ def test_benchmark_log_dir_gets_the_record_with_the_test_id(tmp_path):
     )
   logged = [
     json.loads(line)
-    for line in (log_dir / runtime_knobs.BENCHMARK_LOG_NAME)
-    .read_text()
-    .splitlines()
+    for line in (log_dir / outputs.BENCHMARK_LOG_NAME).read_text().splitlines()
   ]
   written = [json.loads(line) for line in result_file.read_text().splitlines()]
   assert logged == written  # the same records, one per run
@@ -292,9 +291,7 @@ def test_eval_lines_go_to_the_benchmark_log_too(tmp_path):
   )
   (logged,) = [
     json.loads(line)
-    for line in (log_dir / runtime_knobs.BENCHMARK_LOG_NAME)
-    .read_text()
-    .splitlines()
+    for line in (log_dir / outputs.BENCHMARK_LOG_NAME).read_text().splitlines()
   ]
   assert (logged['mode'], logged['benchmark_test_id']) == ('eval', 'eval-1')
   assert logged['top_1_accuracy'] == evaluated.evaluation.top_1_accuracy

@@ -518,7 +518,7 @@ def run_benchmark(
     record = result.to_record()
     if p.result_file:
       outputs.write_results(p.result_file, [record])
-    runtime_knobs.write_benchmark_log(p, [record])
+    outputs.write_benchmark_log(p, [record])
   return result
 
 

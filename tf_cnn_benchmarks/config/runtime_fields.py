@@ -131,7 +131,7 @@ class KnobSettings:
   )
   benchmark_log_dir: Optional[str] = fields.field(
     None,
-    # runtime_knobs.BENCHMARK_LOG_NAME (platform imports no config).
+    # reporting/outputs.BENCHMARK_LOG_NAME (config imports no reporting).
     "Also append the run's results line(s) to benchmark_run.log in this "
     'directory.',
     topic=fields.OBSERVABILITY,

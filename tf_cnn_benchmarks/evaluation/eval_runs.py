@@ -14,7 +14,7 @@ from typing import Callable
 from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.evaluation import eval_schedule
 from tf_cnn_benchmarks.evaluation import evaluation
-from tf_cnn_benchmarks.platform import runtime_knobs
+from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import result_lines
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
@@ -63,7 +63,7 @@ def _evaluate_one(
   record = result.to_record()
   if p.result_file:  # as it comes: an evaluator may run for hours
     result_lines.append_json_line(p.result_file, record)
-  runtime_knobs.write_benchmark_log(p, [record])
+  outputs.write_benchmark_log(p, [record])
   return result
 
 

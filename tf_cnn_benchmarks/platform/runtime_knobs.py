@@ -17,9 +17,9 @@ config/runtime_fields.py (KnobSettings). What they do:
     --datasets_parallel_interleave_prefetch.
   Profiling (profiling.py): --tfprof_file, --partitioned_graph_file_prefix,
     --use_chrome_trace_format.
-  Records: --benchmark_log_dir gets the run's results line(s) too (file
-    `benchmark_run.log`, one JSON line per run), and --benchmark_test_id is a
-    free-form label written into every results line.
+  Records (reporting/outputs.py): --benchmark_log_dir gets the results
+    line(s) (file `benchmark_run.log`, one JSON line per run), and
+    --benchmark_test_id is a free-form label written into every results line.
 """
 
 from __future__ import annotations
@@ -29,12 +29,8 @@ import os
 import sys
 from typing import Optional
 
-from tf_cnn_benchmarks.reporting import outputs
-from tf_cnn_benchmarks.reporting import result_lines
-
 # The file --benchmark_log_dir gets (the classic model-garden logger's name
 # for the record of a run).
-BENCHMARK_LOG_NAME = 'benchmark_run.log'
 
 
 def check(p, error_cls) -> None:
@@ -128,21 +124,3 @@ def header_rows(
   elif not p.enable_optimizations:
     rows.append(('Graph opts', 'off (--noenable_optimizations)'))
   return rows
-
-
-def write_benchmark_log(p, records) -> Optional[str]:
-  """Appends `records` (results lines) to --benchmark_log_dir's log file.
-
-  Returns the file written, or None without --benchmark_log_dir.
-  """
-  if not p.benchmark_log_dir:
-    return None
-  path = os.path.join(p.benchmark_log_dir, BENCHMARK_LOG_NAME)
-  try:
-    result_lines.append_json_lines(path, records)
-  except OSError as e:
-    raise outputs.OutputError(
-      '--benchmark_log_dir=%s: writing %s failed (%s)'
-      % (p.benchmark_log_dir, BENCHMARK_LOG_NAME, e.strerror or e)
-    ) from None
-  return path

@@ -15,6 +15,9 @@ import stat
 
 from tf_cnn_benchmarks.reporting import result_lines
 
+# The file --benchmark_log_dir gets, one results line per run or evaluation.
+BENCHMARK_LOG_NAME = 'benchmark_run.log'
+
 # Paths a results line may be written to although they are no regular file.
 _STREAMS = ('/dev/stdout', '/dev/stderr', '/proc/self/fd/1', '/proc/self/fd/2')
 
@@ -109,3 +112,21 @@ def write_results(path: str, records) -> None:
       '--result_file=%s: writing the result failed (%s); lines already in '
       'the file are kept' % (path, e.strerror or e)
     ) from None
+
+
+def write_benchmark_log(p, records) -> str | None:
+  """Appends `records` (results lines) to --benchmark_log_dir's log file.
+
+  Returns the file written, or None without --benchmark_log_dir.
+  """
+  if not p.benchmark_log_dir:
+    return None
+  path = os.path.join(p.benchmark_log_dir, BENCHMARK_LOG_NAME)
+  try:
+    result_lines.append_json_lines(path, records)
+  except OSError as e:
+    raise OutputError(
+      '--benchmark_log_dir=%s: writing %s failed (%s)'
+      % (p.benchmark_log_dir, BENCHMARK_LOG_NAME, e.strerror or e)
+    ) from None
+  return path
