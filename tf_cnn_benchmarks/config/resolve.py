@@ -363,19 +363,7 @@ def _check_gpu_all_reduce_in_cluster(p: params_lib.Params, cluster) -> None:
 
 def _check_all_reduce(p: params_lib.Params, manager_cls, device: str) -> None:
   """The all-reduce flags: a parsable spec, used by the manager, runnable."""
-  for name in ('gradient_repacking', 'agg_small_grads_max_bytes'):
-    _require(
-      getattr(p, name) >= 0, '--%s=%d: must be >= 0' % (name, getattr(p, name))
-    )
-  for name in ('agg_small_grads_max_group', 'allreduce_merge_scope'):
-    _require(
-      getattr(p, name) >= 1, '--%s=%d: must be >= 1' % (name, getattr(p, name))
-    )
-  _require(
-    not (p.gradient_repacking and p.agg_small_grads_max_bytes),
-    '--gradient_repacking and --agg_small_grads_max_bytes: use one '
-    'packing, not both',
-  )
+  _check_packing_counts(p)
   reduces = manager_cls.traits.all_reduce
   collective = manager_cls.traits.collective_spec
   for name, default in (
@@ -401,8 +389,29 @@ def _check_all_reduce(p: params_lib.Params, manager_cls, device: str) -> None:
     not (p.hierarchical_copy and p.all_reduce_spec),
     '--hierarchical_copy and --all_reduce_spec: give one reduction, not both',
   )
-  if p.all_reduce_spec is None:
-    return
+  if p.all_reduce_spec is not None:
+    _check_spec_runs_here(p, reduces, device)
+
+
+def _check_packing_counts(p: params_lib.Params) -> None:
+  """The packing and merge counts are in range; one packing at a time."""
+  for name in ('gradient_repacking', 'agg_small_grads_max_bytes'):
+    _require(
+      getattr(p, name) >= 0, '--%s=%d: must be >= 0' % (name, getattr(p, name))
+    )
+  for name in ('agg_small_grads_max_group', 'allreduce_merge_scope'):
+    _require(
+      getattr(p, name) >= 1, '--%s=%d: must be >= 1' % (name, getattr(p, name))
+    )
+  _require(
+    not (p.gradient_repacking and p.agg_small_grads_max_bytes),
+    '--gradient_repacking and --agg_small_grads_max_bytes: use one '
+    'packing, not both',
+  )
+
+
+def _check_spec_runs_here(p: params_lib.Params, reduces, device: str) -> None:
+  """--all_reduce_spec parses, fits the manager and runs on this device."""
   try:
     spec = allreduce.parse_all_reduce_spec(p.all_reduce_spec)
   except allreduce.AllReduceSpecError as e:

@@ -34,15 +34,15 @@ _FETCHED_FIELDS = (
 
 
 def freeze(built, session_config=None):
-  """The frozen version of a forward-only BuiltGraph (benchmark_cnn).
+  """The frozen version of a forward-only BuiltGraph (training/step_graph).
 
   Runs `built.init_ops` and `built.post_init_ops` in a scratch session,
   converts every variable but the global step to a constant, and imports
   the result into a new graph.
 
   Args:
-    built: a benchmark_cnn.BuiltGraph of a forward-only run (no
-      checkpointer, no summaries).
+    built: a step_graph.BuiltGraph of a forward-only run (no checkpointer,
+      no summaries).
     session_config: the ConfigProto of the scratch session.
 
   Returns:
@@ -50,28 +50,10 @@ def freeze(built, session_config=None):
     frozen graph's; its init ops initialise the global step and start the
     input iterators.
   """
-  graph, step = built.graph, built.global_step
   fetched = {f: getattr(built, f) for f in _FETCHED_FIELDS}
-  outputs = {
-    x.name.split(':')[0] for x in tf.nest.flatten(fetched) if x is not None
-  }
-  # The step's ops its VariableDef names, to rebuild it in the new graph.
-  proto = step.to_proto()
-  outputs.update(
-    name.split(':')[0]
-    for name in (proto.initializer_name, proto.snapshot_name)
-    if name
-  )
-  with tf1.Session(graph=graph, config=session_config) as sess:
-    sess.run(built.init_ops)
-    if built.post_init_ops:
-      sess.run(built.post_init_ops)
-    graph_def = tf1.graph_util.convert_variables_to_constants(
-      sess,
-      graph.as_graph_def(add_shapes=True),
-      sorted(outputs),
-      variable_names_blacklist=[step.op.name],
-    )
+  # The step's VariableDef, to rebuild the step variable in the new graph.
+  proto = built.global_step.to_proto()
+  graph_def = _constant_graph_def(built, fetched, proto, session_config)
   frozen = tf.Graph()
   with frozen.as_default():
     tf1.import_graph_def(graph_def, name='')
@@ -101,3 +83,26 @@ def freeze(built, session_config=None):
     tower_grads=(),
     **remapped,
   )
+
+
+def _constant_graph_def(built, fetched, step_proto, session_config):
+  """`built`'s graph with every variable but the step made a constant,
+  keeping what the step fetches and the step variable's own ops."""
+  outputs = {
+    x.name.split(':')[0] for x in tf.nest.flatten(fetched) if x is not None
+  }
+  outputs.update(
+    name.split(':')[0]
+    for name in (step_proto.initializer_name, step_proto.snapshot_name)
+    if name
+  )
+  with tf1.Session(graph=built.graph, config=session_config) as sess:
+    sess.run(built.init_ops)
+    if built.post_init_ops:
+      sess.run(built.post_init_ops)
+    return tf1.graph_util.convert_variables_to_constants(
+      sess,
+      built.graph.as_graph_def(add_shapes=True),
+      sorted(outputs),
+      variable_names_blacklist=[built.global_step.op.name],
+    )
