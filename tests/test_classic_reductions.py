@@ -253,7 +253,7 @@ def test_the_plan_holds_the_spec_parsed_once():
 
 @pytest.mark.parametrize(
   'spec,subdivisions',
-  [(None, -1), ('collective', -1), ('collective#1', -1), ('collective#3', 3)],
+  [(None, -1), ('collective', -1), ('collective#1', 1), ('collective#3', 3)],
 )
 def test_collective_subdivisions_come_from_the_parsed_spec(spec, subdivisions):
   p = params_lib.Params(all_reduce_spec=spec)

@@ -91,6 +91,9 @@ class AlgSpec:
   inter: Optional[str] = None
   shards: int = 1
   inter_shards: int = 1
+  # `#N` was written (collective#1 asks for one subdivision, where a bare
+  # `collective` leaves the count to the runtime); not part of the value.
+  shards_given: bool = dataclasses.field(default=False, compare=False)
 
   def __str__(self):
     text = _alg_text(self.intra, self.shards)
@@ -206,7 +209,7 @@ def _parse_range(text, pos, piece):
     )
   intra, shards = _parse_alg(text, pos, halves[0])
   if len(halves) == 1:
-    return AlgSpec(intra, None, shards)
+    return AlgSpec(intra, None, shards, shards_given='#' in halves[0])
   inter, inter_shards = _parse_alg(text, pos + len(halves[0]) + 1, halves[1])
   return AlgSpec(intra, inter, shards, inter_shards)
 

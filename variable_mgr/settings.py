@@ -98,13 +98,13 @@ class ManagerSettings:
   def collective_subdivisions(self) -> int:
     """N of --all_reduce_spec=collective#N (ring subdivisions), else -1.
 
-    -1 lets the runtime choose, as an unsharded `collective` does in
-    allreduce.collective_all_reduce.
+    -1 (a bare `collective`) lets the runtime choose, as in
+    allreduce.collective_all_reduce; `collective#1` asks for one.
     """
     if self.all_reduce_spec is None:
       return -1
-    shards = self.all_reduce_spec.ranges[0].alg.shards
-    return shards if shards > 1 else -1
+    alg = self.all_reduce_spec.ranges[0].alg
+    return alg.shards if alg.shards_given else -1
 
 
 def _compact_dtype(params) -> Optional[str]:
