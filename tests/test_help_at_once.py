@@ -119,3 +119,19 @@ def _registered_models():
   )
   assert proc.returncode == 0, proc.stderr
   return ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+
+
+def test_help_into_a_closed_pipe_ends_without_a_traceback():
+  # `--help | head -1`: the reader is gone before the help is written.
+  read_end, write_end = os.pipe()
+  os.close(read_end)
+  proc = subprocess.run(
+    [sys.executable, '-m', 'tf_cnn_benchmarks', '--help'],
+    cwd=ROOT,
+    stdout=write_end,
+    stderr=subprocess.PIPE,
+    text=True,
+    timeout=300,
+  )
+  os.close(write_end)
+  assert (proc.returncode, proc.stderr) == (141, '')

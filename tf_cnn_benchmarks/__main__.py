@@ -64,6 +64,13 @@ def main(argv: list[str], *, reports_results: bool | None = None) -> int:
     # an interrupt loses only the unfinished run.
     print('interrupted', file=sys.stderr, flush=True)
     return 130
+  except BrokenPipeError:
+    # The reader of stdout went away (`--help | head`): stop as a shell
+    # tool killed by SIGPIPE would, without a traceback; stdout goes to
+    # /dev/null so the interpreter's final flush does not fail again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
