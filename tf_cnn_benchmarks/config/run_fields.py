@@ -175,7 +175,7 @@ class RunFields:
     graph=True,
   )
 
-  # Multi-worker (see README "Multi-worker"); without --job_name, the
+  # Multi-worker (see docs/multi-worker.md); without --job_name, the
   # TF_CONFIG environment variable is read when set.
   job_name: Optional[str] = fields.field(
     None,
