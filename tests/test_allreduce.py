@@ -405,7 +405,9 @@ def test_all_reduce_takes_a_parsed_spec_only():
 def test_registry_refuses_duplicates():
   with pytest.raises(ValueError, match='already registered'):
     ar.register_algorithm('xring')(lambda tensors, devices, num_shards: [])
-  assert set(ar.algorithm_names()) == {
+  # The classic algorithms are all there (a new one adds to the set without
+  # editing this test).
+  assert set(ar.algorithm_names()) >= {
     'copy',
     'pscpu',
     'psgpu',
