@@ -14,6 +14,7 @@ This module imports no TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 SCHEDULE_FLAGS = (
@@ -159,6 +160,9 @@ class Piecewise:
     return [int(e * steps_per_epoch) - 1 for e in self.epochs]
 
 
+# One parse per text: resolution checks the flag, and the learning-rate
+# schedule the graph is built with gets the same (frozen) value back.
+@functools.lru_cache(maxsize=16)
 def parse_piecewise(text: str) -> Piecewise:
   """'LR0;E1;LR1;...;En;LRn' -> Piecewise; ScheduleError if malformed.
 
