@@ -582,3 +582,16 @@ def test_forward_only_with_train_dir_infers_with_the_checkpoint(tmp_path):
     fresh.losses[-1] - trained.losses[-1]
   )
   assert os.listdir(train_dir).count('checkpoint') == 1
+
+
+def test_fractional_num_epochs_rounds_as_classic():
+  # 0.002568 epochs of cifar10 are 128.4 examples: classic's
+  # int(128.4 + 63) // 64 is 2 steps where ceil(128.4 / 64) was 3.
+  p = params_lib.make_params(
+    device='cpu', data_name='cifar10', batch_size=64, num_epochs=0.002568
+  )
+  assert p.num_batches == 2
+  p = params_lib.make_params(
+    device='cpu', data_name='cifar10', batch_size=64, num_epochs=0.00256
+  )
+  assert p.num_batches == 2  # exactly 128 examples

@@ -13,7 +13,6 @@ of config/, never params.py (which imports this module).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Optional
 
@@ -150,11 +149,11 @@ def _with_defaults(p, model, data_name, cluster, *, device, data_format):
       # As in the classic harness, one step consumes every worker's batches.
       examples = datasets.get(data_name).num_train_examples
       workers = cluster.num_workers if cluster is not None else 1
+      global_batch = batch_size * p.num_gpus * workers
+      # Classic's rounding, not ceil: the fractional example is dropped
+      # before rounding up (128.4 examples in 64s are 2 steps, not 3).
       num_batches = max(
-        1,
-        math.ceil(
-          p.num_epochs * examples / (batch_size * p.num_gpus * workers)
-        ),
+        1, int(p.num_epochs * examples + global_batch - 1) // global_batch
       )
     else:
       num_batches = 100
