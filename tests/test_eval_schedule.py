@@ -133,6 +133,12 @@ def test_num_eval_batches_defaults_as_classic():
     ),
     (dict(eval_during_training_at_specified_steps=[0]), 'not a step >= 1'),
     (dict(eval_during_training_every_n_epochs=-1.0), 'must be > 0'),
+    (dict(eval_during_training_every_n_epochs=float('inf')), 'finite'),
+    (dict(eval_during_training_every_n_epochs=1e-300), 'under one'),
+    (
+      dict(eval_during_training_at_specified_epochs=[float('inf')]),
+      'not a finite number',
+    ),
     (dict(num_eval_batches=2, num_eval_epochs=1.0), 'at most one of them'),
     (dict(eval_batch_size=-1), '--eval_batch_size=-1'),
     (
@@ -341,3 +347,21 @@ def test_eval_dir_that_is_a_file_is_refused_before_any_graph(tmp_path):
   )
   with pytest.raises(outputs.OutputError, match='exists and is not a dir'):
     benchmark_cnn.BenchmarkCNN(p, out=io.StringIO())
+
+
+@pytest.mark.parametrize('value', ['inf', '1e-300'])
+def test_cli_unusable_eval_interval_exits_2(value, capfd):
+  from tests.test_classic_compat import run_main
+
+  status, _, err = run_main(
+    [
+      '--model=trivial',
+      '--device=cpu',
+      '--only_check_args',
+      '--eval_during_training_every_n_epochs=%s' % value,
+    ],
+    capfd,
+  )
+  assert status == 2
+  lines = [line for line in err.splitlines() if 'every_n_epochs' in line]
+  assert len(lines) == 1, err

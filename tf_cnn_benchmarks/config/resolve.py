@@ -103,6 +103,9 @@ def resolve(p: params_lib.Params) -> Resolution:
   input_warnings = input_settings.check(p, data_name, params_lib.ParamsError)
   input_warnings += schedules.check_freezing(p, cluster, params_lib.ParamsError)
   limits.check(p, data_name, model, cluster, params_lib.ParamsError)
+  schedules.check_eval_interval(
+    p, datasets.get(data_name).num_train_examples, params_lib.ParamsError
+  )
   gpu_runtime.check(p, params_lib.ParamsError)
   runtime_knobs.check(p, params_lib.ParamsError)
   resolved = _with_defaults(

@@ -87,8 +87,8 @@ def check_eval(p, error_cls) -> None:
     )
   every = p.eval_during_training_every_n_epochs
   _require(
-    every is None or every > 0,
-    '--eval_during_training_every_n_epochs=%s: must be > 0' % every,
+    every is None or (every > 0 and math.isfinite(every)),
+    '--eval_during_training_every_n_epochs=%s: must be > 0 and finite' % every,
     error_cls,
   )
   for step in p.eval_during_training_at_specified_steps:
@@ -99,12 +99,36 @@ def check_eval(p, error_cls) -> None:
     )
   for epoch in p.eval_during_training_at_specified_epochs:
     _require(
-      epoch > 0,
-      '--eval_during_training_at_specified_epochs: %s is not > 0' % epoch,
+      epoch > 0 and math.isfinite(epoch),
+      '--eval_during_training_at_specified_epochs: %s is not a finite '
+      'number > 0' % epoch,
       error_cls,
     )
   _check_eval_size(p, error_cls)
   _check_target(p, set_flags, error_cls)
+
+
+def check_eval_interval(p, num_train_examples: int, error_cls) -> None:
+  """--eval_during_training_every_n_epochs spans at least one example.
+
+  With the classic rounding (evaluation/eval_schedule.epoch_step) an
+  interval under one example is step 0: the schedule would list an
+  evaluation point per fraction of an example (1e-300 epochs: more points
+  than memory holds).
+
+  Args:
+    p: Params whose check_eval passed.
+    num_train_examples: examples of one training epoch of the dataset.
+    error_cls: raised with one line naming the flag.
+  """
+  every = p.eval_during_training_every_n_epochs
+  _require(
+    not every or every * num_train_examples >= 1,
+    '--eval_during_training_every_n_epochs=%s: the interval is under one '
+    'training example (%d per epoch); give at least %.3g'
+    % (every, num_train_examples, 1.0 / num_train_examples),
+    error_cls,
+  )
 
 
 def _check_eval_size(p, error_cls) -> None:
