@@ -595,3 +595,25 @@ def test_fractional_num_epochs_rounds_as_classic():
     device='cpu', data_name='cifar10', batch_size=64, num_epochs=0.00256
   )
   assert p.num_batches == 2  # exactly 128 examples
+
+
+def test_fp16_nchw_on_cpu_is_refused_at_start(capfd):
+  # TensorFlow's CPU max pooling has no float16 NCHW kernel: the run died in
+  # warm-up with its traceback. float32 and bf16 NCHW run (oneDNN).
+  common = ['--model=alexnet', '--data_name=cifar10', '--device=cpu']
+  status, _, err = run_main(
+    common + ['--use_fp16', '--data_format=NCHW', '--only_check_args'], capfd
+  )
+  assert status == 2
+  lines = [line for line in err.splitlines() if '--use_fp16' in line]
+  assert len(lines) == 1 and 'NHWC' in lines[0], err
+  for flags in (['--use_bf16'], [], ['--use_fp16', '--data_format=NHWC']):
+    p = params_lib.make_params(
+      model='alexnet',
+      data_name='cifar10',
+      device='cpu',
+      data_format='NHWC' if '--use_fp16' in flags else 'NCHW',
+      use_fp16='--use_fp16' in flags,
+      use_bf16='--use_bf16' in flags,
+    )
+    assert p.device == 'cpu'

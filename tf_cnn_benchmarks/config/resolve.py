@@ -272,6 +272,14 @@ def _device_and_format(p: params_lib.Params) -> tuple:
       '--data_format=NCHW on cpu needs oneDNN ops; unset '
       'TF_ENABLE_ONEDNN_OPTS=0 or use --data_format=NHWC',
     )
+    # TensorFlow's CPU max pooling has no float16 NCHW kernel (float32 and
+    # bfloat16 NCHW run through oneDNN): refused here, not in warm-up.
+    _require(
+      not p.use_fp16 or p.build_only,
+      '--use_fp16 with --data_format=NCHW on --device=cpu: TensorFlow has '
+      'no float16 NCHW pooling on CPU; use --data_format=NHWC with '
+      '--use_fp16, or NCHW with float32 or --use_bf16',
+    )
   return device, data_format
 
 
