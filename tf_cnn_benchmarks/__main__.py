@@ -96,8 +96,13 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     )
   if FLAGS.list_models or FLAGS.list_models_with_stats:
     return _list_models(with_stats=FLAGS.list_models_with_stats)
-  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.platform import quiet
+  from tf_cnn_benchmarks.platform import xla_env
 
+  xla_problem = xla_env.problem()  # TensorFlow would abort, silently
+  if xla_problem:
+    return _usage_error(xla_problem)
   quiet.load_tensorflow()  # before any import that loads TensorFlow
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.config import params as params_lib
