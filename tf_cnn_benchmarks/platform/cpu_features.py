@@ -16,6 +16,17 @@ NATIVE_FLAGS = {
   'float16': ('avx512_fp16', 'amx_fp16'),
 }
 _SHORT_NAMES = {'bfloat16': 'bf16', 'float16': 'fp16'}
+# The /proc/cpuinfo flags that change a CPU's matmul peak: one model name
+# (an AMD EPYC) comes with AVX2 only or with AVX-512, depending on the host.
+PEAK_FLAGS = (
+  'avx2',
+  'avx512f',
+  'avx512_bf16',
+  'avx512_fp16',
+  'amx_bf16',
+  'amx_fp16',
+  'amx_tile',
+)
 
 
 def cpu_flags(cpuinfo_text: str) -> frozenset:
@@ -66,3 +77,10 @@ def cpu_model(cpuinfo_text: str | None = None) -> str:
     if line.startswith('model name'):
       return line.split(':', 1)[1].strip()
   return platform.processor() or platform.machine()
+
+
+def peak_flags(cpuinfo_text: str | None = None) -> tuple:
+  """The PEAK_FLAGS this CPU has, in PEAK_FLAGS order (None: read it)."""
+  text = read_cpuinfo() if cpuinfo_text is None else cpuinfo_text
+  have = cpu_flags(text or '')
+  return tuple(name for name in PEAK_FLAGS if name in have)

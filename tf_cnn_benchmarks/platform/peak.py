@@ -3,8 +3,11 @@
 `--peak_tflops_per_device=auto` (the default) times square matmuls of a few
 sizes in the run's compute dtype on the tower device kind (best of several
 repetitions, under ~3 s in all) and caches the figure per machine: the key is
-the CPU (or GPU) model, the core count, the TensorFlow version, the dtype and
-the device kind. The cache is a small JSON file in the user's cache directory
+the CPU (or GPU) model, the CPU's ISA flags that change the peak (AVX2,
+AVX-512, AMX), the core count, the TensorFlow version, the dtype and the
+device kind. The cache is read bounded (a regular file of at most 64 KiB)
+and only plausible figures in it are used; anything else is measured again.
+The cache is a small JSON file in the user's cache directory
 ($TF_CNN_BENCHMARKS_CACHE_DIR, else $XDG_CACHE_HOME/tf_cnn_benchmarks, else
 ~/.cache/tf_cnn_benchmarks). A number gives the peak by hand; `none` turns
 MFU off.
@@ -21,6 +24,7 @@ import dataclasses
 import json
 import math
 import os
+import stat
 import tempfile
 import time
 from typing import Callable, Optional
@@ -33,6 +37,11 @@ _CACHE_FILE = 'peak_tflops.json'
 # Square sizes timed; the largest usually gives the peak on a CPU.
 PROBE_SIZES = (512, 1024, 2048)
 PROBE_BUDGET_S = 2.5
+# A cache holds a few short entries; a larger file is not ours.
+MAX_CACHE_BYTES = 64 * 1024
+# TFLOP/s of one device a cached figure may claim: anything outside is a
+# damaged or hand-edited cache (1e-12 gave an MFU of 1e8).
+PLAUSIBLE_TFLOPS = (1e-4, 1e4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +80,11 @@ def cache_dir(env=None) -> str:
   return os.path.join(base, 'tf_cnn_benchmarks')
 
 
-def machine_key(device_kind: str, dtype_name: str) -> str:
-  """Cache key: device model, core count, TensorFlow version, dtype."""
+def machine_key(
+  device_kind: str, dtype_name: str, cpuinfo_text: Optional[str] = None
+) -> str:
+  """Cache key: device model (a CPU's with its peak ISA flags), core count,
+  TensorFlow version, dtype. cpuinfo_text: /proc/cpuinfo's (None: read)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   if device_kind == 'gpu':
@@ -80,7 +92,12 @@ def machine_key(device_kind: str, dtype_name: str) -> str:
     details = tf.config.experimental.get_device_details(gpus[0]) if gpus else {}
     model = details.get('device_name', 'gpu')
   else:
-    model = cpu_features.cpu_model()
+    if cpuinfo_text is None:
+      cpuinfo_text = cpu_features.read_cpuinfo() or ''
+    model = '%s|isa=%s' % (
+      cpu_features.cpu_model(cpuinfo_text),
+      ','.join(cpu_features.peak_flags(cpuinfo_text)) or 'none',
+    )
   return '%s|%s|cores=%d|tf=%s|%s' % (
     device_kind,
     model,
@@ -160,8 +177,8 @@ def host_peak(
   path = os.path.join(directory, _CACHE_FILE)
   key = machine_key(device_kind, dtype_name)
   cache = _read_cache(path)
-  if isinstance(cache.get(key), (int, float)) and cache[key] > 0:
-    return float(cache[key]), 'cached'
+  if key in cache:
+    return cache[key], 'cached'
   if measure_fn is None:
     return None, None
   value = measure_fn(device_kind, dtype_name)
@@ -171,13 +188,49 @@ def host_peak(
   return value, 'measured'
 
 
+def plausible(value) -> bool:
+  """Whether `value` is a per-device TFLOP/s figure a probe could give."""
+  return (
+    isinstance(value, (int, float))
+    and not isinstance(value, bool)
+    and PLAUSIBLE_TFLOPS[0] <= value <= PLAUSIBLE_TFLOPS[1]
+  )
+
+
 def _read_cache(path: str) -> dict:
+  """The cache's plausible {key: TFLOP/s} entries ({} when none).
+
+  Only a regular file of at most MAX_CACHE_BYTES is read (a device file or
+  a FIFO at the path must not be read without end, or block); a file that
+  is not the JSON object this module writes counts as no cache.
+  """
   try:
-    with open(path) as f:
-      data = json.load(f)
-    return data if isinstance(data, dict) else {}
-  except (OSError, ValueError):
-    return {}  # no cache yet, or a damaged one: measure again
+    # O_NONBLOCK: opening a FIFO does not wait for a writer.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+  except OSError:
+    return {}  # no cache yet: measure
+  try:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE_BYTES:
+      return {}
+    data = os.read(fd, MAX_CACHE_BYTES + 1)
+  except OSError:
+    return {}
+  finally:
+    os.close(fd)
+  if len(data) > MAX_CACHE_BYTES:
+    return {}  # grew while we read it
+  try:
+    cache = json.loads(data.decode('utf-8'))
+  except (ValueError, RecursionError):  # damaged, or nested without end
+    return {}
+  if not isinstance(cache, dict):
+    return {}
+  return {
+    key: float(value)
+    for key, value in cache.items()
+    if isinstance(key, str) and plausible(value)
+  }
 
 
 def _write_cache(path: str, cache: dict) -> None:
@@ -226,3 +279,20 @@ def resolve(
   if tflops is None:
     return None
   return Peak(tflops / max(1, devices_sharing), origin)
+
+
+def over_peak_warning(mfu: Optional[float], result_peak: Optional[Peak]):
+  """One line when MFU is over 100% (the peak is then too low), else None."""
+  if mfu is None or result_peak is None or mfu <= 1.0:
+    return None
+  where = {
+    'given': 'check --peak_tflops_per_device',
+    'cached': 'delete %s to measure it again'
+    % os.path.join(cache_dir(), _CACHE_FILE),
+    'measured': 'the probe may have shared the cores',
+  }.get(result_peak.origin, '')
+  return (
+    'warning: MFU %.2f%% is over 100%%: the %s peak of %.3f TFLOP/s per '
+    'device is probably too low (%s)'
+    % (100 * mfu, result_peak.origin, result_peak.tflops_per_device, where)
+  )

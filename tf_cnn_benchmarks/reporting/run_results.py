@@ -9,6 +9,7 @@ figures.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Callable
 
 import models
@@ -75,6 +76,12 @@ def train_result(
         result.peak_tflops_origin,
       )
     )
+    warning = peak_lib.over_peak_warning(
+      result.mfu,
+      peak_lib.Peak(result.peak_tflops_per_device, result.peak_tflops_origin),
+    )
+    if warning:  # the run goes on; the figure is kept as measured
+      print(warning, file=sys.stderr, flush=True)
   return result
 
 
