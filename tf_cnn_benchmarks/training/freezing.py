@@ -51,9 +51,13 @@ def freeze(built, session_config=None):
     input iterators.
   """
   fetched = {f: getattr(built, f) for f in _FETCHED_FIELDS}
-  # The step's VariableDef, to rebuild the step variable in the new graph.
-  proto = built.global_step.to_proto()
-  graph_def = _constant_graph_def(built, fetched, proto, session_config)
+  # Under the built graph, not the caller's context: a Python caller's
+  # process executes eagerly by default (only the command line turns eager
+  # off), and to_proto / the conversion are graph-mode operations.
+  with built.graph.as_default():
+    # The step's VariableDef, to rebuild the step variable in the new graph.
+    proto = built.global_step.to_proto()
+    graph_def = _constant_graph_def(built, fetched, proto, session_config)
   frozen = tf.Graph()
   with frozen.as_default():
     tf1.import_graph_def(graph_def, name='')
