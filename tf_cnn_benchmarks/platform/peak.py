@@ -292,7 +292,7 @@ def over_peak_warning(mfu: Optional[float], result_peak: Optional[Peak]):
     'measured': 'the probe may have shared the cores',
   }.get(result_peak.origin, '')
   return (
-    'warning: MFU %.2f%% is over 100%%: the %s peak of %.3f TFLOP/s per '
+    'warning: MFU %.2f%% is over 100%%: the %s peak of %.3g TFLOP/s per '
     'device is probably too low (%s)'
     % (100 * mfu, result_peak.origin, result_peak.tflops_per_device, where)
   )
