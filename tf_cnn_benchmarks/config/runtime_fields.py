@@ -108,10 +108,9 @@ class KnobSettings:
     True,
     'With --trace_file: a Chrome trace; false: the raw StepStats text proto.',
   )
-  # benchmark_run.log: reporting/outputs.BENCHMARK_LOG_NAME (config imports
-  # no reporting).
   benchmark_log_dir: Optional[str] = _observability_field(
     None,
+    # reporting/outputs.BENCHMARK_LOG_NAME (config imports no reporting).
     "Also append the run's results line(s) to benchmark_run.log in this "
     'directory.',
   )
