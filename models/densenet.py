@@ -13,13 +13,15 @@ and the transition convolution is followed by a ReLU.
 """
 
 from models import initializers
-from models import schedules
 from models.model import Model
-from models.registry import register
+from models.registry import register_family
 
 
 class CifarDenseNet(Model):
   """DenseNet (L, k) for 32x32 CIFAR-10."""
+
+  # 0.1, divided by 10 at epochs 150 and 225 (of 300), as in the paper.
+  epoch_schedule = ((150, 225), (0.1, 0.01, 0.001))
 
   def __init__(self, name, depth, growth_rate):
     if (depth - 4) % 3:
@@ -65,25 +67,16 @@ class CifarDenseNet(Model):
     net.relu(input_layer=net.batch_norm())
     net.spatial_mean()
 
-  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-    """0.1, divided by 10 at epochs 150 and 225 (of 300), as in the paper."""
-    batches_per_epoch = int(examples_per_epoch / global_batch_size)
-    boundaries = [batches_per_epoch * e for e in (150, 225)]
-    return schedules.piecewise_constant(
-      global_step, boundaries, [0.1, 0.01, 0.001]
-    )
-
 
 def _register_all():
-  for depth, growth_rate in ((40, 12), (100, 12), (100, 24)):
-    name = 'densenet%d_k%d' % (depth, growth_rate)
-    register(
-      name,
-      'cifar10',
-      lambda name=name, depth=depth, k=growth_rate: CifarDenseNet(
-        name, depth, k
-      ),
-    )
+  register_family(
+    'cifar10',
+    CifarDenseNet,
+    (
+      ('densenet%d_k%d' % (depth, growth_rate), (depth, growth_rate))
+      for depth, growth_rate in ((40, 12), (100, 12), (100, 24))
+    ),
+  )
 
 
 _register_all()

@@ -40,70 +40,69 @@ def stem(net):
   )  # 35x35x384
 
 
+def _branch(net, x, layers):
+  """One branch of an Inception module on x: 'max' alone is a 3x3 stride-2
+  max pool; a leading 'avg' pools 3x3 (stride 1, SAME) before the chain of
+  conv_bn layers that follows."""
+  if layers == ('max',):
+    return net.max_pool(3, 2, input_layer=x)
+  if layers[0] == 'avg':
+    x = net.avg_pool(3, 1, 'SAME', input_layer=x)
+    layers = layers[1:]
+  return _chain(net, x, layers)
+
+
+def _module(net, scope, branches):
+  """The branches (see `_branch`) on the top layer, concatenated."""
+  x = net.top_layer
+  with net.scope(scope):
+    return net.concat([_branch(net, x, layers) for layers in branches])
+
+
+# The modules of figures 4, 7, 5 and 8: each branch's conv_bn layers as
+# (filters, kernel[, stride, padding]).
+_BLOCK_A = (
+  ('avg', (96, 1)),
+  ((96, 1),),
+  ((64, 1), (96, 3)),
+  ((64, 1), (96, 3), (96, 3)),
+)
+_REDUCTION_A = (
+  ('max',),
+  ((384, 3, 2, 'VALID'),),
+  ((192, 1), (224, 3), (256, 3, 2, 'VALID')),
+)
+_BLOCK_B = (
+  ('avg', (128, 1)),
+  ((384, 1),),
+  ((192, 1), (224, (1, 7)), (256, (7, 1))),
+  ((192, 1), (192, (7, 1)), (224, (1, 7)), (224, (7, 1)), (256, (1, 7))),
+)
+_REDUCTION_B = (
+  ('max',),
+  ((192, 1), (192, 3, 2, 'VALID')),
+  ((256, 1), (256, (1, 7)), (320, (7, 1)), (320, 3, 2, 'VALID')),
+)
+
+
 def block_a(net):
   """Inception-A (figure 4): 35x35x384 -> 35x35x384."""
-  x = net.top_layer
-  with net.scope('block_a'):
-    return net.concat(
-      [
-        _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(96, 1)]),
-        _chain(net, x, [(96, 1)]),
-        _chain(net, x, [(64, 1), (96, 3)]),
-        _chain(net, x, [(64, 1), (96, 3), (96, 3)]),
-      ]
-    )
+  return _module(net, 'block_a', _BLOCK_A)
 
 
 def reduction_a(net):
   """Reduction-A (figure 7): 35x35x384 -> 17x17x1024."""
-  x = net.top_layer
-  with net.scope('reduction_a'):
-    return net.concat(
-      [
-        net.max_pool(3, 2, input_layer=x),
-        _chain(net, x, [(384, 3, 2, 'VALID')]),
-        _chain(net, x, [(192, 1), (224, 3), (256, 3, 2, 'VALID')]),
-      ]
-    )
+  return _module(net, 'reduction_a', _REDUCTION_A)
 
 
 def block_b(net):
   """Inception-B (figure 5): 17x17x1024 -> 17x17x1024."""
-  x = net.top_layer
-  with net.scope('block_b'):
-    return net.concat(
-      [
-        _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(128, 1)]),
-        _chain(net, x, [(384, 1)]),
-        _chain(net, x, [(192, 1), (224, (1, 7)), (256, (7, 1))]),
-        _chain(
-          net,
-          x,
-          [
-            (192, 1),
-            (192, (7, 1)),
-            (224, (1, 7)),
-            (224, (7, 1)),
-            (256, (1, 7)),
-          ],
-        ),
-      ]
-    )
+  return _module(net, 'block_b', _BLOCK_B)
 
 
 def reduction_b(net):
   """Reduction-B (figure 8): 17x17x1024 -> 8x8x1536."""
-  x = net.top_layer
-  with net.scope('reduction_b'):
-    return net.concat(
-      [
-        net.max_pool(3, 2, input_layer=x),
-        _chain(net, x, [(192, 1), (192, 3, 2, 'VALID')]),
-        _chain(
-          net, x, [(256, 1), (256, (1, 7)), (320, (7, 1)), (320, 3, 2, 'VALID')]
-        ),
-      ]
-    )
+  return _module(net, 'reduction_b', _REDUCTION_B)
 
 
 def block_c(net):

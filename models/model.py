@@ -12,6 +12,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from models import schedules
 from models.builder import NetBuilder
 
 
@@ -125,13 +126,23 @@ class Model:
       logits=logits, aux_logits=aux_logits, update_ops=tuple(net.update_ops)
     )
 
+  # A step schedule as data, (epochs, values): values[0] until the first
+  # epoch of `epochs`, values[i] after the i-th (`schedules.epoch_steps`).
+  # None: the constant default_learning_rate.
+  epoch_schedule: Optional[tuple] = None
+
   def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
     """The model's default schedule: a float, or a scalar float32 tensor.
 
-    The base class (and the simple models) use a constant.
+    The base class (and the simple models) use a constant, or the steps of
+    `epoch_schedule` where a family sets it.
     """
-    del global_step, global_batch_size, examples_per_epoch
-    return float(self.default_learning_rate)
+    if self.epoch_schedule is None:
+      return float(self.default_learning_rate)
+    epochs, values = self.epoch_schedule
+    return schedules.epoch_steps(
+      global_step, examples_per_epoch, global_batch_size, epochs, values
+    )
 
 
 class PlainConvNet(Model):

@@ -9,7 +9,8 @@ models are the same set: a new model is registered by its family and named
 here.
 """
 
-from typing import Callable, Dict, List, Optional, Tuple
+import functools
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 DATASETS = ('imagenet', 'cifar10')
 
@@ -93,6 +94,14 @@ def register(name: str, dataset: str, factory: Callable) -> None:
   if key in _REGISTRY:
     raise ValueError('model %r is already registered for %r' % (name, dataset))
   _REGISTRY[key] = factory
+
+
+def register_family(
+  dataset: str, model_class: Callable, variants: Iterable[Tuple[str, tuple]]
+) -> None:
+  """Registers `model_class(name, *args)` as `name` for each (name, args)."""
+  for name, args in variants:
+    register(name, dataset, functools.partial(model_class, name, *args))
 
 
 def create_model(name: str, dataset: str):

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from models import schedules
 from models.model import Model
-from models.registry import register
+from models.registry import register_family
 
 # Bottleneck width of each stage; the block output is 4x wider.
 _STAGE_WIDTHS = (64, 128, 256, 512)
@@ -164,16 +164,15 @@ class ResNet(Model):
 
 
 def _register_all():
-  for depth in (50, 101, 152):  # the classic resnet* names
-    for version, suffix in (('v1', ''), ('v1.5', '_v1.5'), ('v2', '_v2')):
-      name = 'resnet%d%s' % (depth, suffix)
-      register(
-        name,
-        'imagenet',
-        lambda name=name, depth=depth, version=version: ResNet(
-          name, depth, version
-        ),
-      )
+  register_family(
+    'imagenet',
+    ResNet,
+    (
+      ('resnet%d%s' % (depth, suffix), (depth, version))
+      for depth in (50, 101, 152)  # the classic resnet* names
+      for version, suffix in (('v1', ''), ('v1.5', '_v1.5'), ('v2', '_v2'))
+    ),
+  )
 
 
 def _register_official():
@@ -182,16 +181,15 @@ def _register_official():
   Their v1 strides in the 3x3 convolution of a bottleneck (what is called
   v1.5 here); v2 is pre-activation. 18 and 34 use basic blocks.
   """
-  for depth in sorted(_LAYER_COUNTS):
-    for version, suffix in (('v1.5', ''), ('v2', '_v2')):
-      name = 'official_resnet%d%s' % (depth, suffix)
-      register(
-        name,
-        'imagenet',
-        lambda name=name, depth=depth, version=version: ResNet(
-          name, depth, version
-        ),
-      )
+  register_family(
+    'imagenet',
+    ResNet,
+    (
+      ('official_resnet%d%s' % (depth, suffix), (depth, version))
+      for depth in sorted(_LAYER_COUNTS)
+      for version, suffix in (('v1.5', ''), ('v2', '_v2'))
+    ),
+  )
 
 
 _register_all()

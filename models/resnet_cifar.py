@@ -10,9 +10,8 @@ without a ReLU, and strided 3x3 convolutions use SAME padding.
 
 import tensorflow as tf
 
-from models import schedules
 from models.model import Model
-from models.registry import register
+from models.registry import register_family
 
 _STAGE_WIDTHS = (16, 32, 64)
 
@@ -40,6 +39,9 @@ def basic_block(net, depth, stride, *, pre_activation):
 class CifarResNet(Model):
   """ResNet-(6n+2) for 32x32 CIFAR-10."""
 
+  # 0.1, then 0.01 / 0.001 / 0.0002 after epochs 82 / 123 / 300.
+  epoch_schedule = ((82, 123, 300), (0.1, 0.01, 0.001, 0.0002))
+
   def __init__(self, name, depth, version):
     if (depth - 2) % 6:
       raise ValueError('CIFAR ResNet depth must be 6n + 2, got %s' % depth)
@@ -64,26 +66,17 @@ class CifarResNet(Model):
       net.relu()
     net.spatial_mean()
 
-  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-    """0.1, then 0.01 / 0.001 / 0.0002 after epochs 82 / 123 / 300."""
-    batches_per_epoch = int(examples_per_epoch / global_batch_size)
-    boundaries = [batches_per_epoch * e for e in (82, 123, 300)]
-    return schedules.piecewise_constant(
-      global_step, boundaries, [0.1, 0.01, 0.001, 0.0002]
-    )
-
 
 def _register_all():
-  for depth in (20, 32, 44, 56, 110):
-    for version, suffix in (('v1', ''), ('v2', '_v2')):
-      name = 'resnet%d%s' % (depth, suffix)
-      register(
-        name,
-        'cifar10',
-        lambda name=name, depth=depth, version=version: CifarResNet(
-          name, depth, version
-        ),
-      )
+  register_family(
+    'cifar10',
+    CifarResNet,
+    (
+      ('resnet%d%s' % (depth, suffix), (depth, version))
+      for depth in (20, 32, 44, 56, 110)
+      for version, suffix in (('v1', ''), ('v2', '_v2'))
+    ),
+  )
 
 
 _register_all()

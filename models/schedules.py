@@ -26,6 +26,19 @@ def piecewise_constant(global_step, boundaries, values):
   return lr
 
 
+def epoch_steps(
+  global_step, examples_per_epoch, global_batch_size, epochs, values
+):
+  """`piecewise_constant` with its boundaries after each of `epochs`.
+
+  An epoch counts whole batches (the classic CIFAR-10 schedules round
+  examples_per_epoch / global_batch_size down before multiplying).
+  """
+  batches_per_epoch = int(examples_per_epoch / global_batch_size)
+  boundaries = [batches_per_epoch * e for e in epochs]
+  return piecewise_constant(global_step, boundaries, values)
+
+
 def staircase_exponential_decay(global_step, initial, decay_steps, factor):
   """`initial * factor ** floor(step / decay_steps)`."""
   step = _step(global_step)

@@ -23,7 +23,8 @@ This module imports no TensorFlow (--help prints before TensorFlow loads).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import functools
+from typing import Any, Callable
 
 # Help topics, in the order --help prints them.
 MODEL_DATA = 'model and data'
@@ -66,6 +67,15 @@ def field(
       'choices': tuple(choices),
     },
   )
+
+
+def family(topic: str, *, graph: bool = False) -> Callable[..., Any]:
+  """A `field` maker for fields that share a help topic and graph setting.
+
+  The fields it makes are classic unless one passes classic=False;
+  field(default, help_text, choices) as for `field` otherwise.
+  """
+  return functools.partial(field, topic=topic, classic=True, graph=graph)
 
 
 def graph_field_names(params_cls) -> tuple:

@@ -25,45 +25,40 @@ GPU_THREAD_MODES = ('gpu_private', 'gpu_shared', 'global')
 CLASSIC_KMP_AFFINITY = 'granularity=fine,verbose,compact,1,0'
 
 
+# Field makers for the runs of fields that share a topic and graph setting
+# (classic=True unless a field says otherwise).
+_model_data_graph_field = fields.family(fields.MODEL_DATA, graph=True)
+_observability_field = fields.family(fields.OBSERVABILITY)
+_performance_field = fields.family(fields.PERFORMANCE)
+
+
 @dataclasses.dataclass(frozen=True)
 class InputSettings:
   """The ImageNet preprocessing flags (ImageNet real data only)."""
 
-  fuse_decode_and_crop: bool = fields.field(
+  fuse_decode_and_crop: bool = _model_data_graph_field(
     True,
     'ImageNet real data: decode only the crop window of each JPEG '
     '(decode_and_crop_jpeg); false decodes the whole image, then crops.',
-    topic=fields.MODEL_DATA,
-    classic=True,
-    graph=True,
   )
-  distort_color_in_yiq: bool = fields.field(
+  distort_color_in_yiq: bool = _model_data_graph_field(
     True,
     'With --distortions (ImageNet real data): random hue and saturation '
     'as one transform in YIQ space, as classic; false: tf.image saturation '
     'then hue.',
-    topic=fields.MODEL_DATA,
-    classic=True,
-    graph=True,
   )
-  ml_perf: bool = fields.field(
+  ml_perf: bool = _model_data_graph_field(
     False,
     'ImageNet real data, MLPerf-compliant input as classic: the training '
     'crop ignores the bounding boxes, and images are pixels in [0, 255] '
     'minus the channel means (no scaling to [-1, 1]).',
-    topic=fields.MODEL_DATA,
-    classic=True,
-    graph=True,
   )
-  input_preprocessor: str = fields.field(
+  input_preprocessor: str = _model_data_graph_field(
     'default',
     "Input preprocessor: 'default', or with ImageNet "
     "'official_models_imagenet' (the model garden's ResNet preprocessing: "
     'no colour distortion, aspect-preserving evaluation resize, '
     'channel means subtracted).',
-    topic=fields.MODEL_DATA,
-    classic=True,
-    graph=True,
   )
 
 
@@ -71,78 +66,58 @@ class InputSettings:
 class KnobSettings:
   """The input, runtime and profiling knobs of the classic harness."""
 
-  datasets_sloppy_parallel_interleave: bool = fields.field(
+  datasets_sloppy_parallel_interleave: bool = _performance_field(
     False,
     'Real data (ImageNet TFRecords): let the parallel file interleave '
     'depart from deterministic order (tf.data deterministic=False), '
     'skipping files whose records are not ready yet.',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  datasets_parallel_interleave_prefetch: Optional[int] = fields.field(
+  datasets_parallel_interleave_prefetch: Optional[int] = _performance_field(
     None,
     'Real data (ImageNet TFRecords): files the interleave opens ahead of '
     "their turn (the classic parallel_interleave's prefetch_input_elements; "
     'unset: tf.data autotunes it).',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  use_numa_affinity: bool = fields.field(
+  use_numa_affinity: bool = _performance_field(
     False,
     'NUMA affinity for the CPU devices (ConfigProto use_numa_affinity: '
     'logical CPU device i allocates on NUMA node i mod the node count).',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  enable_optimizations: bool = fields.field(
+  enable_optimizations: bool = _performance_field(
     True,
     'Graph optimisations (grappler and the classic optimizer options); '
     'false turns them off.',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  rewriter_config: Optional[str] = fields.field(
+  rewriter_config: Optional[str] = _performance_field(
     None,
     'A RewriterConfig text proto (e.g. "constant_folding: OFF") that '
     'replaces the grappler settings; it wins over --enable_optimizations.',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  tfprof_file: Optional[str] = fields.field(
+  tfprof_file: Optional[str] = _observability_field(
     None,
     'Profile the first 10 steps after warm-up (extra, untimed steps) with '
     'tfprof, write the ProfileProto here and print the 20 ops that take '
     'the most time.',
-    topic=fields.OBSERVABILITY,
-    classic=True,
   )
-  partitioned_graph_file_prefix: Optional[str] = fields.field(
+  partitioned_graph_file_prefix: Optional[str] = _observability_field(
     None,
     'Write the partitioned, optimised graph of each device of one step '
     '(after warm-up) to PREFIX<device>[.ext] (text if the name ends in txt).',
-    topic=fields.OBSERVABILITY,
-    classic=True,
   )
-  use_chrome_trace_format: bool = fields.field(
+  use_chrome_trace_format: bool = _observability_field(
     True,
     'With --trace_file: a Chrome trace; false: the raw StepStats text proto.',
-    topic=fields.OBSERVABILITY,
-    classic=True,
   )
-  benchmark_log_dir: Optional[str] = fields.field(
+  benchmark_log_dir: Optional[str] = _observability_field(
     None,
     # reporting/outputs.BENCHMARK_LOG_NAME (config imports no reporting).
     "Also append the run's results line(s) to benchmark_run.log in this "
     'directory.',
-    topic=fields.OBSERVABILITY,
-    classic=True,
   )
-  benchmark_test_id: Optional[str] = fields.field(
+  benchmark_test_id: Optional[str] = _observability_field(
     None,
     'A free-form label of the run, written into its results line '
     '(benchmark_test_id); it changes nothing else.',
-    topic=fields.OBSERVABILITY,
-    classic=True,
   )
 
 
@@ -150,97 +125,61 @@ class KnobSettings:
 class RuntimeSettings:
   """The classic GPU and MKL runtime settings."""
 
-  gpu_thread_mode: str = fields.field(
+  gpu_thread_mode: str = _performance_field(
     'gpu_private',
     'GPU host threads: gpu_private (a thread pool per GPU), gpu_shared (one '
     'pool for all GPUs), global (the shared inter-op pool); '
     'TF_GPU_THREAD_MODE.',
     GPU_THREAD_MODES,
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  per_gpu_thread_count: int = fields.field(
+  per_gpu_thread_count: int = _performance_field(
     0,
     'Threads per GPU with gpu_private / gpu_shared (0: 2); '
     'TF_GPU_THREAD_COUNT.',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  allow_growth: Optional[bool] = fields.field(
-    None,
-    "GPUOptions.allow_growth (unset: TensorFlow's default, false).",
-    topic=fields.PERFORMANCE,
-    classic=True,
+  allow_growth: Optional[bool] = _performance_field(
+    None, "GPUOptions.allow_growth (unset: TensorFlow's default, false)."
   )
-  gpu_memory_frac_for_testing: float = fields.field(
+  gpu_memory_frac_for_testing: float = _performance_field(
     0.0,
     'If > 0: GPUOptions.per_process_gpu_memory_fraction (e.g. to run '
     'several tasks on one GPU).',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  use_unified_memory: Optional[bool] = fields.field(
-    None,
-    'GPUOptions.experimental.use_unified_memory.',
-    topic=fields.PERFORMANCE,
-    classic=True,
+  use_unified_memory: Optional[bool] = _performance_field(
+    None, 'GPUOptions.experimental.use_unified_memory.'
   )
-  force_gpu_compatible: bool = fields.field(
-    False,
-    'GPUOptions.force_gpu_compatible (pinned host tensors).',
-    topic=fields.PERFORMANCE,
-    classic=True,
+  force_gpu_compatible: bool = _performance_field(
+    False, 'GPUOptions.force_gpu_compatible (pinned host tensors).'
   )
-  timestamped_allocator: bool = fields.field(
-    False,
-    'GPUOptions.experimental.timestamped_allocator.',
-    topic=fields.PERFORMANCE,
-    classic=True,
+  timestamped_allocator: bool = _performance_field(
+    False, 'GPUOptions.experimental.timestamped_allocator.'
   )
-  gpu_kt_max_interval: int = fields.field(
+  gpu_kt_max_interval: int = _performance_field(
     0,
     'If > 0: GPU kernel tracker, max ops queued in a row without a '
     'tracking event.',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  gpu_kt_max_bytes: int = fields.field(
+  gpu_kt_max_bytes: int = _performance_field(
     0,
     'If > 0: GPU kernel tracker, max bytes allocated by ops in a row '
     'without a tracking event.',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  gpu_kt_max_pending: int = fields.field(
-    0,
-    'If > 0: GPU kernel tracker, max outstanding tracking events.',
-    topic=fields.PERFORMANCE,
-    classic=True,
+  gpu_kt_max_pending: int = _performance_field(
+    0, 'If > 0: GPU kernel tracker, max outstanding tracking events.'
   )
-  winograd_nonfused: bool = fields.field(
-    True,
-    'cuDNN Winograd non-fused convolutions (TF_ENABLE_WINOGRAD_NONFUSED).',
-    topic=fields.PERFORMANCE,
-    classic=True,
+  winograd_nonfused: bool = _performance_field(
+    True, 'cuDNN Winograd non-fused convolutions (TF_ENABLE_WINOGRAD_NONFUSED).'
   )
-  batchnorm_persistent: bool = fields.field(
+  batchnorm_persistent: bool = _performance_field(
     True,
     'cuDNN CUDNN_BATCHNORM_SPATIAL_PERSISTENT batch norm '
     '(TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT).',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  sync_on_finish: bool = fields.field(
-    False,
-    'Synchronise the GPUs after each step (TF_SYNC_ON_FINISH).',
-    topic=fields.PERFORMANCE,
-    classic=True,
+  sync_on_finish: bool = _performance_field(
+    False, 'Synchronise the GPUs after each step (TF_SYNC_ON_FINISH).'
   )
-  autotune_threshold: Optional[int] = fields.field(
-    None,
-    'cuDNN autotune threshold (TF_AUTOTUNE_THRESHOLD).',
-    topic=fields.PERFORMANCE,
-    classic=True,
+  autotune_threshold: Optional[int] = _performance_field(
+    None, 'cuDNN autotune threshold (TF_AUTOTUNE_THRESHOLD).'
   )
   gpu_indices: str = fields.field(
     '',
@@ -251,23 +190,14 @@ class RuntimeSettings:
     classic=True,
     graph=True,
   )
-  mkl: bool = fields.field(
+  mkl: bool = _performance_field(
     False,
     'Set the MKL environment: KMP_BLOCKTIME, KMP_AFFINITY, KMP_SETTINGS and '
     'OMP_NUM_THREADS (--num_intra_threads). This TensorFlow wheel ships no '
     'Intel OpenMP runtime, so only OMP_NUM_THREADS is read.',
-    topic=fields.PERFORMANCE,
-    classic=True,
   )
-  kmp_blocktime: int = fields.field(
-    0, 'KMP_BLOCKTIME with --mkl.', topic=fields.PERFORMANCE, classic=True
+  kmp_blocktime: int = _performance_field(0, 'KMP_BLOCKTIME with --mkl.')
+  kmp_affinity: str = _performance_field(
+    CLASSIC_KMP_AFFINITY, 'KMP_AFFINITY with --mkl.'
   )
-  kmp_affinity: str = fields.field(
-    CLASSIC_KMP_AFFINITY,
-    'KMP_AFFINITY with --mkl.',
-    topic=fields.PERFORMANCE,
-    classic=True,
-  )
-  kmp_settings: int = fields.field(
-    1, 'KMP_SETTINGS with --mkl.', topic=fields.PERFORMANCE, classic=True
-  )
+  kmp_settings: int = _performance_field(1, 'KMP_SETTINGS with --mkl.')
