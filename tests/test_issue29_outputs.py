@@ -51,3 +51,101 @@ def test_training_rows_keep_the_real_loss():
   shown = [float(row[2]) for row in _rows(console)]
   assert shown == [round(x, 3) for x in result.losses[-2:]]
   assert all(x > 0 for x in shown)
+
+
+# ---- item 8: full disks ------------------------------------------------------
+
+
+def _main(argv, capfd):
+  """`python -m tf_cnn_benchmarks ARGV` in process: (status, stderr lines)."""
+  from tf_cnn_benchmarks import __main__ as entry  # pylint: disable=g-import-not-at-top
+
+  entry.FLAGS.unparse_flags()
+  status = entry.main(['tf_cnn_benchmarks', *argv])
+  _, err = capfd.readouterr()
+  return status, [line for line in err.splitlines() if line.strip()]
+
+
+TINY_FLAGS = [
+  '--model=test_linear',
+  '--data_name=cifar10',
+  '--device=cpu',
+  '--batch_size=2',
+  '--num_batches=2',
+  '--num_warmup_batches=0',
+]
+
+
+@pytest.mark.parametrize('how', ['short', 'raises'])
+def test_a_failed_results_append_leaves_the_file_as_it_was(
+  tmp_path, monkeypatch, how
+):
+  from tf_cnn_benchmarks.reporting import result_lines  # pylint: disable=g-import-not-at-top
+
+  path = tmp_path / 'results.jsonl'
+  result_lines.append_json_line(str(path), {'first': 1})
+  before = path.read_bytes()
+  real_write = result_lines.os.write
+
+  def full_disk(fd, data):
+    # The disk takes part of the line, then is full.
+    written = real_write(fd, data[: len(data) // 2])
+    if how == 'short':
+      return written
+    raise OSError(28, 'No space left on device')
+
+  monkeypatch.setattr(result_lines.os, 'write', full_disk)
+  with pytest.raises(OSError):
+    result_lines.append_json_line(str(path), {'second': 2, 'pad': 'x' * 100})
+  assert path.read_bytes() == before
+  monkeypatch.undo()
+  result_lines.append_json_line(str(path), {'third': 3})
+  assert [r for _, r in result_lines.read_json_lines(str(path))] == [
+    {'first': 1},
+    {'third': 3},
+  ]
+
+
+def test_a_failed_final_checkpoint_is_one_line_and_keeps_the_results_line(
+  tmp_path, monkeypatch, capfd
+):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  from tf_cnn_benchmarks.reporting import result_lines  # pylint: disable=g-import-not-at-top
+
+  def full_disk(*args, **kwargs):
+    raise tf.errors.ResourceExhaustedError(
+      None, None, 'model.ckpt-2.tempstate; No space left on device'
+    )
+
+  monkeypatch.setattr(tf.compat.v1.train.Saver, 'save', full_disk)
+  result_file = tmp_path / 'r.jsonl'
+  train_dir = tmp_path / 'train'
+  status, err = _main(
+    [
+      *TINY_FLAGS,
+      '--train_dir=%s' % train_dir,
+      '--result_file=%s' % result_file,
+    ],
+    capfd,
+  )
+  assert status == 1
+  assert len(err) == 1, err
+  assert str(train_dir / 'model.ckpt-2') in err[0]
+  assert 'No space left on device' in err[0]
+  [(_, record)] = result_lines.read_json_lines(str(result_file))
+  assert record['num_steps'] == 2
+
+
+def test_a_failed_trace_write_is_one_line(tmp_path, monkeypatch, capfd):
+  from tf_cnn_benchmarks.observability import summaries  # pylint: disable=g-import-not-at-top
+
+  def full_disk(path, *args, **kwargs):
+    raise OSError(28, 'No space left on device')
+
+  monkeypatch.setattr(summaries, 'write_step_trace', full_disk)
+  trace = tmp_path / 'trace.json'
+  status, err = _main([*TINY_FLAGS, '--trace_file=%s' % trace], capfd)
+  assert status == 1
+  assert len(err) == 1, err
+  assert str(trace) in err[0] and 'No space left on device' in err[0]

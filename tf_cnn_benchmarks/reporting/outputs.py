@@ -26,6 +26,27 @@ class OutputError(ValueError):
   """An output path that cannot be written; the message is one line."""
 
 
+class OutputWriteError(RuntimeError):
+  """A checkpoint, summary or trace whose write failed during the run.
+
+  A full disk or a directory gone unwritable after the up-front check: the
+  message is one line naming the file; the exit status is 1 (the run
+  failed), not 2. `result` is the run's result when the failure came after
+  the timed steps (the final checkpoint): its results line is still written.
+  """
+
+  def __init__(self, message: str, result=None):
+    super().__init__(message)
+    self.result = result
+
+
+def write_failure(what: str, path: str, error: Exception) -> OutputWriteError:
+  """The one-line OutputWriteError of writing `what` at `path`."""
+  reason = getattr(error, 'strerror', None) or getattr(error, 'message', None)
+  reason = str(reason or error).splitlines()[0] if str(error) else repr(error)
+  return OutputWriteError('writing the %s %s failed: %s' % (what, path, reason))
+
+
 def _nearest_existing(path: str) -> str:
   """`path` or the nearest ancestor of it that exists."""
   path = os.path.abspath(path)

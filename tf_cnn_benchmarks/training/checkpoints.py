@@ -21,6 +21,7 @@ import time
 
 import tensorflow as tf
 
+from tf_cnn_benchmarks.reporting import outputs
 from variable_mgr import naming
 
 tf1 = tf.compat.v1
@@ -30,6 +31,20 @@ CHECKPOINT_BASENAME = 'model.ckpt'
 
 class CheckpointError(ValueError):
   """A checkpoint that cannot be used; the message is one line."""
+
+
+# How a failed file write reaches Python through TensorFlow's file system:
+# ENOSPC is RESOURCE_EXHAUSTED, EACCES PERMISSION_DENIED, a removed directory
+# NOT_FOUND; the rest of POSIX's errors are UNKNOWN or FAILED_PRECONDITION.
+# A lost cluster peer (UNAVAILABLE, ABORTED, ...) is none of these.
+WRITE_ERRORS = (
+  OSError,
+  tf.errors.ResourceExhaustedError,
+  tf.errors.PermissionDeniedError,
+  tf.errors.NotFoundError,
+  tf.errors.FailedPreconditionError,
+  tf.errors.UnknownError,
+)
 
 
 STATE_FILE = 'checkpoint'
@@ -251,7 +266,8 @@ class Checkpointer:
 
     Returns its path; None in a process that does not write, or when the
     checkpoint of this step exists already (a periodic save just before the
-    final one; `last_path` names it).
+    final one; `last_path` names it). A failed write (a full disk) raises
+    outputs.OutputWriteError naming the checkpoint.
     """
     self._steps_since, self._last_time = 0, time.monotonic()
     if not self.writes:
@@ -259,13 +275,16 @@ class Checkpointer:
     step = int(sess.run(self._global_step))
     if step == self._last_step:
       return None
-    os.makedirs(self.train_dir, exist_ok=True)
-    self.last_path = self._saver.save(
-      sess,
-      os.path.join(self.train_dir, CHECKPOINT_BASENAME),
-      global_step=step,
-      write_meta_graph=False,
-    )
+    prefix = os.path.join(self.train_dir, CHECKPOINT_BASENAME)
+    try:
+      os.makedirs(self.train_dir, exist_ok=True)
+      self.last_path = self._saver.save(
+        sess, prefix, global_step=step, write_meta_graph=False
+      )
+    except WRITE_ERRORS as e:  # a full disk: one line, not a traceback
+      raise outputs.write_failure(
+        'checkpoint', '%s-%d' % (prefix, step), e
+      ) from None
     self._last_step = step
     return self.last_path
 
