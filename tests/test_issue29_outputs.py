@@ -8,6 +8,11 @@ import pytest
 
 from tests import helpers
 
+# Imported here, not under a test's capfd: the driver's console defaults to
+# the sys.stdout of its import, which capfd replaces for one test only.
+from tf_cnn_benchmarks import __main__ as entry
+from tf_cnn_benchmarks import benchmark_cnn
+
 pytestmark = pytest.mark.usefixtures('test_models_registered')
 
 
@@ -25,7 +30,6 @@ def _rows(console: str) -> list:
 
 def _run(**fields):
   """(result, console text) of an in-process run of the tiny test model."""
-  from tf_cnn_benchmarks import benchmark_cnn  # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
 
   out = io.StringIO()
@@ -58,8 +62,6 @@ def test_training_rows_keep_the_real_loss():
 
 def _main(argv, capfd):
   """`python -m tf_cnn_benchmarks ARGV` in process: (status, stderr lines)."""
-  from tf_cnn_benchmarks import __main__ as entry  # pylint: disable=g-import-not-at-top
-
   entry.FLAGS.unparse_flags()
   status = entry.main(['tf_cnn_benchmarks', *argv])
   _, err = capfd.readouterr()
@@ -149,3 +151,51 @@ def test_a_failed_trace_write_is_one_line(tmp_path, monkeypatch, capfd):
   assert status == 1
   assert len(err) == 1, err
   assert str(trace) in err[0] and 'No space left on device' in err[0]
+
+
+# ---- item 7: one run per --train_dir -------------------------------------
+
+
+def test_a_second_run_on_a_train_dir_in_use_is_refused(tmp_path, capfd):
+  import fcntl  # pylint: disable=g-import-not-at-top
+
+  from tf_cnn_benchmarks.training import checkpoints  # pylint: disable=g-import-not-at-top
+
+  train_dir = tmp_path / 'train'
+  train_dir.mkdir()
+  with open(train_dir / checkpoints.LOCK_FILE, 'w') as held:
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # the first run, still going
+    held.write('pid 4242 on first-host\n')
+    held.flush()
+    status, err = _main([*TINY_FLAGS, '--train_dir=%s' % train_dir], capfd)
+  assert status == 2
+  assert len(err) == 1, err
+  assert str(train_dir) in err[0] and 'pid 4242 on first-host' in err[0]
+  assert checkpoints.existing_checkpoints(str(train_dir)) == []
+
+
+def test_the_lock_of_a_dead_run_does_not_block(tmp_path, capfd):
+  from tf_cnn_benchmarks.training import checkpoints  # pylint: disable=g-import-not-at-top
+
+  train_dir = tmp_path / 'train'
+  # A run that took the lock and died: its file stays, its lock does not.
+  train_dir.mkdir()
+  dead = helpers.run_python(
+    [
+      '-c',
+      'import fcntl, os, sys\n'
+      'f = open(sys.argv[1], "w")\n'
+      'fcntl.flock(f.fileno(), fcntl.LOCK_EX)\n'
+      'f.write("pid %d on here" % os.getpid()); f.flush()\n'
+      'os._exit(0)\n',
+      str(train_dir / checkpoints.LOCK_FILE),
+    ]
+  )
+  assert dead.returncode == 0, dead.stderr
+  assert (train_dir / checkpoints.LOCK_FILE).exists()
+  status, err = _main([*TINY_FLAGS, '--train_dir=%s' % train_dir], capfd)
+  assert status == 0, err
+  assert checkpoints.latest_checkpoint(str(train_dir)).endswith('ckpt-2')
+  # Released at the end of the run: the next run in this process goes on.
+  status, err = _main([*TINY_FLAGS, '--train_dir=%s' % train_dir], capfd)
+  assert status == 0, err

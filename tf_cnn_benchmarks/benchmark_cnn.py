@@ -334,6 +334,7 @@ class BenchmarkCNN:
       if self.training
       else 'Generating inference model'
     )
+    built = None
     try:
       built = self._built_for_run()
       # Logical CPU devices of a cluster task come from its server's config.
@@ -343,6 +344,8 @@ class BenchmarkCNN:
       ) as sess:
         steps = self._run_steps(sess, built)
     finally:
+      if built is not None and built.checkpointer is not None:
+        built.checkpointer.release()  # --train_dir's lock
       self.eval_summaries.close()
       if self._scratch:
         shutil.rmtree(self._scratch, ignore_errors=True)
