@@ -199,3 +199,50 @@ def test_the_lock_of_a_dead_run_does_not_block(tmp_path, capfd):
   # Released at the end of the run: the next run in this process goes on.
   status, err = _main([*TINY_FLAGS, '--train_dir=%s' % train_dir], capfd)
   assert status == 0, err
+
+
+# ---- items 3 and 20: a two-worker run ----------------------------------------
+
+
+@pytest.fixture(scope='module')
+def two_workers(tmp_path_factory):
+  """(console, {task index: results line}) of a two-worker collective run
+  in which both workers write their line (about 10 s)."""
+  from tests import test_distributed  # pylint: disable=g-import-not-at-top
+
+  out, records = test_distributed.launch_ok(
+    tmp_path_factory.mktemp('cluster'),
+    2,
+    test_distributed.LINEAR
+    + ['--variable_update=collective_all_reduce', '--print_training_accuracy'],
+    launcher_flags=test_distributed.TASKS['collective_all_reduce'],
+    every_worker_reports=True,
+  )
+  return out, {r['task']['task_index']: r for r in records}
+
+
+def _worker_rows(console: str, worker: int) -> list:
+  """(step, images/sec) of one worker's step table rows."""
+  prefix = '[worker:%d] ' % worker
+  rows = []
+  for line in console.splitlines():
+    fields = line[len(prefix) :].split('\t')
+    if line.startswith(prefix) and fields[0].isdigit() and len(fields) > 2:
+      rows.append((int(fields[0]), float(fields[1].split()[1])))
+  return rows
+
+
+def test_cluster_rows_show_each_workers_own_images_per_sec(two_workers):
+  from tests import test_distributed  # pylint: disable=g-import-not-at-top
+
+  console, records = two_workers
+  for worker, record in records.items():
+    rows = _worker_rows(console, worker)
+    assert [step for step, _ in rows] == [1, 2, 3]
+    last = rows[-1][1]
+    # The worker's own batch over its own timed steps (the line's mean).
+    own = test_distributed.B * 1e3 / record['step_time_ms']['mean']
+    assert last == pytest.approx(own, abs=0.06)
+    assert last == pytest.approx(record['images_per_sec_per_worker'], abs=0.06)
+    # The classic total stays the cluster's: every worker's images.
+    assert record['images_per_sec'] == pytest.approx(2 * own, rel=1e-6)

@@ -417,6 +417,7 @@ class BenchmarkCNN:
     return step_loop.LoopSettings(
       params=self.params,
       global_batch_size=self.global_batch_size,
+      process_batch_size=self.params.batch_size * len(self.devices),
       print_line=self.print_line,
       is_chief=self.run_context.is_chief,
       during_training=functools.partial(

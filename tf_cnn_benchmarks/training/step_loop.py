@@ -31,6 +31,10 @@ class LoopSettings:
 
   params: object  # the resolved Params
   global_batch_size: int  # every worker's images in one step
+  # This process's images in one step (its towers' batches): the step
+  # table's images/sec is this process's own, as classic printed each
+  # worker's; a controller's graph holds every worker's towers.
+  process_batch_size: int
   print_line: Callable[[str], None]  # the run's console
   is_chief: bool  # writes summaries and trace files
   # (global_step=() -> the step now) -> the evaluations during training
@@ -133,7 +137,7 @@ class StepLoop:
         self.step_times.append(seconds)
         if i == 0 or (i + 1) % p.display_every == 0:
           summary = timing.speed_summary(
-            self.settings.global_batch_size,
+            self.settings.process_batch_size,
             self.step_times,
             p.display_perf_ewma,
           )
