@@ -108,16 +108,27 @@ def test_a_failed_results_append_leaves_the_file_as_it_was(
   ]
 
 
+@pytest.mark.parametrize(
+  'error,reason',
+  [
+    ('ResourceExhaustedError', 'No space left on device'),  # ENOSPC
+    ('OutOfRangeError', 'File too large'),  # EFBIG: ulimit -f
+  ],
+)
 def test_a_failed_final_checkpoint_is_one_line_and_keeps_the_results_line(
-  tmp_path, monkeypatch, capfd
+  tmp_path, monkeypatch, capfd, error, reason
 ):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   from tf_cnn_benchmarks.reporting import result_lines  # pylint: disable=g-import-not-at-top
 
   def full_disk(*args, **kwargs):
-    raise tf.errors.ResourceExhaustedError(
-      None, None, 'model.ckpt-2.tempstate; No space left on device'
+    # As a session reports it: the OS's text after the file's name.
+    raise getattr(tf.errors, error)(
+      None,
+      None,
+      'Graph execution error:\n\nDetected at node save/SaveV2\n'
+      'model.ckpt-2.data.tempstate1; %s\n\t [[{{node save/SaveV2}}]]' % reason,
     )
 
   monkeypatch.setattr(tf.compat.v1.train.Saver, 'save', full_disk)
@@ -133,8 +144,10 @@ def test_a_failed_final_checkpoint_is_one_line_and_keeps_the_results_line(
   )
   assert status == 1
   assert len(err) == 1, err
-  assert str(train_dir / 'model.ckpt-2') in err[0]
-  assert 'No space left on device' in err[0]
+  assert err[0] == 'error: writing the checkpoint %s failed: %s' % (
+    train_dir / 'model.ckpt-2',
+    reason,
+  )
   [(_, record)] = result_lines.read_json_lines(str(result_file))
   assert record['num_steps'] == 2
 

@@ -42,9 +42,26 @@ class OutputWriteError(RuntimeError):
 
 def write_failure(what: str, path: str, error: Exception) -> OutputWriteError:
   """The one-line OutputWriteError of writing `what` at `path`."""
-  reason = getattr(error, 'strerror', None) or getattr(error, 'message', None)
-  reason = str(reason or error).splitlines()[0] if str(error) else repr(error)
-  return OutputWriteError('writing the %s %s failed: %s' % (what, path, reason))
+  return OutputWriteError(
+    'writing the %s %s failed: %s' % (what, path, _reason(error))
+  )
+
+
+def _reason(error: Exception) -> str:
+  """Why a write failed, in a few words (the OS's text where there is one).
+
+  A TensorFlow error from a session holds 'Graph execution error:', the op's
+  traceback and, on some line, 'FILE; No space left on device' (its file
+  system's report): that last part is the reason.
+  """
+  if getattr(error, 'strerror', None):
+    return error.strerror
+  text = str(getattr(error, 'message', None) or error)
+  lines = [line.strip() for line in text.splitlines() if line.strip()]
+  for line in lines:
+    if '; ' in line and not line.startswith('['):
+      return line.rsplit('; ', 1)[1]
+  return lines[0] if lines else type(error).__name__
 
 
 def _nearest_existing(path: str) -> str:

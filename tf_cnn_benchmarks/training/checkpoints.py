@@ -36,12 +36,14 @@ class CheckpointError(ValueError):
 
 
 # How a failed file write reaches Python through TensorFlow's file system:
-# ENOSPC is RESOURCE_EXHAUSTED, EACCES PERMISSION_DENIED, a removed directory
-# NOT_FOUND; the rest of POSIX's errors are UNKNOWN or FAILED_PRECONDITION.
-# A lost cluster peer (UNAVAILABLE, ABORTED, ...) is none of these.
+# ENOSPC is RESOURCE_EXHAUSTED, EFBIG (a file size limit) OUT_OF_RANGE, EACCES
+# PERMISSION_DENIED, a removed directory NOT_FOUND; the rest of POSIX's errors
+# are UNKNOWN or FAILED_PRECONDITION. A lost cluster peer (UNAVAILABLE,
+# ABORTED, ...) is none of these.
 WRITE_ERRORS = (
   OSError,
   tf.errors.ResourceExhaustedError,
+  tf.errors.OutOfRangeError,
   tf.errors.PermissionDeniedError,
   tf.errors.NotFoundError,
   tf.errors.FailedPreconditionError,
