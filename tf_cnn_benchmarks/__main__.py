@@ -5,7 +5,9 @@ missing or malformed --data_dir, a corrupt record or image) or an unusable
 checkpoint (one line on stderr naming the flag or file and what is wrong, no
 traceback), 1 if the run fails (in a cluster: one line naming the lost task,
 or the failed RPC; --build_only: one line naming a GPU op without a GPU
-kernel), 130 on Ctrl-C (one line).
+kernel; a checkpoint, summary or trace whose write failed during the run,
+a full disk: one line naming the file, the results line still written when
+only the final checkpoint failed), 130 on Ctrl-C (one line).
 """
 
 from __future__ import annotations
@@ -118,13 +120,18 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     return _usage_error(str(e))
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
-  from tf_cnn_benchmarks.observability import placement  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.observability import placement
+  from tf_cnn_benchmarks.reporting import outputs
 
   try:
     return _dispatch(plan, reports_results)
   except _bad_input_errors() as e:
     return _usage_error(str(e).splitlines()[0])
   except placement.MissingKernelError as e:  # --build_only's kernel check
+    print('error: %s' % e, file=sys.stderr, flush=True)
+    return 1
+  except outputs.OutputWriteError as e:  # a full disk during the run
     print('error: %s' % e, file=sys.stderr, flush=True)
     return 1
 

@@ -131,6 +131,8 @@ class BenchmarkCNN:
       traits, reports_results
     )
     self._scratch: str | None = None  # checkpoints for evaluations
+    # The final checkpoint's failed write, raised once the result is made.
+    self._failed_final_save: outputs.OutputWriteError | None = None
     self.eval_summaries = self._eval_summaries()
     self._wire_values()
 
@@ -332,6 +334,7 @@ class BenchmarkCNN:
       if self.training
       else 'Generating inference model'
     )
+    built = None
     try:
       built = self._built_for_run()
       # Logical CPU devices of a cluster task come from its server's config.
@@ -341,13 +344,20 @@ class BenchmarkCNN:
       ) as sess:
         steps = self._run_steps(sess, built)
     finally:
+      if built is not None and built.checkpointer is not None:
+        built.checkpointer.release()  # --train_dir's lock
       self.eval_summaries.close()
       if self._scratch:
         shutil.rmtree(self._scratch, ignore_errors=True)
     self.run_context.finish()
-    return classic_api.ClassicStats(
+    stats = classic_api.ClassicStats(
       run_results.train_result(self.facts, self.print_line, *steps)
     )
+    failed_save, self._failed_final_save = self._failed_final_save, None
+    if failed_save is not None:
+      failed_save.result = stats
+      raise failed_save
+    return stats
 
   def _built_for_run(self) -> step_graph.BuiltGraph:
     """The run's graph (frozen, written, reported as asked), finalized."""
@@ -371,10 +381,17 @@ class BenchmarkCNN:
     loop.run()
     final_state = sess.run(built.report)
     end_step = int(sess.run(built.global_step))
+    failed_save = None
     if built.checkpointer is not None and self.params.train_dir:
-      path = built.checkpointer.save(sess)
+      try:
+        path = built.checkpointer.save(sess)
+      except outputs.OutputWriteError as e:
+        # Raised by run() once the result is made: the results line is
+        # still written (run_benchmark), then the run fails.
+        failed_save, path = e, None
       if path:
         self.print_line('Saved checkpoint %s' % path)
+    self._failed_final_save = failed_save
     training = results.TrainInfo(
       start_step=start_step,
       end_step=end_step,
@@ -400,6 +417,7 @@ class BenchmarkCNN:
     return step_loop.LoopSettings(
       params=self.params,
       global_batch_size=self.global_batch_size,
+      process_batch_size=self.params.batch_size * len(self.devices),
       print_line=self.print_line,
       is_chief=self.run_context.is_chief,
       during_training=functools.partial(
@@ -513,12 +531,22 @@ def run_benchmark(
     return _naming_bad_data(bench, bench.last_evaluation)
   if p.build_only:  # the placement report stands for the result
     return bench.build_only()
-  result = _naming_bad_data(bench, bench.run)
+  failed_write = None
+  try:
+    result = _naming_bad_data(bench, bench.run)
+  except outputs.OutputWriteError as e:
+    if e.result is None:
+      raise
+    # The final checkpoint failed after the timed steps: their results
+    # line is written all the same, then the failure is reported.
+    result, failed_write = e.result, e
   if bench.reports_results:
     record = result.to_record()
     if p.result_file:
       outputs.write_results(p.result_file, [record])
     outputs.write_benchmark_log(p, [record])
+  if failed_write is not None:
+    raise failed_write
   return result
 
 

@@ -24,6 +24,7 @@ plain steps.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Callable, Optional
@@ -102,7 +103,8 @@ def run_observed_steps(
         _write_first_step_files(p, metadata, print_line)
     if profiler is None:
       return None
-    top = profiler.write(p.tfprof_file)
+    with _writing(p.tfprof_file):
+      top = profiler.write(p.tfprof_file)
   finally:
     if profiler is not None:
       profiler.close()
@@ -129,11 +131,27 @@ def _options(p, index: int, writes_files: bool, profiling: bool):
   return options
 
 
+@contextlib.contextmanager
+def _writing(path: str):
+  """A failed write of `path` (a full disk) becomes OSError naming `path`.
+
+  The step loop turns it into one line (outputs.write_failure); TensorFlow's
+  own file errors (tf.io.write_graph) become OSError too.
+  """
+  try:
+    yield
+  except OSError as e:
+    raise OSError(e.errno, e.strerror or str(e), path) from None
+  except tf.errors.OpError as e:
+    raise OSError(None, e.message.splitlines()[0], path) from None
+
+
 def _write_first_step_files(p, metadata, print_line) -> None:
   if p.trace_file:
-    observability.write_step_trace(
-      p.trace_file, metadata, chrome=p.use_chrome_trace_format
-    )
+    with _writing(p.trace_file):
+      observability.write_step_trace(
+        p.trace_file, metadata, chrome=p.use_chrome_trace_format
+      )
     print_line(
       'Wrote %s of one step to %s'
       % (
@@ -142,7 +160,8 @@ def _write_first_step_files(p, metadata, print_line) -> None:
       )
     )
   if p.partitioned_graph_file_prefix:
-    paths = write_partition_graphs(p.partitioned_graph_file_prefix, metadata)
+    with _writing(p.partitioned_graph_file_prefix):
+      paths = write_partition_graphs(p.partitioned_graph_file_prefix, metadata)
     for path in paths:
       print_line('Wrote partitioned graph to %s' % path)
 

@@ -26,6 +26,44 @@ class OutputError(ValueError):
   """An output path that cannot be written; the message is one line."""
 
 
+class OutputWriteError(RuntimeError):
+  """A checkpoint, summary or trace whose write failed during the run.
+
+  A full disk or a directory gone unwritable after the up-front check: the
+  message is one line naming the file; the exit status is 1 (the run
+  failed), not 2. `result` is the run's result when the failure came after
+  the timed steps (the final checkpoint): its results line is still written.
+  """
+
+  def __init__(self, message: str, result=None):
+    super().__init__(message)
+    self.result = result
+
+
+def write_failure(what: str, path: str, error: Exception) -> OutputWriteError:
+  """The one-line OutputWriteError of writing `what` at `path`."""
+  return OutputWriteError(
+    'writing the %s %s failed: %s' % (what, path, _reason(error))
+  )
+
+
+def _reason(error: Exception) -> str:
+  """Why a write failed, in a few words (the OS's text where there is one).
+
+  A TensorFlow error from a session holds 'Graph execution error:', the op's
+  traceback and, on some line, 'FILE; No space left on device' (its file
+  system's report): that last part is the reason.
+  """
+  if getattr(error, 'strerror', None):
+    return error.strerror
+  text = str(getattr(error, 'message', None) or error)
+  lines = [line.strip() for line in text.splitlines() if line.strip()]
+  for line in lines:
+    if '; ' in line and not line.startswith('['):
+      return line.rsplit('; ', 1)[1]
+  return lines[0] if lines else type(error).__name__
+
+
 def _nearest_existing(path: str) -> str:
   """`path` or the nearest ancestor of it that exists."""
   path = os.path.abspath(path)

@@ -12,6 +12,7 @@ loss: NaN, Infinity, -Infinity) is written as null.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -70,8 +71,10 @@ def append_json_lines(path: str, records) -> None:
   all. If the file does not end in a newline (someone else's torn write, a
   file edited by hand), a newline goes first so that no two records share a
   line. The newline check and the write happen under an exclusive flock of
-  the file, so appenders that use this function agree on its last byte. The
-  file and its directory are created when missing.
+  the file, so appenders that use this function agree on its last byte. A
+  write that fails or is short (a full disk) is rolled back: the file is cut
+  to its length before the write, so no torn line is left. The file and its
+  directory are created when missing.
 
   Args:
     path: the results file.
@@ -79,7 +82,8 @@ def append_json_lines(path: str, records) -> None:
       written as null.
 
   Raises:
-    OSError: the file cannot be opened or the write was short.
+    OSError: the file cannot be opened, or the write failed or was short
+      (the file is left as it was).
     ValueError: a record is not JSON-serialisable (nothing is written).
   """
   text = ''.join(to_json_line(record) for record in records)
@@ -97,14 +101,39 @@ def append_json_lines(path: str, records) -> None:
     size = os.fstat(fd).st_size
     if size and os.pread(fd, 1, size - 1) != b'\n':
       text = '\n' + text
-    data = text.encode('utf-8')
-    written = os.write(fd, data)
-    if written != len(data):
-      raise OSError(
-        'short write to %s (%d of %d bytes)' % (path, written, len(data))
-      )
+    _write_whole_or_nothing(fd, path, text.encode('utf-8'), size)
   finally:
     os.close(fd)  # also releases the lock
+
+
+def _write_whole_or_nothing(fd: int, path: str, data: bytes, size: int):
+  """Writes `data` at the end of fd; on failure the file is `size` long again.
+
+  A full disk can take part of the text (a short write) or fail the write:
+  either way the partial line is cut off, so readers (compare.py, the
+  sweep's resume) never meet a torn line. The caller holds the flock.
+  """
+  try:
+    written = os.write(fd, data)
+  except OSError:
+    _roll_back(fd, size)
+    raise
+  if written != len(data):
+    _roll_back(fd, size)
+    raise OSError(
+      errno.ENOSPC,
+      'short write (%d of %d bytes; the file is left as it was)'
+      % (written, len(data)),
+      path,
+    )
+
+
+def _roll_back(fd: int, size: int) -> None:
+  """Cuts fd back to `size` bytes (best effort: the disk may refuse too)."""
+  try:
+    os.ftruncate(fd, size)
+  except OSError:
+    pass
 
 
 def append_json_line(path: str, record: dict) -> None:

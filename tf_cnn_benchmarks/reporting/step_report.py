@@ -1,7 +1,9 @@
 """What the classic step table reports, beside images/sec and the loss.
 
 The loss column is --loss_type_to_report's (total_loss, or base_loss without
-the L2 term); --print_training_accuracy (and every --forward_only run, as
+the L2 term); in a --forward_only run it prints 0.000, as classic did (such a
+run has no training loss), while the results line's `losses` keep the real
+loss of each step. --print_training_accuracy (and every --forward_only run, as
 classic) adds the top_1_accuracy and top_5_accuracy of each step's batch;
 --display_perf_ewma turns the images/sec into an exponentially weighted
 average. The results line gets the same values for every step (warm-up
@@ -53,6 +55,7 @@ class StepRecorder:
   def __init__(self, params, learning_rate, accuracy: Optional[dict]):
     self.loss_type = params.loss_type_to_report
     self.ewma = params.display_perf_ewma
+    self.forward_only = bool(params.forward_only)
     self._learning_rate = learning_rate
     self._accuracy = accuracy
     self.learning_rates = [] if learning_rate is not None else None
@@ -80,8 +83,13 @@ class StepRecorder:
     return '\t'.join(columns)
 
   def row(self, step: int, speed, loss: float) -> str:
-    """One table row: the last recorded step's values."""
-    text = '%d\t%s\t%.*f' % (step, speed, DIGITS, loss)
+    """One table row: the last recorded step's values.
+
+    loss: the step's loss; the column shows 0 in a forward-only run (the
+    classic column: classic fetched no loss there).
+    """
+    shown = 0.0 if self.forward_only else loss
+    text = '%d\t%s\t%.*f' % (step, speed, DIGITS, shown)
     if self.accuracies is not None:
       text += '\t%.*f\t%.*f' % (
         DIGITS,

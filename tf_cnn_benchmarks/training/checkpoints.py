@@ -16,11 +16,14 @@ leaves the state file naming the previous, complete checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
+import socket
 import time
 
 import tensorflow as tf
 
+from tf_cnn_benchmarks.reporting import outputs
 from variable_mgr import naming
 
 tf1 = tf.compat.v1
@@ -32,7 +35,69 @@ class CheckpointError(ValueError):
   """A checkpoint that cannot be used; the message is one line."""
 
 
+# How a failed file write reaches Python through TensorFlow's file system:
+# ENOSPC is RESOURCE_EXHAUSTED, EFBIG (a file size limit) OUT_OF_RANGE, EACCES
+# PERMISSION_DENIED, a removed directory NOT_FOUND; the rest of POSIX's errors
+# are UNKNOWN or FAILED_PRECONDITION. A lost cluster peer (UNAVAILABLE,
+# ABORTED, ...) is none of these.
+WRITE_ERRORS = (
+  OSError,
+  tf.errors.ResourceExhaustedError,
+  tf.errors.OutOfRangeError,
+  tf.errors.PermissionDeniedError,
+  tf.errors.NotFoundError,
+  tf.errors.FailedPreconditionError,
+  tf.errors.UnknownError,
+)
+
+
 STATE_FILE = 'checkpoint'
+
+# The lock file a run writing checkpoints holds in its --train_dir.
+LOCK_FILE = '.tf_cnn_benchmarks.lock'
+
+
+class TrainDirBusyError(CheckpointError):
+  """Another live run writes checkpoints to the same --train_dir."""
+
+
+class TrainDirLock:
+  """An exclusive flock on --train_dir's lock file, for one run.
+
+  Two runs writing checkpoints to one directory (a job resubmitted while its
+  first instance still runs) would overwrite each other's. The holder writes
+  its pid and host into the file, so the refused run can name it. The lock
+  goes with the process: a run killed holding it leaves the file, but no
+  lock, so the next run takes it. Where the file system has no flock (some
+  network file systems) runs are not locked out.
+  """
+
+  def __init__(self, train_dir: str):
+    os.makedirs(train_dir, exist_ok=True)
+    self.path = os.path.join(train_dir, LOCK_FILE)
+    # A file object: a lock never released by hand goes when it is freed.
+    self._file = open(self.path, 'a+', encoding='utf-8')  # noqa: SIM115
+    try:
+      fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      self._file.seek(0)
+      holder = self._file.read(200).strip() or 'unknown'
+      self.release()
+      raise TrainDirBusyError(
+        '--train_dir=%s: in use by another run (%s, holding %s); wait for '
+        'it to end or give another directory' % (train_dir, holder, self.path)
+      ) from None
+    except OSError:
+      pass  # no locks on this file system
+    self._file.truncate(0)
+    self._file.write('pid %d on %s\n' % (os.getpid(), socket.gethostname()))
+    self._file.flush()
+
+  def release(self) -> None:
+    """Releases the lock (closing the file); a second call does nothing."""
+    if self._file is not None:
+      self._file.close()
+      self._file = None
 
 
 def latest_checkpoint(train_dir: str | None) -> str | None:
@@ -217,6 +282,8 @@ class Checkpointer:
     self.train_dir = train_dir
     self.policy = policy
     self.writes = writes
+    # Held from before the first save to the end of the run (release()).
+    self._lock = TrainDirLock(train_dir) if writes else None
     self.restore_from = restore_from
     self._global_step = global_step
     self._saver = tf1.train.Saver(
@@ -240,6 +307,11 @@ class Checkpointer:
     self.last_path = restore_from
     self._last_step = step_of(restore_from) if restore_from else None
 
+  def release(self) -> None:
+    """Ends the run's hold on --train_dir (TrainDirLock)."""
+    if self._lock is not None:
+      self._lock.release()
+
   def restore(self, sess) -> None:
     """Loads the checkpoint's values (call after initialising the rest)."""
     if self._restorer is not None:
@@ -251,7 +323,8 @@ class Checkpointer:
 
     Returns its path; None in a process that does not write, or when the
     checkpoint of this step exists already (a periodic save just before the
-    final one; `last_path` names it).
+    final one; `last_path` names it). A failed write (a full disk) raises
+    outputs.OutputWriteError naming the checkpoint.
     """
     self._steps_since, self._last_time = 0, time.monotonic()
     if not self.writes:
@@ -259,13 +332,16 @@ class Checkpointer:
     step = int(sess.run(self._global_step))
     if step == self._last_step:
       return None
-    os.makedirs(self.train_dir, exist_ok=True)
-    self.last_path = self._saver.save(
-      sess,
-      os.path.join(self.train_dir, CHECKPOINT_BASENAME),
-      global_step=step,
-      write_meta_graph=False,
-    )
+    prefix = os.path.join(self.train_dir, CHECKPOINT_BASENAME)
+    try:
+      os.makedirs(self.train_dir, exist_ok=True)
+      self.last_path = self._saver.save(
+        sess, prefix, global_step=step, write_meta_graph=False
+      )
+    except WRITE_ERRORS as e:  # a full disk: one line, not a traceback
+      raise outputs.write_failure(
+        'checkpoint', '%s-%d' % (prefix, step), e
+      ) from None
     self._last_step = step
     return self.last_path
 

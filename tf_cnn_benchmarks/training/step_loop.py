@@ -15,9 +15,11 @@ from typing import Callable
 import tensorflow as tf
 
 from tf_cnn_benchmarks.observability import profiling
+from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import step_report
 from tf_cnn_benchmarks.reporting import timing
+from tf_cnn_benchmarks.training import checkpoints
 from tf_cnn_benchmarks.training import step_graph
 
 tf1 = tf.compat.v1
@@ -29,6 +31,10 @@ class LoopSettings:
 
   params: object  # the resolved Params
   global_batch_size: int  # every worker's images in one step
+  # This process's images in one step (its towers' batches): the step
+  # table's images/sec is this process's own, as classic printed each
+  # worker's; a controller's graph holds every worker's towers.
+  process_batch_size: int
   print_line: Callable[[str], None]  # the run's console
   is_chief: bool  # writes summaries and trace files
   # (global_step=() -> the step now) -> the evaluations during training
@@ -115,20 +121,23 @@ class StepLoop:
         for _ in range(p.num_warmup_batches):
           self._one_step()
         out('Done warm up')
-      profiling.run_observed_steps(
-        p,
-        self.built.graph,
-        self._observed_step,
-        out,
-        writes_files=self.settings.is_chief,
-      )
+      try:
+        profiling.run_observed_steps(
+          p,
+          self.built.graph,
+          self._observed_step,
+          out,
+          writes_files=self.settings.is_chief,
+        )
+      except OSError as e:  # a trace file's failed write: one line
+        raise outputs.write_failure('file', e.filename, e) from None
       out(self.recorder.header())
       for i in range(p.num_batches):
         loss, seconds = self._one_step()
         self.step_times.append(seconds)
         if i == 0 or (i + 1) % p.display_every == 0:
           summary = timing.speed_summary(
-            self.settings.global_batch_size,
+            self.settings.process_batch_size,
             self.step_times,
             p.display_perf_ewma,
           )
@@ -139,7 +148,7 @@ class StepLoop:
         self.during.finish()
     finally:
       if self.writer is not None:
-        self.writer.close()
+        self._summary_write(self.writer.close)
 
   def _one_step(self):
     """Runs one step and the periodic work due after it; (loss, seconds)."""
@@ -162,12 +171,21 @@ class StepLoop:
     if self.worker_losses is not None:
       self.worker_losses.append(float(got['worker_loss']))
     if summarise:
-      self.writer.add_summary(got['summary'], self.step)
+      self._summary_write(self.writer.add_summary, got['summary'], self.step)
     if built.checkpointer is not None and p.train_dir:
       path = built.checkpointer.step_done(self.sess)
       if path:
         self.settings.print_line('Saved checkpoint %s' % path)
     return got['loss'], seconds
+
+  def _summary_write(self, write, *args) -> None:
+    """write(*args) of the summary writer; a failed write is one line."""
+    try:
+      write(*args)
+    except checkpoints.WRITE_ERRORS as e:
+      raise outputs.write_failure(
+        'summaries in', self.params.train_dir, e
+      ) from None
 
   def _observed_step(self, options, metadata) -> None:
     """An untimed step with tracing options (see profiling.py)."""
