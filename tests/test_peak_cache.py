@@ -113,3 +113,36 @@ def test_a_run_over_its_given_peak_warns_and_reports(capsys):
   err = capsys.readouterr().err
   warnings = [ln for ln in err.splitlines() if 'over 100%' in ln]
   assert len(warnings) == 1, err
+
+
+def test_forget_cached_drops_only_this_machines_entry(tmp_path):
+  key = peak.machine_key('cpu', 'float32')
+  _write(tmp_path, json.dumps({key: 0.25, 'other machine': 1.5}))
+  peak.forget_cached('cpu', 'float32', str(tmp_path))
+  cache = json.loads((tmp_path / 'peak_tflops.json').read_text())
+  assert cache == {'other machine': 1.5}
+  assert _resolve(tmp_path)[0] == peak.Peak(3.0, 'measured')
+
+
+def test_a_run_over_its_cached_peak_drops_it(tmp_path, monkeypatch, capsys):
+  # A cached figure a run beats was measured on busy cores: kept, it would
+  # give every later run an MFU over 100%.
+  from tf_cnn_benchmarks import benchmark_cnn
+  from tf_cnn_benchmarks.config import params as params_lib
+
+  monkeypatch.setenv('TF_CNN_BENCHMARKS_CACHE_DIR', str(tmp_path))
+  key = peak.machine_key('cpu', 'float32')
+  _write(tmp_path, json.dumps({key: peak.PLAUSIBLE_TFLOPS[0]}))
+  p = params_lib.make_params(
+    device='cpu',
+    model='trivial',
+    data_name='cifar10',
+    batch_size=4,
+    num_batches=2,
+    num_warmup_batches=0,
+  )
+  result = benchmark_cnn.run_benchmark(p, out=io.StringIO())
+  assert result.peak_tflops_origin == 'cached' and result.mfu > 1.0
+  assert 'next run measures it again' in capsys.readouterr().err
+  cache = json.loads((tmp_path / 'peak_tflops.json').read_text())
+  assert key not in cache

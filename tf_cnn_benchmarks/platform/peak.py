@@ -287,7 +287,7 @@ def over_peak_warning(mfu: Optional[float], result_peak: Optional[Peak]):
     return None
   where = {
     'given': 'check --peak_tflops_per_device',
-    'cached': 'delete %s to measure it again'
+    'cached': 'dropped from %s: the next run measures it again'
     % os.path.join(cache_dir(), _CACHE_FILE),
     'measured': 'the probe may have shared the cores',
   }.get(result_peak.origin, '')
@@ -296,3 +296,19 @@ def over_peak_warning(mfu: Optional[float], result_peak: Optional[Peak]):
     'device is probably too low (%s)'
     % (100 * mfu, result_peak.origin, result_peak.tflops_per_device, where)
   )
+
+
+def forget_cached(
+  device_kind: str, dtype_name: str, directory: Optional[str] = None
+) -> None:
+  """Drops this machine's cached figure, so the next run measures again.
+
+  For a cached peak a run has just beaten (MFU over 100%): such a figure
+  was measured while something else used the cores, and kept, it would
+  skew every later run's MFU.
+  """
+  directory = cache_dir() if directory is None else directory
+  path = os.path.join(directory, _CACHE_FILE)
+  cache = _read_cache(path)
+  if cache.pop(machine_key(device_kind, dtype_name), None) is not None:
+    _write_cache(path, cache)

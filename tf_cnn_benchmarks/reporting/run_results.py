@@ -82,6 +82,8 @@ def train_result(
     )
     if warning:  # the run goes on; the figure is kept as measured
       print(warning, file=sys.stderr, flush=True)
+      if result.peak_tflops_origin == 'cached':
+        peak_lib.forget_cached(facts.params.device, facts.precision)
   return result
 
 
