@@ -93,7 +93,8 @@ def test_mfu_over_100_percent_warns():
   assert peak.over_peak_warning(None, None) is None
 
 
-def test_a_run_over_its_given_peak_warns_and_reports(capsys):
+def _trivial_run(out, **flags):
+  """The result of a two-step trivial run on the CPU with `flags`."""
   from tf_cnn_benchmarks import benchmark_cnn
   from tf_cnn_benchmarks.config import params as params_lib
 
@@ -104,10 +105,14 @@ def test_a_run_over_its_given_peak_warns_and_reports(capsys):
     batch_size=4,
     num_batches=2,
     num_warmup_batches=0,
-    peak_tflops_per_device='0.0000001',
+    **flags,
   )
+  return benchmark_cnn.run_benchmark(p, out=out)
+
+
+def test_a_run_over_its_given_peak_warns_and_reports(capsys):
   out = io.StringIO()
-  result = benchmark_cnn.run_benchmark(p, out=out)
+  result = _trivial_run(out, peak_tflops_per_device='0.0000001')
   assert result.mfu > 1.0
   assert 'total images/sec:' in out.getvalue()
   err = capsys.readouterr().err
@@ -127,21 +132,10 @@ def test_forget_cached_drops_only_this_machines_entry(tmp_path):
 def test_a_run_over_its_cached_peak_drops_it(tmp_path, monkeypatch, capsys):
   # A cached figure a run beats was measured on busy cores: kept, it would
   # give every later run an MFU over 100%.
-  from tf_cnn_benchmarks import benchmark_cnn
-  from tf_cnn_benchmarks.config import params as params_lib
-
   monkeypatch.setenv('TF_CNN_BENCHMARKS_CACHE_DIR', str(tmp_path))
   key = peak.machine_key('cpu', 'float32')
   _write(tmp_path, json.dumps({key: peak.PLAUSIBLE_TFLOPS[0]}))
-  p = params_lib.make_params(
-    device='cpu',
-    model='trivial',
-    data_name='cifar10',
-    batch_size=4,
-    num_batches=2,
-    num_warmup_batches=0,
-  )
-  result = benchmark_cnn.run_benchmark(p, out=io.StringIO())
+  result = _trivial_run(io.StringIO())
   assert result.peak_tflops_origin == 'cached' and result.mfu > 1.0
   assert 'next run measures it again' in capsys.readouterr().err
   cache = json.loads((tmp_path / 'peak_tflops.json').read_text())
