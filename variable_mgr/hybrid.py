@@ -125,10 +125,9 @@ class _HybridClip:
       return
     with tf.device(self.mgr.cpu_device):
       offer = tf.constant(self._BIG) if local_sq is None else local_sq
-    mins = collectives.collective_min(
-      offer, self.mgr.tower_devices, self.mgr.group
+    self.big_sq = collectives.collective_min_value(
+      offer, self.mgr.tower_devices, self.mgr.group, self.mgr.cpu_device
     )
-    self.big_sq = mins[0]
 
   def _clip_factor(self):
     if self._factor is None:
@@ -362,11 +361,14 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     local_ok = loss_scale.all_finite(
       [(self.cpu_device, gv) for gv in checked if gv]
     )
-    verdicts = collectives.collective_min(
-      tf.cast(local_ok, tf.float32), self.tower_devices, self.group
+    verdict = collectives.collective_min_value(
+      tf.cast(local_ok, tf.float32),
+      self.tower_devices,
+      self.group,
+      self.cpu_device,
     )
     with tf.device(self.cpu_device):
-      return verdicts[0] > 0.5
+      return verdict > 0.5
 
   def _end_of_step_barrier(self, updates) -> tf.Operation:
     """Ends this worker's step only when every worker's updates are done.
