@@ -29,6 +29,21 @@ tf1 = tf.compat.v1
 PS_OPTIMIZER_SCOPE = 'ps_optimizer/'
 
 
+def checkpoint_fallback_name(name: str) -> str | None:
+  """Where another mode's checkpoint keeps the value of `name`, or None.
+
+  hybrid's ps optimizer saves its non-slot state (Adam's beta powers) as
+  'ps_optimizer/NAME', every other optimizer as 'NAME' (its slots have the
+  same names in every mode). In a synchronous run both have taken the same
+  steps, so each is the other's value when a checkpoint lacks it: without
+  it the ps group's bias correction started again at step 1.
+  """
+  if name.startswith(PS_OPTIMIZER_SCOPE):
+    plain = name[len(PS_OPTIMIZER_SCOPE) :]
+    return plain if '/' not in plain else None
+  return PS_OPTIMIZER_SCOPE + name if '/' not in name else None
+
+
 @dataclasses.dataclass(frozen=True)
 class _SkipGuard:
   """The inf/nan verdict of one hybrid step, shared by all its updates.
