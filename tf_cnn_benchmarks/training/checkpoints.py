@@ -26,6 +26,7 @@ import tensorflow as tf
 from tf_cnn_benchmarks.reporting import outputs
 from variable_mgr import hybrid
 from variable_mgr import naming
+from variable_mgr import staged
 
 tf1 = tf.compat.v1
 
@@ -333,6 +334,9 @@ class Checkpointer:
       if restore_from
       else ()
     )
+    # Copies of state a Saver cannot read (the staging buffers of
+    # --staged_vars) into the variables it saves.
+    self._before_save = tf1.get_collection(staged.BEFORE_SAVE_COLLECTION)
     self._steps_since = 0
     self._last_time = time.monotonic()
     # The newest checkpoint of this run's values: restored or written.
@@ -367,6 +371,8 @@ class Checkpointer:
     prefix = os.path.join(self.train_dir, CHECKPOINT_BASENAME)
     try:
       os.makedirs(self.train_dir, exist_ok=True)
+      if self._before_save:
+        sess.run(self._before_save)
       self.last_path = self._saver.save(
         sess, prefix, global_step=step, write_meta_graph=False
       )
