@@ -212,6 +212,70 @@ def test_hybrid_trains_and_exits(tmp_path):
   assert len(records[0]['losses']) == 4
 
 
+# Two towers per worker: every tower is a member of hybrid's collective
+# minimum (the clip's ps-group norm, the loss scale's verdict); a tower whose
+# member never ran left its peers waiting for good (issue 29, item 16).
+HYBRID_TWO_TOWERS = LINEAR + [
+  '--variable_update=hybrid',
+  '--hybrid_threshold_bytes=100',
+  '--num_gpus=2',
+]
+# Under the launcher's limit a deadlock fails the test instead of hanging.
+DEADLOCK_TIMEOUT = 120
+
+
+def test_hybrid_two_towers_per_worker_clip_like_one_tower(tmp_path):
+  """2 workers x 2 towers x B, clipped, train like 1 local tower x 4B."""
+  clip = 0.05
+  _, records = launch_ok(
+    tmp_path,
+    2,
+    HYBRID_TWO_TOWERS + ['--gradient_clip_norm=%g' % clip],
+    launcher_flags=TASKS['hybrid'],
+    every_worker_reports=True,
+    timeout=DEADLOCK_TIMEOUT,
+  )
+  cluster = sum(worker_losses(records, 2)) / 2
+  expected = local_losses(batch_size=4 * B, gradient_clip_norm=clip)
+  np.testing.assert_allclose(cluster, expected, rtol=1e-4)
+  # The clip bites: unclipped, the losses differ.
+  unclipped = local_losses(batch_size=4 * B)
+  assert np.max(np.abs(unclipped - expected) / expected) > 1e-3
+
+
+@pytest.mark.slow
+def test_hybrid_two_towers_per_worker_auto_loss_scale(tmp_path):
+  """fp16, automatic loss scale from 1e12: both workers skip the same
+  steps, then train (the verdict is a collective minimum of every tower)."""
+  flags = [f for f in HYBRID_TWO_TOWERS if not f.startswith('--num_batches')]
+  _, records = launch_ok(
+    tmp_path,
+    2,
+    flags
+    + [
+      '--num_batches=50',
+      '--use_fp16',
+      '--fp16_enable_auto_loss_scale',
+      '--fp16_loss_scale=1e12',
+      '--init_learning_rate=0.1',
+      '--gradient_clip_norm=1.0',
+    ],
+    launcher_flags=TASKS['hybrid'],
+    every_worker_reports=True,
+    timeout=DEADLOCK_TIMEOUT,
+  )
+  assert len(records) == 2
+  skipped = records[0]['skipped_steps']
+  assert 0 < skipped < 40
+  for record in records:
+    assert record['skipped_steps'] == skipped
+    assert record['loss_scale'] == pytest.approx(1e12 / 2**skipped)
+    losses = np.array(record['losses'])
+    assert np.all(np.isfinite(losses))
+    assert np.all(losses[:skipped] == losses[0])  # skipped: nothing moved
+    assert losses[-1] < losses[0]
+
+
 @pytest.mark.slow
 def test_async_parameter_server_runs(tmp_path):
   out, records = launch_ok(

@@ -221,3 +221,57 @@ def test_gpu_build_only_stages_on_each_tower():
   ]
   assert len(variables) == num_vars
   assert all(op['device'] == '/device:CPU:0' for op in variables), variables
+
+
+def _staged_run(train_dir, num_batches, optimizer='momentum', **flags):
+  """Losses of a staged 2-tower run of `num_batches` steps in train_dir."""
+  testing_models.ensure_registered()
+  p = params_lib.make_params(
+    model='test_linear',
+    data_name='cifar10',
+    device='cpu',
+    num_gpus=2,
+    batch_size=PER_DEVICE_BATCH,
+    variable_update='parameter_server',
+    staged_vars=True,
+    optimizer=optimizer,
+    init_learning_rate=LEARNING_RATES[optimizer],
+    weight_decay=WEIGHT_DECAY,
+    num_batches=num_batches,
+    num_warmup_batches=0,
+    tf_random_seed=SEED,
+    train_dir=None if train_dir is None else str(train_dir),
+    **flags,
+  )
+  return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
+
+
+def _final_weights(train_dir):
+  reader = tf.train.load_checkpoint(str(train_dir))
+  return {
+    n: reader.get_tensor(n)
+    for n in reader.get_variable_to_shape_map()
+    if n.endswith(('weights', 'biases')) and not n.startswith('staged')
+  }
+
+
+@pytest.mark.parametrize(
+  'optimizer,flags',
+  [('momentum', {}), ('adam', {'use_resource_vars': True})],
+)
+def test_staged_run_resumes_exactly(tmp_path, optimizer, flags):
+  """3 steps, then 3 resumed steps == 6 straight (issue 29, item 18): the
+  staged values and the held-back gradients are checkpointed too."""
+  whole = _staged_run(tmp_path / 'whole', 6, optimizer, **flags)
+  first = _staged_run(tmp_path / 'parts', 3, optimizer, **flags)
+  then = _staged_run(tmp_path / 'parts', 3, optimizer, **flags)
+  np.testing.assert_allclose(np.concatenate([first, then]), whole, rtol=1e-6)
+  straight, resumed = (
+    _final_weights(tmp_path / 'whole'),
+    _final_weights(tmp_path / 'parts'),
+  )
+  assert sorted(straight) == sorted(resumed) and straight
+  for name in straight:
+    np.testing.assert_allclose(
+      resumed[name], straight[name], rtol=1e-6, atol=1e-7
+    )

@@ -120,6 +120,18 @@ def collective_min(value, tower_devices, group) -> list:
   )
 
 
+def collective_min_value(value, tower_devices, group, device) -> tf.Tensor:
+  """The minimum of `value` over the group, as ONE tensor on `device`.
+
+  Every local tower is a member of the collective, and a member whose op
+  is not run leaves its peers waiting for good: the result depends on every
+  tower's op (they all hold the same value), so running it runs them all.
+  """
+  mins = collective_min(value, tower_devices, group)
+  with tf.device(device), tf.control_dependencies(mins[1:]):
+    return tf.identity(mins[0])
+
+
 def collective_means_per_tower(
   tower_grads, tower_devices, group, *, merge_scope=1, subdivs=-1
 ) -> list:

@@ -29,6 +29,21 @@ tf1 = tf.compat.v1
 PS_OPTIMIZER_SCOPE = 'ps_optimizer/'
 
 
+def checkpoint_fallback_name(name: str) -> str | None:
+  """Where another mode's checkpoint keeps the value of `name`, or None.
+
+  hybrid's ps optimizer saves its non-slot state (Adam's beta powers) as
+  'ps_optimizer/NAME', every other optimizer as 'NAME' (its slots have the
+  same names in every mode). In a synchronous run both have taken the same
+  steps, so each is the other's value when a checkpoint lacks it: without
+  it the ps group's bias correction started again at step 1.
+  """
+  if name.startswith(PS_OPTIMIZER_SCOPE):
+    plain = name[len(PS_OPTIMIZER_SCOPE) :]
+    return plain if '/' not in plain else None
+  return PS_OPTIMIZER_SCOPE + name if '/' not in name else None
+
+
 @dataclasses.dataclass(frozen=True)
 class _SkipGuard:
   """The inf/nan verdict of one hybrid step, shared by all its updates.
@@ -125,10 +140,9 @@ class _HybridClip:
       return
     with tf.device(self.mgr.cpu_device):
       offer = tf.constant(self._BIG) if local_sq is None else local_sq
-    mins = collectives.collective_min(
-      offer, self.mgr.tower_devices, self.mgr.group
+    self.big_sq = collectives.collective_min_value(
+      offer, self.mgr.tower_devices, self.mgr.group, self.mgr.cpu_device
     )
-    self.big_sq = mins[0]
 
   def _clip_factor(self):
     if self._factor is None:
@@ -362,11 +376,14 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     local_ok = loss_scale.all_finite(
       [(self.cpu_device, gv) for gv in checked if gv]
     )
-    verdicts = collectives.collective_min(
-      tf.cast(local_ok, tf.float32), self.tower_devices, self.group
+    verdict = collectives.collective_min_value(
+      tf.cast(local_ok, tf.float32),
+      self.tower_devices,
+      self.group,
+      self.cpu_device,
     )
     with tf.device(self.cpu_device):
-      return verdicts[0] > 0.5
+      return verdict > 0.5
 
   def _end_of_step_barrier(self, updates) -> tf.Operation:
     """Ends this worker's step only when every worker's updates are done.

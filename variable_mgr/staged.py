@@ -48,6 +48,13 @@ from variable_mgr import registry
 tf1 = tf.compat.v1
 
 SETTING = 'staged_vars'
+# Ops a checkpoint runs just before it saves (training/checkpoints): they
+# copy what the staging buffers hold into variables the checkpoint saves.
+BEFORE_SAVE_COLLECTION = 'ops_before_checkpoint_save'
+# Scope of those variables: per tower, the staged values, the held-back
+# gradients and whether they were filled (a checkpoint of another mode,
+# or one saved before the first step, has none: the pipeline starts anew).
+STATE_SCOPE = 'staged_vars_state'
 
 
 def _stage(values, shared_name: str):
@@ -62,6 +69,86 @@ def _unstage(like, shared_name: str) -> list:
   for t, model in zip(out, like):
     t.set_shape(model.shape)
   return list(out)
+
+
+def _peek(like, shared_name: str) -> list:
+  """The oldest entry of a buffer, left in it (it must hold one)."""
+  out = tf.raw_ops.StagePeek(
+    index=0,
+    dtypes=[t.dtype.base_dtype for t in like],
+    shared_name=shared_name,
+  )
+  return list(out)
+
+
+def _state_variable(name: str, like) -> tf.Variable:
+  """A saved, non-trainable variable shaped and typed as `like`."""
+  return tf1.get_variable(
+    name,
+    initializer=tf.zeros(like.shape, like.dtype.base_dtype),
+    trainable=False,
+    use_resource=True,
+    collections=[tf1.GraphKeys.GLOBAL_VARIABLES],
+  )
+
+
+class _TowerState:
+  """The variables a checkpoint keeps one tower's pipeline in.
+
+  values: {variable name: the value staged for the next step's read};
+  gradients: the held-back gradients (the next step applies them);
+  filled: whether they hold a pipeline (see STATE_SCOPE).
+  """
+
+  def __init__(self, index: int, staged: dict, grads, grad_names):
+    with tf1.variable_scope('%s/tower_%d' % (STATE_SCOPE, index)):
+      self.filled = tf1.get_variable(
+        'filled',
+        initializer=tf.constant(False),
+        trainable=False,
+        use_resource=True,
+        collections=[tf1.GraphKeys.GLOBAL_VARIABLES],
+      )
+      self.values = {
+        name: _state_variable('values/' + name, var)
+        for name, (var, _) in staged.items()
+      }
+      self.gradients = [
+        _state_variable('gradients/' + name, g)
+        for g, name in zip(grads, grad_names)
+      ]
+
+  def save_op(self, staged: dict, buffer_name, device) -> tf.Tensor:
+    """Copies the buffers into the variables (if the pipeline is full).
+
+    device: the tower's, where its buffers are (a buffer is a resource of
+    the device its Stage ran on).
+    """
+    gradients_buffer = buffer_name('gradients')
+    like = list(self.gradients)
+    with tf.device(device):
+      size = tf.raw_ops.StageSize(
+        dtypes=[g.dtype.base_dtype for g in like], shared_name=gradients_buffer
+      )
+
+    def copy():
+      ops = [self.filled.assign(True)]
+      for name, (var, _) in staged.items():
+        with tf.device(device):
+          (value,) = _peek([var], buffer_name(name))
+        ops.append(self.values[name].assign(value))
+      with tf.device(device):
+        grads = _peek(like, gradients_buffer)
+      for target, g in zip(self.gradients, grads):
+        ops.append(target.assign(g))
+      with tf.control_dependencies(ops):
+        return tf.constant(True)
+
+    def empty():
+      with tf.control_dependencies([self.filled.assign(False)]):
+        return tf.constant(False)
+
+    return tf.cond(size > 0, copy, empty)
 
 
 def _fresh_copy(var) -> tf.Tensor:
@@ -82,6 +169,7 @@ class StagedParameterServer(local.ParameterServer):
     # Per tower: variable name -> (variable, the staged value it reads).
     self._staged = [dict() for _ in self.tower_devices]
     self._building = None  # the tower whose scope is open
+    self._state = None  # per tower: _TowerState (made by build_train_op)
 
   def describe(self) -> str:
     return super().describe() + ', staged ahead of each step'
@@ -133,20 +221,66 @@ class StagedParameterServer(local.ParameterServer):
       staged[v.op.name][1] if v.op.name in staged else v for v in variables
     ]
 
-  def _stage_ops(self) -> list:
-    """Ops staging every tower's variables' current values (one step)."""
+  def _stage_ops(self, restored: bool = False) -> list:
+    """Ops staging every tower's variables' current values (one step).
+
+    restored: the pipeline a checkpoint kept is staged instead, where it
+    kept one (the values and the held-back gradients).
+    """
     ops = []
     for index, staged in enumerate(self._staged):
+      state = self._state[index] if restored and self._state else None
       for name, (var, _) in staged.items():
         with tf1.device(self.tower_devices[index]):
-          ops.append(_stage([_fresh_copy(var)], self._buffer_name(index, name)))
+          value = _fresh_copy(var)
+          if state is not None:
+            value = tf.where(
+              state.filled.read_value(), state.values[name].read_value(), value
+            )
+          ops.append(_stage([value], self._buffer_name(index, name)))
+      if state is not None and state.gradients:
+        ops.append(self._restage_gradients(index, state))
     return ops
 
+  def _restage_gradients(self, index: int, state: _TowerState):
+    """Puts the kept gradients back in tower `index`'s buffer, if kept."""
+    name = self._buffer_name(index, 'gradients')
+    with tf1.device(self.tower_devices[index]):
+      return tf.cond(
+        state.filled.read_value(),
+        lambda: tf.group(
+          _stage([g.read_value() for g in state.gradients], name)
+        ),
+        tf.no_op,
+      )
+
   def post_init_ops(self):
-    # Fills the pipeline: step 0 reads the initial (or restored) values.
-    return super().post_init_ops() + self._stage_ops()
+    # Fills the pipeline: step 0 reads the initial values, or those a
+    # restored checkpoint kept (and applies the gradients it kept).
+    return super().post_init_ops() + self._stage_ops(restored=True)
+
+  def _make_state(self, tower_grads) -> None:
+    """The checkpoint's copy of every tower's pipeline (see _TowerState)."""
+    self._state = []
+    with tf.control_dependencies(None), tf.device(self.cpu_device):
+      for index, grads_and_vars in enumerate(tower_grads):
+        names = [self._variable_of(index, v).op.name for _, v in grads_and_vars]
+        grads = [tf.convert_to_tensor(g) for g, _ in grads_and_vars]
+        self._state.append(
+          _TowerState(index, self._staged[index], grads, names)
+        )
+      for index, state in enumerate(self._state):
+        tf1.add_to_collection(
+          BEFORE_SAVE_COLLECTION,
+          state.save_op(
+            self._staged[index],
+            lambda what, i=index: self._buffer_name(i, what),
+            self.tower_devices[index],
+          ),
+        )
 
   def build_train_op(self, tower_grads, step_update: base.StepUpdate):
+    self._make_state(tower_grads)
     variable_puts = self._stage_ops()
     held_back, gradient_puts = [], []
     for index, grads_and_vars in enumerate(tower_grads):

@@ -24,7 +24,9 @@ import time
 import tensorflow as tf
 
 from tf_cnn_benchmarks.reporting import outputs
+from variable_mgr import hybrid
 from variable_mgr import naming
+from variable_mgr import staged
 
 tf1 = tf.compat.v1
 
@@ -190,14 +192,28 @@ def step_of(checkpoint_path: str) -> int:
     ) from None
 
 
+class Restorable(dict):
+  """{checkpoint name: variable} a Saver restores, and `aliased`.
+
+  aliased: {name: (stored name, variable)} of the variables the checkpoint
+  holds under another mode's name (see hybrid.checkpoint_fallback_name);
+  not in the dict itself, where a stored name can already be taken.
+  """
+
+  def __init__(self):
+    super().__init__()
+    self.aliased = {}
+
+
 def restorable(
   checkpoint_path: str, variables: dict, required: frozenset = frozenset()
-) -> dict:
+) -> Restorable:
   """The entries of `variables` the checkpoint holds, shapes checked.
 
   A variable the checkpoint lacks (e.g. a loss scale when the checkpoint
   came from a float32 run, or momentum slots after plain sgd) is left to its
   initialiser; one of the `required` names (the model's weights) is an error.
+  One it holds under another mode's name goes to `aliased` (see Restorable).
   """
   try:
     reader = tf.train.load_checkpoint(checkpoint_path)
@@ -208,25 +224,36 @@ def restorable(
       '%s: cannot read checkpoint (%s)'
       % (checkpoint_path, str(e).splitlines()[0])
     ) from None
-  out = {}
+  out = Restorable()
   for name, var in variables.items():
+    stored_name = name
     if name not in stored:
-      continue
+      stored_name = hybrid.checkpoint_fallback_name(name)
+      if stored_name not in stored:
+        continue
     want = var.shape.as_list()
-    if list(stored[name]) != want:
+    if list(stored[stored_name]) != want:
       raise CheckpointError(
         '%s: variable %s has shape %s in the checkpoint, the model has %s '
         '(another model or dataset?)'
-        % (checkpoint_path, name, list(stored[name]), want)
+        % (checkpoint_path, stored_name, list(stored[stored_name]), want)
       )
-    if dtypes[name] != var.dtype.base_dtype:
+    if dtypes[stored_name] != var.dtype.base_dtype:
       # e.g. written with --use_fp16 --fp16_vars and resumed without them.
       raise CheckpointError(
         '%s: variable %s is %s in the checkpoint, the model makes it %s '
         '(resume with the same --use_fp16/--fp16_vars)'
-        % (checkpoint_path, name, dtypes[name].name, var.dtype.base_dtype.name)
+        % (
+          checkpoint_path,
+          stored_name,
+          dtypes[stored_name].name,
+          var.dtype.base_dtype.name,
+        )
       )
-    out[name] = var
+    if stored_name == name:
+      out[name] = var
+    else:
+      out.aliased[name] = (stored_name, var)
   missing = sorted(n for n in required if n not in stored)
   if missing:
     raise CheckpointError(
@@ -293,14 +320,23 @@ class Checkpointer:
       # A new Saver counts only what it writes: without this, every resume
       # kept max_to_keep more checkpoints.
       self._saver.recover_last_checkpoints(existing_checkpoints(train_dir))
-    self._restorer = (
-      tf1.train.Saver(restore_variables)
-      if restore_from and restore_variables
-      else None
+    aliased = getattr(restore_variables, 'aliased', {}).values()
+    # One Saver per aliased value: its stored name may be restored into
+    # another variable by the main Saver too.
+    self._restorers = (
+      ([tf1.train.Saver(restore_variables)] if restore_variables else [])
+      + [tf1.train.Saver({stored: var}) for stored, var in aliased]
+      if restore_from
+      else []
     )
-    self.restored_variables = tuple(
-      restore_variables.values() if restore_from else ()
+    self.restored_variables = (
+      tuple(restore_variables.values()) + tuple(var for _, var in aliased)
+      if restore_from
+      else ()
     )
+    # Copies of state a Saver cannot read (the staging buffers of
+    # --staged_vars) into the variables it saves.
+    self._before_save = tf1.get_collection(staged.BEFORE_SAVE_COLLECTION)
     self._steps_since = 0
     self._last_time = time.monotonic()
     # The newest checkpoint of this run's values: restored or written.
@@ -314,8 +350,8 @@ class Checkpointer:
 
   def restore(self, sess) -> None:
     """Loads the checkpoint's values (call after initialising the rest)."""
-    if self._restorer is not None:
-      self._restorer.restore(sess, self.restore_from)
+    for restorer in self._restorers:
+      restorer.restore(sess, self.restore_from)
     self._last_time = time.monotonic()
 
   def save(self, sess) -> str | None:
@@ -335,6 +371,8 @@ class Checkpointer:
     prefix = os.path.join(self.train_dir, CHECKPOINT_BASENAME)
     try:
       os.makedirs(self.train_dir, exist_ok=True)
+      if self._before_save:
+        sess.run(self._before_save)
       self.last_path = self._saver.save(
         sess, prefix, global_step=step, write_meta_graph=False
       )
