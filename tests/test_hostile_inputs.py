@@ -8,7 +8,13 @@ import tracemalloc
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import models
+from tf_cnn_benchmarks import __main__ as entry
+from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks.config import limits
+from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import cifar_files
 from tf_cnn_benchmarks.inputs import input_options
 
@@ -57,3 +63,62 @@ def test_a_real_sized_batch_still_reads(tmp_path):
   read = cifar_files.cifar_file(str(path), 10)
   assert read.num_records == 4
   assert read.header_bytes + 4 * 3072 + read.footer_bytes == path.stat().st_size
+
+
+OOM_TEXT = (
+  'OOM when allocating tensor with shape[64,224,224,3] and type float on '
+  '/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu'
+)
+
+
+def _raise_oom(*args, **kwargs):
+  del args, kwargs
+  raise tf.errors.ResourceExhaustedError(None, None, OOM_TEXT)
+
+
+def test_out_of_memory_is_one_line_naming_batch_size(
+  monkeypatch, capsys, tmp_path
+):
+  # Running really out of memory would take the machine's 24 GiB: the
+  # step loop raises TensorFlow's error instead.
+  monkeypatch.setattr(benchmark_cnn._StepLoop, 'run', _raise_oom)
+  result_file = tmp_path / 'results.jsonl'
+  status = entry.main(
+    [
+      'tf_cnn_benchmarks',
+      '--model=trivial',
+      '--device=cpu',
+      '--batch_size=64',
+      '--num_batches=2',
+      '--result_file=%s' % result_file,
+    ]
+  )
+  err = capsys.readouterr().err.strip()
+  assert status == 2
+  assert err.count('\n') == 0
+  assert err.startswith('error: --batch_size=64 x 1 tower(s): out of memory')
+  assert 'allocating 36.8 MiB (float) tensor [64,224,224,3]' in err
+  assert 'Traceback' not in err
+  assert not result_file.exists()  # no result: the run did not happen
+
+
+def test_python_callers_get_the_same_error(monkeypatch):
+  monkeypatch.setattr(benchmark_cnn._StepLoop, 'run', _raise_oom)
+  bench = benchmark_cnn.BenchmarkCNN(
+    benchmark_cnn.make_params(
+      model='trivial', device='cpu', batch_size=64, num_batches=2
+    )
+  )
+  with pytest.raises(limits.BatchTooLargeError, match='--batch_size=64'):
+    bench.run()
+
+
+def test_out_of_memory_message_without_a_tensor_named():
+  p = params_lib.make_params(model='trivial', device='cpu', batch_size=8)
+  model = models.create_model('trivial', 'imagenet')
+  message = limits.out_of_memory_message(p, 'imagenet', model, 'OOM')
+  assert message.startswith('--batch_size=8 x 1 tower(s): out of memory;')
+  # The input lower bound: 2 copies x 8 x (an image in float32 + label).
+  side = model.image_size
+  needed = 2 * 8 * (side * side * 3 * 4 + 4)
+  assert 'need at least %.1f MiB' % (needed / 2**20) in message
