@@ -2,6 +2,7 @@
 item 14): checkpoint files killed saves left, a /proc-like output directory,
 a TF_CONFIG task index that does not exist."""
 
+import json
 import os
 import re
 import shutil
@@ -10,6 +11,7 @@ import pytest
 
 from tests import helpers
 from tests.helpers import LINEAR_ON_CPU
+from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.training import checkpoint_cleanup
 from tf_cnn_benchmarks.training import checkpoints
 
@@ -125,3 +127,42 @@ def test_without_a_state_file_only_temporaries_go(tmp_path):
   assert not names & set(leftovers)
   assert {'model.ckpt-4.index', 'model.ckpt-4.data-00000-of-00001'} <= names
   assert set(UNRELATED) <= names
+
+
+def _tf_config(task_type, index):
+  return json.dumps(
+    {
+      'cluster': {
+        'chief': ['127.0.0.1:2222'],
+        'worker': ['127.0.0.1:2223', '127.0.0.1:2224', '127.0.0.1:2225'],
+      },
+      'task': {'type': task_type, 'index': index},
+    }
+  )
+
+
+@pytest.mark.parametrize(
+  'task_type, index, allowed',
+  [
+    ('chief', 3, 'cluster.chief has 1 task(s): index must be in 0..0'),
+    ('worker', 3, 'cluster.worker has 3 task(s): index must be in 0..2'),
+    ('ps', 0, 'cluster.ps lists no task'),
+  ],
+)
+def test_tf_config_task_that_does_not_exist_is_refused(
+  task_type, index, allowed
+):
+  env = {'TF_CONFIG': _tf_config(task_type, index)}
+  with pytest.raises(cluster_spec.ClusterError) as info:
+    cluster_spec.resolve(None, None, None, None, None, 'grpc', env=env)
+  assert str(info.value) == (
+    'TF_CONFIG: task {"type": "%s", "index": %d} does not exist; %s'
+    % (task_type, index, allowed)
+  )
+
+
+def test_tf_config_tasks_that_exist_still_resolve():
+  for task_type, index, worker in (('chief', 0, 0), ('worker', 2, 3)):
+    env = {'TF_CONFIG': _tf_config(task_type, index)}
+    c = cluster_spec.resolve(None, None, None, None, None, 'grpc', env=env)
+    assert (c.job_name, c.task_index, c.num_workers) == ('worker', worker, 4)
