@@ -12,6 +12,7 @@ import pytest
 from tests import helpers
 from tests.helpers import LINEAR_ON_CPU
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.training import checkpoint_cleanup
 from tf_cnn_benchmarks.training import checkpoints
 
@@ -166,3 +167,27 @@ def test_tf_config_tasks_that_exist_still_resolve():
     env = {'TF_CONFIG': _tf_config(task_type, index)}
     c = cluster_spec.resolve(None, None, None, None, None, 'grpc', env=env)
     assert (c.job_name, c.task_index, c.num_workers) == ('worker', worker, 4)
+
+
+PROC_LIKE = '/proc/self/task'  # files cannot be created there, even by root
+
+
+@pytest.mark.skipif(
+  not os.path.isdir(PROC_LIKE), reason='needs a Linux /proc file system'
+)
+def test_output_check_tries_to_create_a_file_in_proc_like_dirs():
+  # os.access says yes to root here; the probe finds out.
+  with pytest.raises(outputs.OutputError, match='--train_dir=%s' % PROC_LIKE):
+    outputs.check_dir('train_dir', PROC_LIKE, writes=True)
+  with pytest.raises(outputs.OutputError) as info:
+    outputs.check_file('result_file', os.path.join(PROC_LIKE, 'r', 'x.jsonl'))
+  assert str(info.value) == (
+    '--result_file=%s/r/x.jsonl: cannot create files in %s (no write '
+    'permission)' % (PROC_LIKE, PROC_LIKE)
+  )
+
+
+def test_output_check_leaves_no_probe_file(tmp_path):
+  outputs.check_dir('train_dir', str(tmp_path), writes=True)
+  outputs.check_file('result_file', str(tmp_path / 'new' / 'r.jsonl'))
+  assert os.listdir(tmp_path) == []
