@@ -1,13 +1,14 @@
 """`python -m tf_cnn_benchmarks`: flags -> Params -> run -> exit status.
 
 Exit status: 0 on success, 2 on a bad flag or combination, bad data (a
-missing or malformed --data_dir, a corrupt record or image) or an unusable
-checkpoint (one line on stderr naming the flag or file and what is wrong, no
-traceback), 1 if the run fails (in a cluster: one line naming the lost task,
-or the failed RPC; --build_only: one line naming a GPU op without a GPU
-kernel; a checkpoint, summary or trace whose write failed during the run,
-a full disk: one line naming the file, the results line still written when
-only the final checkpoint failed), 130 on Ctrl-C (one line).
+missing or malformed --data_dir, a corrupt record or image), an unusable
+checkpoint or a --batch_size that runs out of memory (one line on stderr
+naming the flag or file and what is wrong, no traceback), 1 if the run fails
+(in a cluster: one line naming the lost task, or the failed RPC;
+--build_only: one line naming a GPU op without a GPU kernel; a checkpoint,
+summary or trace whose write failed during the run, a full disk: one line
+naming the file, the results line still written when only the final
+checkpoint failed), 130 on Ctrl-C (one line).
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ def _bad_input_errors() -> tuple:
   """Errors that mean bad data or a bad checkpoint: one line, exit 2."""
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.cluster import spec
+  from tf_cnn_benchmarks.config import limits
   from tf_cnn_benchmarks.evaluation import evaluation
   from tf_cnn_benchmarks.inputs import input_options
   from tf_cnn_benchmarks.reporting import outputs
@@ -167,6 +169,9 @@ def _bad_input_errors() -> tuple:
     evaluation.EvalError,
     outputs.OutputError,
     spec.ClusterError,  # e.g. tasks started with different run flags
+    # Out of memory: --batch_size too large for this machine, as the
+    # memory lower bound refuses at start (a bad flag value, exit 2).
+    limits.BatchTooLargeError,
   )
 
 

@@ -9,6 +9,7 @@ evaluations and the reports.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import sys
@@ -23,6 +24,7 @@ from tf_cnn_benchmarks.cluster import layout as layout_lib
 from tf_cnn_benchmarks.cluster import run_context as run_context_lib
 from tf_cnn_benchmarks.config import classic_api
 from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.config import limits
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.evaluation import eval_runs
@@ -339,9 +341,12 @@ class BenchmarkCNN:
       built = self._built_for_run()
       # Logical CPU devices of a cluster task come from its server's config.
       config = self.run_context.configure(self._session_config())
-      with tf1.Session(
-        self.run_context.target, graph=built.graph, config=config
-      ) as sess:
+      with (
+        tf1.Session(
+          self.run_context.target, graph=built.graph, config=config
+        ) as sess,
+        self._out_of_memory_named(),
+      ):
         steps = self._run_steps(sess, built)
     finally:
       if built is not None and built.checkpointer is not None:
@@ -358,6 +363,22 @@ class BenchmarkCNN:
       failed_save.result = stats
       raise failed_save
     return stats
+
+  @contextlib.contextmanager
+  def _out_of_memory_named(self):
+    """TensorFlow's out-of-memory error -> limits.BatchTooLargeError.
+
+    The batch passed the memory lower bound (limits.py) but did not fit:
+    one line naming --batch_size and the memory asked for, no traceback.
+    """
+    try:
+      yield
+    except tf.errors.ResourceExhaustedError as e:
+      raise limits.BatchTooLargeError(
+        limits.out_of_memory_message(
+          self.params, self.params.data_name, self.model, e.message
+        )
+      ) from None
 
   def _built_for_run(self) -> step_graph.BuiltGraph:
     """The run's graph (frozen, written, reported as asked), finalized."""

@@ -159,6 +159,7 @@ def from_tf_config(text: str) -> dict:
   if len(chief) > 1:
     raise ClusterError('TF_CONFIG: cluster.chief: at most one task')
   workers = chief + _tf_config_hosts(spec, 'worker')
+  _check_tf_config_index(job, index, _tf_config_hosts(spec, job))
   if job == 'chief':
     job = 'worker'  # worker 0
   elif job == 'worker':
@@ -173,6 +174,22 @@ def from_tf_config(text: str) -> dict:
   if controller:
     values['controller_host'] = controller[0]
   return values
+
+
+def _check_tf_config_index(job: str, index: int, hosts: list) -> None:
+  """TF_CONFIG's task is one of its job's tasks in cluster.JOB."""
+  if index < len(hosts):
+    return
+  allowed = (
+    'cluster.%s has %d task(s): index must be in 0..%d'
+    % (job, len(hosts), len(hosts) - 1)
+    if hosts
+    else 'cluster.%s lists no task' % job
+  )
+  raise ClusterError(
+    'TF_CONFIG: task {"type": "%s", "index": %d} does not exist; %s'
+    % (job, index, allowed)
+  )
 
 
 def resolve(

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.config import params_value
 from tf_cnn_benchmarks.platform import peak
 
 # TensorFlow indexes a batch with int32; seeds are int64.
@@ -29,6 +31,30 @@ INT64_MAX = 2**63 - 1
 MAX_TOWERS = 1024
 # Copies of a tower's input batch that exist at once (see the docstring).
 INPUT_COPIES = 2
+
+
+class BatchTooLargeError(params_value.ParamsError):
+  """The run ran out of memory: one line naming --batch_size (exit 2)."""
+
+
+# TensorFlow's out-of-memory message names what it failed to allocate:
+# "OOM when allocating tensor with shape[64,224,224,3] and type float on
+# /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu".
+_OOM_TENSOR = re.compile(r'shape\[([\d, ]*)\] and type (\w+) on (\S+)')
+_DTYPE_BYTES = {
+  'bool': 1,
+  'int8': 1,
+  'uint8': 1,
+  'half': 2,
+  'bfloat16': 2,
+  'int16': 2,
+  'float': 4,
+  'int32': 4,
+  'uint32': 4,
+  'double': 8,
+  'int64': 8,
+  'uint64': 8,
+}
 
 
 def check(p, data_name, model, cluster, error) -> None:
@@ -181,3 +207,44 @@ def _sysconf_bytes() -> int:
     return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
   except (ValueError, OSError):
     return 0
+
+
+def out_of_memory_message(p, data_name, model, tf_message: str) -> str:
+  """One line for an out-of-memory failure of a run of Params p.
+
+  Names --batch_size, what TensorFlow failed to allocate (from its
+  message, when it says) and the input-batch lower bound of this module.
+  """
+  needed = input_bytes(p, data_name, model)
+  total = memory_bytes()
+  failed = ''
+  match = _OOM_TENSOR.search(tf_message or '')
+  if match:
+    dims = [int(d) for d in match.group(1).split(',') if d.strip()]
+    size = _DTYPE_BYTES.get(match.group(2))
+    if size is not None:
+      size *= math.prod(dims)
+    failed = ' allocating %s tensor [%s] on %s' % (
+      '%s (%s)' % (_gib(size), match.group(2)) if size else match.group(2),
+      ','.join(map(str, dims)),
+      match.group(3).rsplit('/', 1)[-1],
+    )
+  return (
+    '--batch_size=%d x %d tower(s): out of memory%s; the input batches '
+    'alone need at least %s, activations and variables more%s; give a '
+    'smaller --batch_size'
+    % (
+      p.batch_size,
+      p.num_gpus,
+      failed,
+      _gib(needed),
+      '; this machine has %s (memory + swap)' % _gib(total) if total else '',
+    )
+  )
+
+
+def _gib(size: int) -> str:
+  """A byte count for a message: GiB, or MiB under one GiB."""
+  if size >= 2**30:
+    return '%.1f GiB' % (size / 2**30)
+  return '%.1f MiB' % (size / 2**20)

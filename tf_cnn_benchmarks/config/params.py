@@ -138,16 +138,17 @@ def make_params(**overrides: Any) -> Params:
 def as_plan(params_or_plan) -> RunPlan:
   """A RunPlan as it is; Params (Python callers) made into one.
 
-  Resolved Params are taken as they are; Params with automatic defaults
-  still unset (the classic API's make_params) are validated and resolved.
+  Resolved Params are validated again (a caller may have changed them
+  since) and taken as they are; Params with automatic defaults still unset
+  (the classic API's make_params) are validated and resolved.
   """
   if isinstance(params_or_plan, RunPlan):
     return params_or_plan
   p = params_or_plan
   if not is_resolved(p):
     return make_plan(**dataclasses.asdict(p))
-  cluster, manager_cls = resolve.cluster_and_manager(p)
-  return RunPlan(p, cluster, manager_cls, mode_of(p))
+  checked = resolve.revalidate(p)  # changed since setup()? same checks
+  return RunPlan(p, checked.cluster, checked.manager_cls, mode_of(p))
 
 
 def is_resolved(p: Params) -> bool:

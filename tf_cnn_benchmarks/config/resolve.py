@@ -13,7 +13,9 @@ of config/, never params.py (which imports this module).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
+import typing
 from typing import Optional
 
 import models
@@ -67,8 +69,65 @@ class Resolution:
   warnings: tuple
 
 
+# What each declared field type accepts from a Python caller, and how the
+# message says it. A flag parsed from the command line always has its type;
+# the Python API (make_params, _replace after setup) can pass anything.
+_TYPE_RULES = {
+  bool: (lambda v: isinstance(v, bool), 'True or False (bool)'),
+  int: (
+    lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+    'a whole number (int)',
+  ),
+  float: (
+    lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
+    'a number (float)',
+  ),
+  str: (lambda v: isinstance(v, str), 'a string (str)'),
+  # A list flag: a Python caller's list, tuple or '100,200' string.
+  tuple: (
+    lambda v: isinstance(v, (tuple, list, str)),
+    'a list, tuple or comma-separated string',
+  ),
+}
+_HINTS = typing.get_type_hints(params_lib.Params)
+
+
+def _declared_type(name: str) -> tuple:
+  """(the field's base type, whether None is allowed) from its declaration."""
+  hint = _HINTS[name]
+  args = typing.get_args(hint)
+  if not args:
+    return hint, False
+  return next(a for a in args if a is not type(None)), type(None) in args
+
+
+def check_types(p: params_lib.Params) -> None:
+  """Each field holds a value of its declared type (None where Optional).
+
+  The command line cannot give a wrong type; a Python caller can
+  (use_fp16='False' would otherwise run float16, as the string is true).
+  """
+  for name in params_lib.FIELDS:
+    value = getattr(p, name)
+    base, optional = _declared_type(name)
+    accepts, what = _TYPE_RULES[base]
+    if (value is None and optional) or (value is not None and accepts(value)):
+      continue
+    raise params_lib.ParamsError(
+      '--%s=%r: must be %s%s, not %s'
+      % (
+        name,
+        value,
+        what,
+        ' or None' if optional else '',
+        type(value).__name__,
+      )
+    )
+
+
 def check_choices(p: params_lib.Params) -> None:
-  """Each field with choices holds one of them (or None)."""
+  """Each field has its declared type and holds one of its choices if any."""
+  check_types(p)
   for name, field in params_lib.FIELDS.items():
     value = getattr(p, name)
     choices = field.metadata['choices']
@@ -118,6 +177,26 @@ def resolve(p: params_lib.Params) -> Resolution:
     device_was_auto=p.device is None,
     warnings=tuple(schedule_warnings) + tuple(input_warnings),
   )
+
+
+def revalidate(p: params_lib.Params) -> Resolution:
+  """The checks of `resolve`, again, for Params a caller resolved earlier.
+
+  A Python caller may change resolved Params (`setup(params)._replace(
+  num_batches=-5)`) before BenchmarkCNN(params): the same rules and
+  messages as the command line apply. Returns the Resolution of `p` as it
+  is (its values are not re-resolved).
+  """
+  check_choices(p)
+  check = p
+  if p.num_batches is not None and p.num_epochs is not None:
+    # Resolution turned --num_epochs into num_batches; the run uses that.
+    _require(
+      p.num_batches >= 1, '--num_batches=%s: must be >= 1' % p.num_batches
+    )
+    check = dataclasses.replace(p, num_epochs=None)
+  resolution = resolve(check)
+  return dataclasses.replace(resolution, params=p, warnings=())
 
 
 def _uses_resnet_base_lr(model) -> bool:

@@ -57,13 +57,68 @@ _PICKLE_GLOBALS = frozenset(
 
 
 class _ArrayUnpickler(pickle.Unpickler):
+  """Unpickles numpy arrays only, none larger than the file itself.
+
+  Every byte of a real batch's arrays is stored in the file, so an array
+  asked for with more bytes than the file holds is a crafted one (a 100-byte
+  file can ask numpy for gigabytes of empty array): refused before numpy
+  allocates it.
+  """
+
+  def __init__(self, raw: bytes, **kwargs):
+    super().__init__(io.BytesIO(raw), **kwargs)
+    self.max_array_bytes = len(raw)
+
   def find_class(self, module, name):
     if (module, name) not in _PICKLE_GLOBALS:
       raise pickle.UnpicklingError('refusing to load %s.%s' % (module, name))
     if module.startswith('numpy.core.'):
       # numpy 2 keeps the old name only as a warning shim.
       module = 'numpy._core.' + module[len('numpy.core.') :]
-    return super().find_class(module, name)
+    found = super().find_class(module, name)
+    if name == 'ndarray':  # called (ndarray(shape)) or passed as a type
+      return _bounded_ndarray_type(self.max_array_bytes)
+    if name == '_reconstruct':  # _reconstruct(subtype, shape, dtype)
+      return functools.partial(
+        _bounded_reconstruct, found, self.max_array_bytes
+      )
+    return found
+
+
+def _bounded_ndarray_type(max_bytes: int) -> type:
+  """np.ndarray, whose call makes no array of more than max_bytes."""
+
+  class BoundedNdarray(np.ndarray):
+    def __new__(cls, shape, dtype=float, *args, **kwargs):
+      del cls  # a plain ndarray is made
+      _check_array_bytes(shape, dtype, max_bytes)
+      return np.ndarray.__new__(np.ndarray, shape, dtype, *args, **kwargs)
+
+  return BoundedNdarray
+
+
+def _bounded_reconstruct(reconstruct, max_bytes, subtype, shape, dtype):
+  """numpy's _reconstruct, of a plain ndarray no larger than max_bytes."""
+  _check_array_bytes(shape, dtype, max_bytes)
+  if issubclass(subtype, np.ndarray):
+    subtype = np.ndarray
+  return reconstruct(subtype, shape, dtype)
+
+
+def _check_array_bytes(shape, dtype, max_bytes: int) -> None:
+  """UnpicklingError unless an array of shape and dtype fits in max_bytes."""
+  try:
+    dims = [int(d) for d in np.atleast_1d(np.asarray(shape, dtype=object))]
+    size = np.dtype(dtype).itemsize
+  except (TypeError, ValueError) as e:
+    raise pickle.UnpicklingError('bad array shape or dtype (%s)' % e) from None
+  for d in dims:  # Python ints: no overflow on a crafted shape
+    size *= d
+  if min(dims, default=0) < 0 or size > max_bytes:
+    raise pickle.UnpicklingError(
+      'an array of shape %s %s (%d bytes) in a file of %d bytes'
+      % (dims, np.dtype(dtype), size, max_bytes)
+    )
 
 
 _cifar_cache: dict = {}
@@ -113,7 +168,7 @@ def _read_cifar_file(path: str, num_classes: int) -> CifarFile:
 def _unpickled_batch(raw: bytes, bad):
   """The 'data' array and 'labels' of a pickled batch (bad(what): error)."""
   try:
-    batch = _ArrayUnpickler(io.BytesIO(raw), encoding='bytes').load()
+    batch = _ArrayUnpickler(raw, encoding='bytes').load()
   except Exception as e:  # pylint: disable=broad-except
     # Unpickling fails in many ways (EOFError, UnpicklingError, ValueError,
     # ...); each means the same thing here.

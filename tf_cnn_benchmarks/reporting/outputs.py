@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 
 from tf_cnn_benchmarks.reporting import result_lines
 
@@ -83,11 +84,26 @@ def _check_creatable(flag: str, path: str, what: str) -> None:
       '--%s=%s: %s is not a directory; cannot create the %s under it'
       % (flag, path, base, what)
     )
-  if not os.access(base, os.W_OK | os.X_OK):
+  if not can_create_files_in(base):
     raise OutputError(
       '--%s=%s: cannot create files in %s (no write permission)'
       % (flag, path, base)
     )
+
+
+def can_create_files_in(directory: str) -> bool:
+  """Whether a file can be created in `directory`: tried, not asked.
+
+  os.access answers yes to root for directories no one can create files
+  in (/proc, /proc/self/task, ...): a probe file is created and removed.
+  """
+  try:
+    fd, probe = tempfile.mkstemp(prefix='.tf_cnn_probe-', dir=directory)
+  except OSError:
+    return False
+  os.close(fd)
+  os.remove(probe)
+  return True
 
 
 def check_file(flag: str, path: str | None) -> None:
@@ -118,7 +134,7 @@ def check_dir(flag: str, path: str | None, writes: bool) -> None:
   if os.path.exists(path):
     if not os.path.isdir(path):
       raise OutputError('--%s=%s: exists and is not a directory' % (flag, path))
-    if writes and not os.access(path, os.W_OK | os.X_OK):
+    if writes and not can_create_files_in(path):
       raise OutputError('--%s=%s: not writable' % (flag, path))
   elif writes:
     _check_creatable(flag, path, 'directory')

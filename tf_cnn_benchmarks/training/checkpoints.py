@@ -24,6 +24,7 @@ import time
 import tensorflow as tf
 
 from tf_cnn_benchmarks.reporting import outputs
+from tf_cnn_benchmarks.training import checkpoint_cleanup
 from variable_mgr import hybrid
 from variable_mgr import naming
 from variable_mgr import staged
@@ -57,6 +58,8 @@ STATE_FILE = 'checkpoint'
 
 # The lock file a run writing checkpoints holds in its --train_dir.
 LOCK_FILE = '.tf_cnn_benchmarks.lock'
+# What checkpoint_cleanup may remove at start: PREFIX-STEP files, TF's temps.
+_CLEANUP_NAMES = (CHECKPOINT_BASENAME, STATE_FILE)
 
 
 class TrainDirBusyError(CheckpointError):
@@ -147,6 +150,8 @@ def existing_checkpoints(train_dir: str) -> list:
     for name in os.listdir(train_dir)
     if name.startswith(CHECKPOINT_BASENAME + '-') and name.endswith('.index')
   ]
+  # PREFIX-STEP only: the Saver deletes what it is given (not model.ckpt-best).
+  prefixes = [p for p in prefixes if _step_or_minus_one(p) >= 0]
   return sorted(prefixes, key=_step_or_minus_one)
 
 
@@ -319,6 +324,7 @@ class Checkpointer:
     if writes and os.path.isdir(train_dir):
       # A new Saver counts only what it writes: without this, every resume
       # kept max_to_keep more checkpoints.
+      checkpoint_cleanup.clean(train_dir, max_to_keep, *_CLEANUP_NAMES)
       self._saver.recover_last_checkpoints(existing_checkpoints(train_dir))
     aliased = getattr(restore_variables, 'aliased', {}).values()
     # One Saver per aliased value: its stored name may be restored into
