@@ -20,8 +20,9 @@ from models.registry import register_family
 class CifarDenseNet(Model):
   """DenseNet (L, k) for 32x32 CIFAR-10."""
 
-  # 0.1, divided by 10 at epochs 150 and 225 (of 300), as in the paper.
-  epoch_schedule = ((150, 225), (0.1, 0.01, 0.001))
+  # 0.1, divided by 10 at epochs 150 and 225 (of 300), as in the paper,
+  # and once more after epoch 300, as the classic harness did.
+  epoch_schedule = ((150, 225, 300), (0.1, 0.01, 0.001, 0.0001))
 
   def __init__(self, name, depth, growth_rate):
     if (depth - 4) % 3:

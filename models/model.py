@@ -144,6 +144,17 @@ class Model:
       global_step, examples_per_epoch, global_batch_size, epochs, values
     )
 
+  def learning_rate_warmup(self, global_batch_size, examples_per_epoch):
+    """The linear warm-up that opens `learning_rate`, or None (the default).
+
+    (steps, peak): the rate is peak * step / steps before global step
+    `steps`. Named apart so --minimum_learning_rate, which floors the
+    schedule, leaves the ramp as it is (the classic harness never floored
+    a model's schedule).
+    """
+    del global_batch_size, examples_per_epoch
+    return None
+
 
 class PlainConvNet(Model):
   """A trunk of convolutions and max pools, then fully connected layers

@@ -100,12 +100,15 @@ def basic_block_v2(net, depth, stride):
   return net.set_top(shortcut + residual)
 
 
-class ResNet(Model):
-  """Bottleneck ResNet for 224x224 ImageNet."""
+class ResNetNetwork(Model):
+  """Bottleneck ResNet for 224x224 ImageNet: the network, whatever schedule.
 
-  # Classic: 0.128 at a global batch of 256 (He et al. used 0.1), scaled
-  # linearly with the global batch.
-  BASE_LEARNING_RATE = 0.128
+  Subclasses set the schedule: a learning rate of BASE_LEARNING_RATE at a
+  global batch of BASE_BATCH_SIZE, scaled linearly with the global batch,
+  divided by 10 after epochs 30, 60, 80 and 90.
+  """
+
+  BASE_LEARNING_RATE = 0.1
   BASE_BATCH_SIZE = 256
 
   def __init__(self, name, depth, version):
@@ -150,17 +153,55 @@ class ResNet(Model):
       net.relu()
     net.spatial_mean()
 
-  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
-    """Linear warm-up over 5 epochs to base * batch / 256, then /10 at
-    epochs 30, 60, 80 and 90 (the classic schedule)."""
-    peak = self.default_learning_rate * global_batch_size / self.BASE_BATCH_SIZE
+  def peak_learning_rate(self, global_batch_size):
+    """The rate before the first decay: the base scaled to the batch."""
+    return self.default_learning_rate * global_batch_size / self.BASE_BATCH_SIZE
+
+  def decayed_learning_rate(
+    self, global_step, global_batch_size, examples_per_epoch
+  ):
+    """The peak, /10 after epochs 30, 60, 80 and 90 (no warm-up)."""
+    peak = self.peak_learning_rate(global_batch_size)
     batches_per_epoch = examples_per_epoch / global_batch_size
     boundaries = [int(batches_per_epoch * e) for e in (30, 60, 80, 90)]
     values = [peak * f for f in (1.0, 0.1, 0.01, 1e-3, 1e-4)]
-    decayed = schedules.piecewise_constant(global_step, boundaries, values)
-    return schedules.linear_warmup(
-      global_step, int(batches_per_epoch * 5), peak, decayed
+    return schedules.piecewise_constant(global_step, boundaries, values)
+
+  def learning_rate(self, global_step, global_batch_size, examples_per_epoch):
+    """The decayed schedule after `learning_rate_warmup`'s ramp, if any."""
+    decayed = self.decayed_learning_rate(
+      global_step, global_batch_size, examples_per_epoch
     )
+    warmup = self.learning_rate_warmup(global_batch_size, examples_per_epoch)
+    if warmup is None:
+      return decayed
+    steps, peak = warmup
+    return schedules.linear_warmup(global_step, steps, peak, decayed)
+
+
+class ResNet(ResNetNetwork):
+  """The classic resnet50/101/152 names: a 5-epoch warm-up, then decays."""
+
+  # Classic: 0.128 at a global batch of 256 (He et al. used 0.1); the base
+  # --resnet_base_lr replaces.
+  BASE_LEARNING_RATE = 0.128
+
+  def learning_rate_warmup(self, global_batch_size, examples_per_epoch):
+    """A ramp from 0 to the peak over 5 epochs (the classic schedule)."""
+    batches_per_epoch = examples_per_epoch / global_batch_size
+    return (
+      int(batches_per_epoch * 5),
+      self.peak_learning_rate(global_batch_size),
+    )
+
+
+class OfficialResNet(ResNetNetwork):
+  """The classic official_resnet* names: the TF official models' schedule.
+
+  0.1 at a global batch of 256 (classic: 0.0125 per 32 images), no warm-up,
+  /10 after epochs 30, 60, 80 and 90; --resnet_base_lr does not apply, as
+  in the classic harness.
+  """
 
 
 def _register_all():
@@ -183,7 +224,7 @@ def _register_official():
   """
   register_family(
     'imagenet',
-    ResNet,
+    OfficialResNet,
     (
       ('official_resnet%d%s' % (depth, suffix), (depth, version))
       for depth in sorted(_LAYER_COUNTS)

@@ -129,6 +129,35 @@ def test_resnet_base_lr_scales_the_resnet_schedule():
   np.testing.assert_allclose(floored, [0.005, 0.001], rtol=1e-6)
 
 
+def test_minimum_learning_rate_leaves_the_resnet_warmup_ramp():
+  # 10 steps per epoch, peak 0.05: the 5-epoch ramp climbs from 0 whatever
+  # the floor (classic never floored it); the floor holds after the ramp.
+  resnet50 = models.create_model('resnet50', 'imagenet')
+  got = schedule_values(
+    config(resnet_base_lr=0.05, minimum_learning_rate=0.01),
+    [0, 1, 10, 49, 50, 601],
+    resnet50,
+    examples=2560,
+    per=256,
+  )
+  np.testing.assert_allclose(
+    got, [0.0, 0.001, 0.01, 0.049, 0.05, 0.01], rtol=1e-6
+  )
+
+
+def test_official_resnets_keep_their_classic_schedule():
+  # No warm-up and 0.1 at a global batch of 256, --resnet_base_lr or not
+  # (it warns: classic ignored it for these models).
+  official = models.create_model('official_resnet50', 'imagenet')
+  for schedule in (config(), config(resnet_base_lr=0.05)):
+    got = schedule_values(schedule, [0, 300, 301], official, 2560, 256)
+    np.testing.assert_allclose(got, [0.1, 0.1, 0.01], rtol=1e-6)
+  plan = params_lib.make_plan(
+    device='cpu', model='official_resnet50', resnet_base_lr=0.05
+  )
+  assert len(plan.warnings) == 1 and 'no effect' in plan.warnings[0]
+
+
 def test_images_per_global_step():
   # 32 per tower, 2 towers, 3 workers stepping together: 192 per step; a
   # worker moving the shared step alone: its own 64.

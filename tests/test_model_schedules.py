@@ -76,12 +76,29 @@ def test_imagenet_resnet_learning_rate():
 
 
 def test_densenet_learning_rate():
-  # 50000 / 64 -> 781 batches an epoch; /10 after epochs 150 and 225.
+  # 50000 / 64 -> 781 batches an epoch; /10 after epochs 150, 225 and 300
+  # (classic's last drop, to 0.0001).
   model = models.create_model('densenet40_k12', 'cifar10')
-  steps = [0, 781 * 150, 781 * 150 + 1, 781 * 225 + 1]
+  steps = [0, 781 * 150, 781 * 150 + 1, 781 * 225 + 1, 781 * 300]
+  steps += [781 * 300 + 1, 781 * 400]
   assert _lr_at(model, steps, 64, 50000) == pytest.approx(
-    [0.1, 0.1, 0.01, 0.001]
+    [0.1, 0.1, 0.01, 0.001, 0.001, 0.0001, 0.0001]
   )
+
+
+@pytest.mark.parametrize('name', ['official_resnet50', 'official_resnet18_v2'])
+def test_official_resnet_learning_rate(name):
+  # Classic's official models: 0.0125 per 32 images (0.1 at a global batch
+  # of 256, 0.4 at 1024), no warm-up, /10 after epochs 30, 60, 80, 90.
+  model = models.create_model(name, 'imagenet')
+  per_epoch = 1281167 / 1024
+  steps = [0, 1, int(5 * per_epoch), int(30 * per_epoch)]
+  steps += [int(30 * per_epoch) + 1, int(90 * per_epoch) + 1]
+  assert _lr_at(model, steps, 1024, 1281167) == pytest.approx(
+    [0.4, 0.4, 0.4, 0.4, 0.04, 0.00004], rel=1e-6
+  )
+  assert _lr_at(model, [0], 256, 1281167) == pytest.approx([0.1], rel=1e-6)
+  assert model.learning_rate_warmup(1024, 1281167) is None
 
 
 def test_alexnet_cifar_learning_rate():

@@ -259,3 +259,28 @@ def test_cluster_rows_show_each_workers_own_images_per_sec(two_workers):
     assert last == pytest.approx(record['images_per_sec_per_worker'], abs=0.06)
     # The classic total stays the cluster's: every worker's images.
     assert record['images_per_sec'] == pytest.approx(2 * own, rel=1e-6)
+
+
+def test_cluster_accuracies_are_the_mean_of_the_workers(two_workers):
+  # The line's top_1/top_5_accuracies are the cluster's (the mean of the
+  # workers' own, which are worker_top_*_accuracies); the rows keep each
+  # worker's own, as classic printed them.
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  console, records = two_workers
+  for k in (1, 5):
+    key = 'top_%d_accuracies' % k
+    own = [np.array(records[w]['worker_' + key]) for w in (0, 1)]
+    for record in records.values():
+      np.testing.assert_allclose(record[key], (own[0] + own[1]) / 2, rtol=1e-6)
+  own_top_1 = [records[w]['worker_top_1_accuracies'] for w in (0, 1)]
+  assert own_top_1[0] != own_top_1[1]  # the scopes differ in this run
+  for w in (0, 1):
+    prefix = '[worker:%d] ' % w
+    rows = [
+      line[len(prefix) :].split('\t')
+      for line in console.splitlines()
+      if line.startswith(prefix) and line[len(prefix) :][:1].isdigit()
+    ]
+    shown = [float(row[3]) for row in rows]
+    assert shown == pytest.approx(own_top_1[w][-len(shown) :], abs=5e-4)

@@ -50,14 +50,43 @@ def losses(variable_update, flag=None):
   return np.array(benchmark_cnn.run_benchmark(p, out=io.StringIO()).losses)
 
 
+# What XLA guarantees in float32: the first step's loss (same initial
+# values, same inputs) to rounding, about 1e-7 relative (measured: 0 on
+# lenet, 7e-8 on resnet20). Later steps differ by the rounding of the
+# updates, which training amplifies step by step (resnet20, 2 towers x 4:
+# 2.3e-7, 1.2e-4, 2.3e-3, 5.4e-3 at steps 2 to 5), as any change of
+# operation order does: no fixed tolerance holds for them in every model.
+FIRST_STEP_RTOL = 1e-6
+
+
 @pytest.mark.parametrize('flag', XLA_FLAGS)
 @pytest.mark.parametrize('variable_update', ['replicated', 'parameter_server'])
 def test_losses_agree_with_and_without_xla(variable_update, flag):
   reference = losses(variable_update)
   got = losses(variable_update, flag)
   assert len(got) == 3
+  np.testing.assert_allclose(got[0], reference[0], rtol=FIRST_STEP_RTOL)
+  # lenet's three steps hold 1e-4 (measured: under 2e-7 over 8 steps): a
+  # property of this small model, not the guarantee.
   np.testing.assert_allclose(got, reference, rtol=1e-4)
   assert not np.array_equal(got[0], got[-1])  # it trained
+
+
+@pytest.mark.parametrize(
+  'flag', ['xla_compile', pytest.param('xla', marks=pytest.mark.slow)]
+)
+def test_first_step_agrees_on_a_model_whose_later_steps_drift(flag):
+  # resnet20: the first step to FIRST_STEP_RTOL; by step 4 the two runs are
+  # 2e-3 apart (the amplified rounding), which no test can bound.
+  kw = dict(model='resnet20', data_name='cifar10', num_batches=2)
+  reference = benchmark_cnn.run_benchmark(make(**kw), out=io.StringIO())
+  got = benchmark_cnn.run_benchmark(
+    make(**kw, **{flag: True}), out=io.StringIO()
+  )
+  np.testing.assert_allclose(
+    got.losses[0], reference.losses[0], rtol=FIRST_STEP_RTOL
+  )
+  assert np.all(np.isfinite(got.losses))
 
 
 def session(p):

@@ -579,7 +579,8 @@ def _naming_bad_data(bench: BenchmarkCNN, fn):
   DataError's line says it.
   """
   decodes = input_failures.decodes_jpeg(bench.data_options)
-  with quiet.libjpeg_lines_dropped(decodes):
+  # A cluster task: TensorFlow's collective-abort lines when a peer dies.
+  with quiet.noise_lines_dropped(decodes or bench.cluster is not None):
     try:
       return fn()
     except tf.errors.OpError as e:

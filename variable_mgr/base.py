@@ -61,9 +61,10 @@ class StepUpdate:
   loss_scale: a loss_scale.LossScale (the towers differentiated the scaled
     loss; with an automatic one, a step whose reduced gradients hold
     inf/nan updates nothing on any replica), or None.
-  loss: this process's mean tower loss; a cluster manager sets
-    `cluster_loss` from it (the mean over every worker's towers), riding on
-    the step's own synchronisation. None: not wanted.
+  loss: this process's mean tower loss (or a float32 vector of such
+    per-worker means: [loss, top-1, top-5]); a cluster manager sets
+    `cluster_loss` from it (the mean over every worker's towers, of the
+    same shape), riding on the step's own synchronisation. None: not wanted.
   """
 
   make_optimizer: Callable[[], tf1.train.Optimizer]

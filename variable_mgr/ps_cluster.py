@@ -233,12 +233,10 @@ class PsClusterMixin:
 
     if not (self.cluster.cross_replica_sync and self.cluster.num_workers > 1):
       return apply_fn(grads_and_vars)
-    if loss is not None:
+    if loss is not None:  # a scalar, or a vector of per-worker means
+      loss = tf.cast(loss, tf.float32)
       grads_and_vars = list(grads_and_vars) + [
-        (
-          tf.reshape(tf.cast(loss, tf.float32), []),
-          _LossSlot(self.ps_devices[0]),
-        )
+        (loss, _LossSlot(self.ps_devices[0], loss.shape))
       ]
 
       def apply_fn_and_loss(means):

@@ -151,17 +151,62 @@ def libjpeg_lines_pattern() -> str:
   return '(?:%s)\r?' % '|'.join(alternatives)
 
 
+# TensorFlow's C++ error lines when a peer dies mid-collective: every
+# pending ring aborts with one header line ("E0000 <time> <thread>
+# ring_alg.cc:291] Aborting RingReduce with UNAVAILABLE: ...") and its
+# status's continuation lines (the gRPC detail, "The error could be from a
+# previous operation..."), ~30 lines before the task's own one line naming
+# the lost peer (cluster/verdicts.py). They are ERROR level, so the default
+# TF_CPP_MIN_LOG_LEVEL=2 keeps them.
+_TF_LOG_HEADER = r'[EWF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] '
+_COLLECTIVE_ABORT = (
+  r'Aborting Ring\w+ with .*',
+  r'BaseCollectiveExecutor::StartAbort .*',
+  r'.*Collective ops is aborted by: .*',
+)
+# Continuation lines of such a header's status: dropped only right after a
+# dropped line (a kept line ends the run of them).
+_COLLECTIVE_ABORT_FOLLOWERS = (
+  r'Additional GRPC error information from remote target .*',
+  r':UNKNOWN:Error received from peer .*',
+  r'The error could be from a previous operation\. Restart your program '
+  r'to reset\..*',
+)
+
+
+def collective_abort_pattern() -> str:
+  """A regex matching a whole TensorFlow log line of a collective abort."""
+  return '%s(?:%s)\r?' % (_TF_LOG_HEADER, '|'.join(_COLLECTIVE_ABORT))
+
+
+def collective_abort_followers_pattern() -> str:
+  """A regex matching a continuation line of a collective abort's status."""
+  return '(?:%s)\r?' % '|'.join(_COLLECTIVE_ABORT_FOLLOWERS)
+
+
+def shows_everything(environ=None) -> bool:
+  """Whether the user asked for TensorFlow's info or warning lines
+  (TF_CPP_MIN_LOG_LEVEL=0 or 1): then no line is dropped, libjpeg's and
+  the collective aborts' included. The driver's default is 2."""
+  level = (os.environ if environ is None else environ).get(
+    'TF_CPP_MIN_LOG_LEVEL', '0'
+  )
+  return level.strip() in ('0', '1')
+
+
 # The filter process: copies stdin (the driver's fd 2) to stdout (the real
-# stderr) line by line, dropping the lines argv[1] matches. It ignores the
-# signals a terminal or launcher sends the process group, so it outlives
-# the driver and passes on whatever a dying driver wrote last; it ends at
-# end of input (when every writer has closed its end).
+# stderr) line by line, dropping the lines argv[1] matches, and those
+# argv[2] matches right after a dropped line. It ignores the signals a
+# terminal or launcher sends the process group, so it outlives the driver
+# and passes on whatever a dying driver wrote last; it ends at end of input
+# (when every writer has closed its end).
 _FILTER_PROGRAM = r"""
 import os, re, signal, sys
 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
   signal.signal(s, signal.SIG_IGN)
 drop = re.compile(sys.argv[1].encode())
-out_ok, pending = True, b''
+follow = re.compile(sys.argv[2].encode())
+out_ok, pending, dropping = True, b'', False
 def put(data):
   global out_ok
   while out_ok and data:
@@ -169,27 +214,35 @@ def put(data):
       data = data[os.write(1, data):]
     except OSError:
       out_ok = False  # nowhere to write: keep reading, or writers block
+def kept(line):
+  global dropping
+  dropping = bool(
+    drop.fullmatch(line) or (dropping and follow.fullmatch(line))
+  )
+  return not dropping
 while True:
   chunk = os.read(0, 1 << 16)
   if not chunk:
     break
   *lines, pending = (pending + chunk).split(b'\n')
-  put(b''.join(l + b'\n' for l in lines if not drop.fullmatch(l)))
-if pending and not drop.fullmatch(pending):
+  put(b''.join(l + b'\n' for l in lines if kept(l)))
+if pending and kept(pending):
   put(pending)
 """
 
 
 @contextlib.contextmanager
-def libjpeg_lines_dropped(enabled: bool = True):
-  """While the body runs, fd 2 drops libjpeg's message lines.
+def noise_lines_dropped(enabled: bool = True):
+  """While the body runs, fd 2 drops libjpeg's message lines and
+  TensorFlow's collective-abort lines (with their continuation lines).
 
-  Everything else written to fd 2 (Python's sys.stderr, TensorFlow's C++
-  log, a crash's last words) passes through unchanged, line by line, to
-  the original stderr, which is back in place when the body ends. Without a
-  filter process (it cannot start), nothing is filtered.
+  Everything else written to fd 2 (Python's sys.stderr, TensorFlow's other
+  C++ log lines, a crash's last words) passes through unchanged, line by
+  line, to the original stderr, which is back in place when the body ends.
+  Nothing is filtered without a filter process (it cannot start), or when
+  the user asked for TensorFlow's info lines (shows_everything).
   """
-  if not enabled or not sys.executable:
+  if not enabled or not sys.executable or shows_everything():
     yield
     return
   sys.stderr.flush()
@@ -202,7 +255,8 @@ def libjpeg_lines_dropped(enabled: bool = True):
         '-S',
         '-c',
         _FILTER_PROGRAM,
-        libjpeg_lines_pattern(),
+        '(?:%s)|(?:%s)' % (libjpeg_lines_pattern(), collective_abort_pattern()),
+        collective_abort_followers_pattern(),
       ],
       stdin=subprocess.PIPE,
       stdout=real,
@@ -224,3 +278,8 @@ def libjpeg_lines_dropped(enabled: bool = True):
       child.wait(timeout=10)
     except subprocess.TimeoutExpired:
       pass  # a process we started still holds the pipe: it ends with it
+
+
+# The earlier name: the filter drops libjpeg's lines (and now the
+# collective aborts' too).
+libjpeg_lines_dropped = noise_lines_dropped

@@ -127,14 +127,21 @@ class StepReport:
   loss_type: str  # what `losses` hold: total_loss or base_loss
   learning_rates: list | None = None  # training lines: the rate each step used
   # --print_training_accuracy (and --forward_only): the fraction of the
-  # step's batch (the writing task's towers) whose label is the top (top-5)
-  # prediction; None when not computed.
+  # step's batch whose label is the top (top-5) prediction; None when not
+  # computed. The batch of every worker's towers in a cluster whose manager
+  # averages the loss (as `losses`), else the writing task's.
   top_1_accuracies: list | None = None
   top_5_accuracies: list | None = None
+  # In a cluster: the writing task's own accuracies. Not keys of this part:
+  # they go to ClusterInfo's (run_results.cluster_info), as worker_losses.
+  worker_top_1_accuracies: list | None = None
+  worker_top_5_accuracies: list | None = None
 
   def to_keys(self) -> dict:
     """This part's keys of the results line."""
-    return dataclasses.asdict(self)
+    keys = dataclasses.asdict(self)
+    del keys['worker_top_1_accuracies'], keys['worker_top_5_accuracies']
+    return keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,22 +154,35 @@ class TaskInfo:
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
-  """Multi-worker runs: `images_per_sec_per_worker`, `task`, `worker_losses`.
+  """Multi-worker runs: `images_per_sec_per_worker`, `task`, `worker_losses`,
+  `worker_top_1_accuracies`, `worker_top_5_accuracies`.
 
-  worker_losses: the losses of the writing task's own towers (the line's
-  `losses` are the cluster's where the manager averages them).
+  worker_*: the losses (accuracies) of the writing task's own towers (the
+  line's `losses` and `top_*_accuracies` are the cluster's where the manager
+  averages them).
   """
 
   images_per_sec_per_worker: float
   task: TaskInfo  # the task that wrote the line
   worker_losses: list | None = None
+  worker_top_1_accuracies: list | None = None
+  worker_top_5_accuracies: list | None = None
 
   def to_keys(self) -> dict:
-    """This part's keys of the results line (no worker_losses if None)."""
+    """This part's keys of the results line (the worker_* ones if set)."""
     keys = dataclasses.asdict(self)
-    if keys['worker_losses'] is None:
-      del keys['worker_losses']
+    for key in _WORKER_KEYS:
+      if keys[key] is None:
+        del keys[key]
     return keys
+
+
+# ClusterInfo's keys that a line leaves out when they are None.
+_WORKER_KEYS = (
+  'worker_losses',
+  'worker_top_1_accuracies',
+  'worker_top_5_accuracies',
+)
 
 
 # BenchmarkResult fields that are optional parts: None leaves their keys out.

@@ -64,7 +64,7 @@ def train_result(
       ),
       skipped_steps=int(final_state.get('skipped_steps', 0)),
     ),
-    cluster=cluster_info(facts, ips, worker_losses),
+    cluster=cluster_info(facts, ips, worker_losses, report),
     step_report=report,
   )
   if result.mfu is not None:
@@ -173,14 +173,20 @@ def make_result(
 
 
 def cluster_info(
-  facts: run_facts.RunFacts, ips: float, worker_losses=None
+  facts: run_facts.RunFacts,
+  ips: float,
+  worker_losses=None,
+  report: results.StepReport | None = None,
 ) -> results.ClusterInfo | None:
-  """Multi-worker runs: the per-worker rate and the task writing the line."""
+  """Multi-worker runs: the per-worker rate, the task writing the line, and
+  its own losses and accuracies (from `report`, the step table's)."""
   if facts.cluster is None:
     return None
   return results.ClusterInfo(
     images_per_sec_per_worker=ips / facts.num_workers,
     worker_losses=list(worker_losses) if worker_losses is not None else None,
+    worker_top_1_accuracies=report and report.worker_top_1_accuracies,
+    worker_top_5_accuracies=report and report.worker_top_5_accuracies,
     task=results.TaskInfo(
       job_name=facts.cluster.job_name, task_index=facts.cluster.task_index
     ),

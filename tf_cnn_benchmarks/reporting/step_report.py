@@ -100,11 +100,22 @@ class StepRecorder:
     return text
 
   def report(self) -> results.StepReport:
-    """The results line's part."""
+    """The results line's part: in a cluster, the accuracies under
+    CLUSTER_ACCURACY_KEYS (step_graph) are the line's, and the rows' (this
+    worker's, as classic printed) go to the worker_* fields."""
     accuracies = self.accuracies or {}
+    if 'cluster_top_1_accuracy' not in accuracies:
+      return results.StepReport(
+        loss_type=self.loss_type,
+        learning_rates=self.learning_rates,
+        top_1_accuracies=accuracies.get('top_1_accuracy'),
+        top_5_accuracies=accuracies.get('top_5_accuracy'),
+      )
     return results.StepReport(
       loss_type=self.loss_type,
       learning_rates=self.learning_rates,
-      top_1_accuracies=accuracies.get('top_1_accuracy'),
-      top_5_accuracies=accuracies.get('top_5_accuracy'),
+      top_1_accuracies=accuracies['cluster_top_1_accuracy'],
+      top_5_accuracies=accuracies['cluster_top_5_accuracy'],
+      worker_top_1_accuracies=accuracies['top_1_accuracy'],
+      worker_top_5_accuracies=accuracies['top_5_accuracy'],
     )

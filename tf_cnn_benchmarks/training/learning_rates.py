@@ -10,7 +10,9 @@ The schedule of a training run, from the classic flags:
     init * factor ** floor(step / int(steps_per_epoch * epochs_per_decay)).
   neither: the model's own schedule; --resnet_base_lr replaces the base (the
     rate at a global batch of 256) of the ImageNet ResNets' schedule.
-  --minimum_learning_rate floors any of these.
+  --minimum_learning_rate floors any of these (classic: the decay only),
+    but never a warm-up ramp: neither the flags' below nor the one the
+    ImageNet ResNets' own schedule opens with (classic floored neither).
   --num_learning_rate_warmup_epochs=W (with --init_learning_rate or a
     piecewise schedule): init * step / int(W * steps_per_epoch) before that
     step, where init is --init_learning_rate or LR0 (not floored, as classic).
@@ -78,11 +80,16 @@ def _step(global_step):
   return tf.cast(global_step, tf.int64)
 
 
-def _model_schedule(config, model, global_step, images_per_step, examples):
+def _own_schedule_model(config, model):
+  """The model whose own schedule runs: --resnet_base_lr as its base."""
   if config.resnet_base_lr is not None and uses_resnet_base_lr(model):
     model = copy.copy(model)  # the same schedule on another base
     model.default_learning_rate = config.resnet_base_lr
-  return model.learning_rate(global_step, images_per_step, examples)
+  return model
+
+
+def _runs_own_schedule(config) -> bool:
+  return config.piecewise is None and config.init_learning_rate is None
 
 
 def _schedule(config, model, global_step, images_per_step, examples):
@@ -95,8 +102,8 @@ def _schedule(config, model, global_step, images_per_step, examples):
       list(config.piecewise.values),
     )
   if config.init_learning_rate is None:
-    return _model_schedule(
-      config, model, global_step, images_per_step, examples
+    return _own_schedule_model(config, model).learning_rate(
+      global_step, images_per_step, examples
     )
   if config.num_epochs_per_decay > 0 and config.learning_rate_decay_factor > 0:
     return model_schedules.staircase_exponential_decay(
@@ -106,6 +113,25 @@ def _schedule(config, model, global_step, images_per_step, examples):
       config.learning_rate_decay_factor,
     )
   return config.init_learning_rate
+
+
+def _warmup_ramp(config, model, images_per_step, examples):
+  """(steps, peak) of the ramp that opens the schedule, or None.
+
+  The flags' ramp (--num_learning_rate_warmup_epochs), or the one the
+  model's own schedule opens with (the ImageNet ResNets' 5 epochs).
+  """
+  target = config.warmup_target
+  if config.warmup_epochs > 0 and target is not None:
+    return int(examples / images_per_step * config.warmup_epochs), target
+  if not _runs_own_schedule(config):
+    return None
+  own_warmup = getattr(model, 'learning_rate_warmup', None)
+  if own_warmup is None:  # a duck-typed model without the hook
+    return None
+  return _own_schedule_model(config, model).learning_rate_warmup(
+    images_per_step, examples
+  )
 
 
 def learning_rate(
@@ -129,15 +155,14 @@ def learning_rate(
     )
     if config.minimum_learning_rate:
       lr = tf.maximum(lr, tf.constant(config.minimum_learning_rate, tf.float32))
-    target = config.warmup_target
-    if config.warmup_epochs > 0 and target is not None:
-      warmup_steps = int(
-        examples_per_epoch / images_per_step * config.warmup_epochs
-      )
-      if warmup_steps > 0:
-        step = _step(global_step)
-        ramp = target * tf.cast(step, tf.float32) / float(warmup_steps)
-        lr = tf.where(step < warmup_steps, ramp, lr)
+    # The ramp goes on after the floor: a warm-up starts from 0 whatever
+    # the minimum, as in the classic harness.
+    ramp = _warmup_ramp(config, model, images_per_step, examples_per_epoch)
+    if ramp is not None and ramp[0] > 0:
+      warmup_steps, peak = ramp
+      step = _step(global_step)
+      rising = peak * tf.cast(step, tf.float32) / float(warmup_steps)
+      lr = tf.where(step < warmup_steps, rising, lr)
     return tf.identity(lr, name='value')
 
 

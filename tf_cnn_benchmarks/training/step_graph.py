@@ -48,7 +48,9 @@ class BuiltGraph:
   worker_loss: tf.Tensor | None = None
   # Fetched with every step for the step table and the results line.
   learning_rate: tf.Tensor | None = None
-  accuracy: dict | None = None  # step_report.accuracy_tensors
+  # step_report.accuracy_tensors: this worker's; in a cluster also the
+  # cluster's, under CLUSTER_ACCURACY_KEYS.
+  accuracy: dict | None = None
   # For the placement report: every tower's (gradient, variable) pairs and
   # (images, labels).
   tower_grads: tuple = ()
@@ -108,19 +110,25 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
       plan.spec, manager, batches, _tower_options(plan, loss_scale)
     )
     loss = _mean_loss(plan, manager, built_towers)
+    accuracy = step_report.accuracy_tensors(built_towers, manager.cpu_device)
     step_op, learning_rate = _build_step(
-      plan, manager, built_towers, global_step, loss_scale, loss
+      plan,
+      manager,
+      built_towers,
+      global_step,
+      loss_scale,
+      _worker_means(plan, manager, loss, accuracy),
     )
     # In a cluster: the loss of every worker's towers where the manager
     # averages it; this process's own stays under worker_losses.
     worker_loss = loss if plan.in_cluster else None
-    if manager.cluster_loss is not None:
-      loss = manager.cluster_loss
+    loss = _cluster_loss(manager, loss)
     report = loss_scale.report() if loss_scale else {}
-    accuracy = step_report.accuracy_tensors(built_towers, manager.cpu_device)
+    # The summaries keep this worker's accuracies (classic's meaning).
     summary_op = _summaries(
       plan, manager, built_towers, loss, learning_rate, accuracy, report
     )
+    accuracy = _with_cluster_accuracy(plan, manager, accuracy)
     checkpointer = _checkpointer(plan, manager)
     init_ops, shared_ready, post_init = _build_init(
       manager, checkpointer, input_init
@@ -181,6 +189,54 @@ def _mean_loss(plan: StepGraphPlan, manager, built_towers) -> tf.Tensor:
         for t in built_towers
       ]
     ) / len(built_towers)
+
+
+# Where the cluster's accuracies go in the accuracy dict, beside this
+# worker's own (step_report.StepRecorder.report reads them).
+CLUSTER_ACCURACY_KEYS = {
+  'top_1_accuracy': 'cluster_top_1_accuracy',
+  'top_5_accuracy': 'cluster_top_5_accuracy',
+}
+
+
+def _worker_means(plan: StepGraphPlan, manager, loss, accuracy):
+  """What the manager averages over the workers with the step: the loss,
+  and in a cluster that counts them the top-1 and top-5 accuracies too
+  (a vector [loss, top1, top5], riding on the same reduction)."""
+  if not (plan.in_cluster and accuracy):
+    return loss
+  with tf.device(manager.cpu_device):
+    return tf.stack(
+      [
+        tf.cast(loss, tf.float32),
+        accuracy['top_1_accuracy'],
+        accuracy['top_5_accuracy'],
+      ]
+    )
+
+
+def _cluster_loss(manager, loss):
+  """The cluster's loss where the manager averaged it, else `loss`."""
+  means = manager.cluster_loss
+  if means is None:
+    return loss
+  return means if means.shape.rank == 0 else means[0]
+
+
+def _with_cluster_accuracy(plan: StepGraphPlan, manager, accuracy):
+  """`accuracy` plus, in a cluster, the CLUSTER_ACCURACY_KEYS: the mean
+  over every worker's towers where the manager averages it (every worker
+  has as many towers of the same batch, so the mean of the workers'
+  fractions is the cluster's), else this worker's own, as `losses`."""
+  if not (plan.in_cluster and accuracy):
+    return accuracy
+  means = manager.cluster_loss
+  out = dict(accuracy)
+  for k, key in enumerate(('top_1_accuracy', 'top_5_accuracy')):
+    own = accuracy[key]
+    averaged = means is not None and means.shape.rank == 1
+    out[CLUSTER_ACCURACY_KEYS[key]] = means[k + 1] if averaged else own
+  return out
 
 
 def _summaries(
