@@ -90,6 +90,7 @@ def test_two_by_two_sweep_writes_four_tagged_lines(tmp_path):
     'name': 'demo',
     'point_id': POINT_IDS[3],
     'point': {'num_gpus': '2', 'variable_update': 'replicated'},
+    'repeat': 0,  # issue 28: every line names its repeat
     'log': 'demo/logs/%s.log' % POINT_IDS[3],
   }
   # fake: 1000 * devices * (0.75 or 0.9 per doubling)
