@@ -93,6 +93,8 @@ class PointProgress(object):
         file=self.stream,
         leave=False,
         dynamic_ncols=True,
+        mininterval=0,  # tick() already comes every TICK_SECONDS
+        miniters=1,
       )
 
   def tick(self, elapsed):
