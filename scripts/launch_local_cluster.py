@@ -18,12 +18,18 @@ then no other host, and no process outside the namespace, reaches them.
 --no-private_network turns that off.
 
 The launcher ends when the workers (or the controller) and the tasks serving
-them have ended. Exit status: 0 when every task exited 0; 1 when some task
+them have ended. Each worker prints the cluster's `total images/sec` (with a
+label line saying so); when every task exited 0 the launcher closes with one
+summary line holding the cluster's figure once, as the chief printed it:
+
+  launcher: cluster of 2 workers: total images/sec: 1828.40 (worker:0's)
+ Exit status: 0 when every task exited 0; 1 when some task
 failed; 124 when --timeout passed (every task is killed); 2 for bad input.
 """
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import socket
@@ -44,6 +50,8 @@ _IN_PRIVATE_NETWORK = 'LAUNCH_LOCAL_CLUSTER_PRIVATE_NETWORK'
 _DEATH_SIGNAL = 'LAUNCH_LOCAL_CLUSTER_DEATH_SIGNAL'
 # After the clients end, the serving tasks get this long to notice and exit.
 SERVE_GRACE_S = 60.0
+# A task's classic rate line (the cluster's figure in every worker).
+_TOTAL_RE = re.compile(r'^total images/sec: (\S+)$')
 
 
 # Benchmark flags the launcher sets for each task.
@@ -239,8 +247,12 @@ def task_commands(args, flags, num_ps, controller):
   return commands
 
 
-def _pump(name, stream, lock):
+def _pump(name, stream, lock, totals):
+  """Prefixes a task's lines with its name; keeps its 'total images/sec'."""
   for line in iter(stream.readline, ''):
+    match = _TOTAL_RE.match(line.rstrip('\n'))
+    if match:
+      totals[name] = match.group(1)
     with lock:
       sys.stdout.write(
         '[%s] %s' % (name, line if line.endswith('\n') else line + '\n')
@@ -256,6 +268,7 @@ class Cluster:
     self.lock = threading.Lock()
     self.procs = {}
     self.pumps = []
+    self.totals = {}  # task name -> its 'total images/sec' figure (text)
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     env.pop('TF_CONFIG', None)  # the flags describe the cluster
     # Errors too: a lost peer made TensorFlow log ~30 lines ("Aborting
@@ -275,7 +288,9 @@ class Cluster:
     # Pumps start after every fork: preexec_fn and threads do not mix.
     for name, proc in self.procs.items():
       pump = threading.Thread(
-        target=_pump, args=(name, proc.stdout, self.lock), daemon=True
+        target=_pump,
+        args=(name, proc.stdout, self.lock, self.totals),
+        daemon=True,
       )
       pump.start()
       self.pumps.append(pump)
@@ -327,7 +342,19 @@ class Cluster:
     if failed:
       self._say('launcher: failed: %s' % ', '.join(failed))
       return 1
+    self._say_total(clients)
     return 0
+
+  def _say_total(self, clients):
+    """One summary line: the cluster's figure once, from the chief client."""
+    chief = clients[0]
+    if chief not in self.totals:
+      return
+    workers = sum(1 for name in self.procs if name.startswith('worker:'))
+    self._say(
+      "launcher: cluster of %d worker%s: total images/sec: %s (%s's)"
+      % (workers, '' if workers == 1 else 's', self.totals[chief], chief)
+    )
 
   def _join_pumps(self):
     for pump in self.pumps:

@@ -5,6 +5,7 @@ Usage (from the repo root):
   .venv/bin/python scripts/sweep.py --name NAME [--grid FILE]
       [--axis FLAG=V1,V2,...]... [--fixed FLAG=VALUE]...
       [--results_dir DIR] [--timeout SECONDS] [--dry_run] [--retry_failed]
+      [--repeats N] [--progress_every SECONDS]
       [--module MODULE] [--launcher PATH]
 
 Every combination of the axis values is a point. A point runs as
@@ -19,7 +20,12 @@ DIR/NAME/logs/<point id>.log (characters other than letters, digits and
 are appended to DIR/NAME.jsonl with a "sweep" tag:
 
   "sweep": {"name": NAME, "point": {axis: value, ...}, "point_id": ID,
-            "log": "NAME/logs/<file>.log"}
+            "repeat": R, "log": "NAME/logs/<file>.log"}
+
+Repeats: --repeats N runs every point N times, interleaved (every point
+once, then every point again, ...), so a slow drift of the machine spreads
+over all points instead of biasing one. R is the run's 0-based repeat index;
+a repeat after the first logs to <point id>.rR.log.
 
 On failure or timeout a line with "status": "error", "error" (the last
 exception line of the log, e.g. "ValueError: ...", else its last line; or
@@ -29,9 +35,11 @@ Appends are atomic (tf_cnn_benchmarks/reporting/result_lines.py: one os.write
 on an
 O_APPEND descriptor, under a flock of the file).
 
-Resuming: running the same sweep again skips every point that already has an
-"ok" line in DIR/NAME.jsonl, so a killed sweep loses at most the point that
-was running. Points that failed are skipped too unless --retry_failed is
+Resuming: running the same sweep again skips every repeat that already has
+an "ok" line in DIR/NAME.jsonl, so a killed sweep loses at most the run that
+was running: a point with k < N ok repeats runs N - k more (under the
+smallest repeat indices not recorded yet; lines without "repeat" count as
+repeat 0). Runs that failed are skipped too unless --retry_failed is
 given. The point id is built from the axis values sorted by axis name, e.g.
 "num_gpus=2,variable_update=replicated", so reordering the axes keeps it.
 A lock file (DIR/NAME/.lock) stops two sweeps of one name running at once.
@@ -64,442 +72,69 @@ the other flags on (num_workers itself is not one of them):
 
   <python> scripts/launch_local_cluster.py --num_workers=N -- <flags>
 
-Progress goes to stdout, one line per point:
+Progress goes to stdout, one line per run (with repeats, n counts runs and
+the line names the repeat: "[k/n] POINT_ID repeat=R ..."):
 
   [k/n] POINT_ID ... ok 12.3s (elapsed 1m02s, ~3m left)
 
-Exit status: 0 when every point has an ok line, 1 when some point failed,
+While a point runs, its elapsed time and the step its log's table reached
+show as a tqdm progress bar on a terminal, and as a plain line every
+--progress_every seconds (default 30) elsewhere (_sweep_progress.py):
+
+  [k/n] POINT_ID ... running 30s, step 120/500
+
+Exit status: 0 when every run has an ok line, 1 when some point failed,
 2 for bad input (one line on stderr), 130 when interrupted.
 """
 
 import argparse
 import fcntl
-import hashlib
-import itertools
 import os
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import time
 
-import _lifetime
 import _results_io as rio
+import _sweep_plan as plan
+import _sweep_points as points_lib
+import _sweep_progress as progress
 
 # After _results_io, which puts the repository root on sys.path.
 from tf_cnn_benchmarks.reporting import result_lines
 
+# The names tests and callers use: the sweep's parts live in _sweep_*.py.
 InputError = rio.InputError
+Grid = plan.Grid
+parse_grid_text = plan.parse_grid_text
+parse_grid_file = plan.parse_grid_file
+build_grid = plan.build_grid
+make_point_id = plan.make_point_id
+log_stem = plan.log_stem
+make_points = plan.make_points
+build_command = plan.build_command
+load_previous = plan.load_previous
+plan_runs = plan.plan_runs
+MAX_LOG_STEM = plan.MAX_LOG_STEM
+WORKERS_FLAG = plan.WORKERS_FLAG
+log_error_line = points_lib.log_error_line
+run_process = points_lib.run_process
+format_duration = progress.format_duration
+format_eta = progress.format_eta
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = points_lib.REPO_ROOT
 DEFAULT_MODULE = 'tf_cnn_benchmarks'
 DEFAULT_LAUNCHER = os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
-WORKERS_FLAG = 'num_workers'
-# Flags the sweep sets itself; a grid may not set them.
-RESERVED_FLAGS = ('result_file',)
+# Plain progress lines of a running point (not on a terminal): this often.
+DEFAULT_PROGRESS_EVERY = 30.0
 
-FLAG_NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_]*$')
 SWEEP_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
 MODULE_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$')
-# '#' at the start of a line or after whitespace starts a comment.
-COMMENT_RE = re.compile(r'(^|\s)#.*$')
-GRID_LINE_RE = re.compile(r'^(axis|fixed)\s+([^\s=]+)\s*=\s*(.*)$')
-# Characters kept as they are in log file names; others become '_'.
-# An unindented 'pkg.module.SomeError: message' line of a traceback.
-EXCEPTION_LINE_RE = re.compile(
-  r'^([A-Za-z_]\w*\.)*[A-Za-z_]\w*(Error|Exception|Exit|Interrupt)\b:'
-)
-# Error messages in results lines are cut to this length.
-MAX_ERROR_CHARS = 500
-UNSAFE_FILE_CHARS_RE = re.compile(r'[^A-Za-z0-9._,=+-]')
-MAX_LOG_STEM = 150
-
-
-class Grid(object):
-  """Axes (name -> list of values) and fixed flags (name -> value), in order.
-
-  `where` maps each flag name to where it was defined, for error messages.
-  """
-
-  def __init__(self):
-    self.axes = []
-    self.fixed = []
-    self.where = {}
-
-  def add_axis(self, name, values, where):
-    """Add an axis; raises InputError for a bad name or values.
-
-    A compound axis `a+b` sets several flags together: each value is
-    `va+vb`, and an empty part leaves that flag out for the point.
-    """
-    parts = name.split('+')
-    for part in parts:
-      self._check_name(part, where)
-    if len(parts) > 1 and WORKERS_FLAG in parts:
-      raise InputError(
-        '%s: %s cannot be part of a compound axis' % (where, WORKERS_FLAG)
-      )
-    values = [v.strip() for v in values.split(',')]
-    if len(parts) > 1:
-      for value in values:
-        if len(value.split('+')) != len(parts):
-          raise InputError(
-            '%s: axis %s value %r needs %d parts joined by +'
-            % (where, name, value, len(parts))
-          )
-    if any(not v for v in values):
-      raise InputError(
-        '%s: axis %s has an empty value (values are '
-        'comma-separated, e.g. 1,2,4)' % (where, name)
-      )
-    duplicates = sorted(set(v for v in values if values.count(v) > 1))
-    if duplicates:
-      raise InputError(
-        '%s: axis %s repeats value %s' % (where, name, duplicates[0])
-      )
-    if name == WORKERS_FLAG:
-      for value in values:
-        _check_workers(value, where)
-    self.axes.append((name, values))
-
-  def add_fixed(self, name, value, where):
-    """Add a fixed flag; raises InputError for a bad name or value."""
-    self._check_name(name, where)
-    value = value.strip()
-    if not value:
-      raise InputError('%s: fixed %s has no value' % (where, name))
-    if name == WORKERS_FLAG:
-      _check_workers(value, where)
-    self.fixed.append((name, value))
-
-  def _check_name(self, name, where):
-    if not FLAG_NAME_RE.match(name):
-      raise InputError(
-        '%s: %r is not a flag name (letters, digits and _, '
-        'no dashes)' % (where, name)
-      )
-    if name in RESERVED_FLAGS:
-      raise InputError('%s: %s is set by the sweep itself' % (where, name))
-    if name in self.where:
-      raise InputError(
-        '%s: %s is already defined at %s' % (where, name, self.where[name])
-      )
-    self.where[name] = where
-
-
-def _check_workers(value, where):
-  """num_workers values must be positive integers: they size the cluster."""
-  if not value.isdigit() or int(value) < 1:
-    raise InputError(
-      '%s: num_workers must be a positive integer, got %r' % (where, value)
-    )
-
-
-def parse_grid_text(text, source, grid=None):
-  """Parse grid-file text (format in the module docstring) into a Grid.
-
-  Errors name source:line. Returns the grid (a new one unless given).
-  """
-  grid = grid if grid is not None else Grid()
-  for number, line in enumerate(text.splitlines(), start=1):
-    line = COMMENT_RE.sub('', line).strip()
-    if not line:
-      continue
-    where = '%s:%d' % (source, number)
-    match = GRID_LINE_RE.match(line)
-    if not match:
-      raise InputError(
-        "%s: expected 'axis FLAG = V1,V2,...' or "
-        "'fixed FLAG = VALUE', got %r" % (where, line)
-      )
-    kind, name, value = match.groups()
-    if kind == 'axis':
-      grid.add_axis(name, value, where)
-    else:
-      grid.add_fixed(name, value, where)
-  return grid
-
-
-def parse_grid_file(path, grid=None):
-  """Read and parse a grid file; a missing file is an InputError."""
-  try:
-    with open(path) as f:
-      text = f.read()
-  except OSError as e:
-    raise InputError(
-      '--grid: cannot read %s: %s' % (path, e.strerror or e)
-    ) from None
-  return parse_grid_text(text, path, grid)
-
-
-def _split_assignment(text, flag):
-  """Split a '--axis'/'--fixed' argument 'NAME=VALUE' into (NAME, VALUE)."""
-  name, sep, value = text.partition('=')
-  if not sep:
-    raise InputError(
-      '%s %s: expected NAME=%s'
-      % (flag, text, 'V1,V2,...' if flag == '--axis' else 'VALUE')
-    )
-  return name.strip(), value
-
-
-def build_grid(args):
-  """Combine --grid, --axis and --fixed into one validated Grid."""
-  grid = Grid()
-  if args.grid:
-    parse_grid_file(args.grid, grid)
-  for text in args.axis:
-    name, values = _split_assignment(text, '--axis')
-    grid.add_axis(name, values, '--axis %s' % name)
-  for text in args.fixed:
-    name, value = _split_assignment(text, '--fixed')
-    grid.add_fixed(name, value, '--fixed %s' % name)
-  if not grid.axes:
-    raise InputError(
-      "no axes: give --axis FLAG=V1,V2 or an 'axis FLAG = V1,V2' line in --grid"
-    )
-  return grid
-
-
-def make_point_id(point):
-  """Stable readable id of a point: 'a=1,b=x' with axes sorted by name."""
-  return ','.join('%s=%s' % (name, point[name]) for name in sorted(point))
-
-
-def log_stem(point_id):
-  """File-name-safe form of a point id (long ids are cut and hashed)."""
-  stem = UNSAFE_FILE_CHARS_RE.sub('_', point_id)
-  if len(stem) > MAX_LOG_STEM:
-    digest = hashlib.sha1(point_id.encode('utf-8')).hexdigest()[:10]
-    stem = '%s-%s' % (stem[: MAX_LOG_STEM - 11], digest)
-  return stem
-
-
-class Point(object):
-  """One grid point: axis values, its id, its log stem and all its flags."""
-
-  def __init__(self, grid, values):
-    self.point = dict(zip([name for name, _ in grid.axes], values))
-    self.point_id = make_point_id(self.point)
-    self.stem = log_stem(self.point_id)
-    # Fixed flags first, then axes, both in definition order; compound axes
-    # expand to their parts, empty parts left out.
-    self.flags = list(grid.fixed)
-    for (name, _), value in zip(grid.axes, values):
-      for part, part_value in zip(name.split('+'), value.split('+')):
-        if part_value:
-          self.flags.append((part, part_value))
-
-
-def make_points(grid):
-  """All points of the grid, first axis varying slowest."""
-  points = [
-    Point(grid, values)
-    for values in itertools.product(*[v for _, v in grid.axes])
-  ]
-  seen = {}
-  for point in points:
-    # Distinct ids can only collide here after unsafe characters became '_'.
-    if point.stem in seen:
-      raise InputError(
-        'points %s and %s would share the log file %s.log; '
-        'rename a value' % (seen[point.stem], point.point_id, point.stem)
-      )
-    seen[point.stem] = point.point_id
-  return points
-
-
-def build_command(point, module, launcher, result_file):
-  """The argv that runs one point (through the launcher for num_workers)."""
-  workers = None
-  flags = []
-  for name, value in point.flags:
-    if name == WORKERS_FLAG:
-      workers = value
-    else:
-      flags.append('--%s=%s' % (name, value))
-  flags.append('--result_file=%s' % result_file)
-  if workers is None:
-    return [sys.executable, '-m', module] + flags
-  return [sys.executable, launcher, '--num_workers=%s' % workers, '--'] + flags
-
-
-def load_previous(results_path):
-  """Point ids of earlier runs of this sweep: (ids with an ok line, failed).
-
-  A point that failed once and later succeeded counts as ok only.
-  """
-  ok, failed = set(), set()
-  if not os.path.exists(results_path):
-    return ok, failed
-  for _, record in rio.read_jsonl(
-    results_path, hint='fix or delete that line, then resume'
-  ):
-    tag = record.get('sweep')
-    if not isinstance(tag, dict) or 'point_id' not in tag:
-      continue
-    if record.get('status', 'ok') == 'ok':
-      ok.add(tag['point_id'])
-    else:
-      failed.add(tag['point_id'])
-  return ok, failed - ok
-
-
-def format_duration(seconds):
-  """'42s', '1m02s' or '1h05m': short elapsed-time text."""
-  seconds = int(round(seconds))
-  if seconds < 60:
-    return '%ds' % seconds
-  if seconds < 3600:
-    return '%dm%02ds' % divmod(seconds, 60)
-  return '%dh%02dm' % (seconds // 3600, seconds % 3600 // 60)
-
-
-def format_eta(seconds):
-  """Coarse remaining-time text: '~40s', '~3m', '~1h05m'."""
-  seconds = int(round(seconds))
-  if seconds < 60:
-    return '~%ds' % seconds
-  if seconds < 3600:
-    return '~%dm' % int(round(seconds / 60.0))
-  return '~%dh%02dm' % (seconds // 3600, seconds % 3600 // 60)
-
-
-class _Terminated(Exception):
-  """Raised by the SIGTERM handler so the running point gets cleaned up."""
-
-
-def _on_sigterm(signum, frame):
-  raise _Terminated()
-
-
-def _kill_group(proc):
-  """Stop a point's whole process group (the launcher starts several)."""
-  for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, None)):
-    try:
-      os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-      pass
-    try:
-      proc.wait(timeout=grace)
-      return
-    except subprocess.TimeoutExpired:
-      continue
-
-
-def run_process(command, log_path, timeout, env):
-  """Run command with output to log_path; returns (returncode or None, secs).
-
-  None means it ran past timeout and was killed. The child gets its own
-  process group so a timeout or interrupt stops all of its descendants.
-  """
-  start = time.monotonic()
-  with open(log_path, 'w') as log:
-    log.write('$ %s\n' % shlex.join(command))
-    log.flush()
-    proc = subprocess.Popen(
-      command,
-      stdin=subprocess.DEVNULL,
-      stdout=log,
-      stderr=subprocess.STDOUT,
-      env=env,
-      start_new_session=True,
-      # Killed with the sweep (even by SIGKILL): an orphan would keep
-      # running and write the point's results after the rerun did.
-      preexec_fn=_lifetime.die_with_parent_preexec(),
-    )
-    try:
-      returncode = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-      _kill_group(proc)
-      returncode = None
-    except BaseException:
-      _kill_group(proc)
-      raise
-  return returncode, time.monotonic() - start
-
-
-def log_error_line(log_path):
-  """The line of a failed point's log that best says why it failed.
-
-  That is the last Python exception line ('ValueError: bad flag') whose
-  message is not just a header ending in ':' (TensorFlow re-raises a specific
-  error as 'InvalidArgumentError: Graph execution error:' followed by a stack
-  dump, so the last line of the log is a stack frame). Without such a line,
-  the last exception line, else the last non-empty line. Our '$ command'
-  header is skipped. Returns None for an empty log.
-  """
-  try:
-    with open(log_path, errors='replace') as f:
-      lines = [
-        line.strip() for line in f.read().splitlines()[1:] if line.strip()
-      ]
-  except OSError:
-    return None
-  exceptions = [line for line in lines if EXCEPTION_LINE_RE.match(line)]
-  specific = [line for line in exceptions if not line.endswith(':')]
-  for candidates in (specific, exceptions, lines):
-    if candidates:
-      return _shorten(candidates[-1], MAX_ERROR_CHARS)
-  return None
-
-
-def read_point_results(path):
-  """Result lines a point wrote: (records, problem or None)."""
-  if not os.path.exists(path):
-    return [], None
-  try:
-    return [record for _, record in rio.read_jsonl(path, hint=None)], None
-  except InputError as e:
-    return [], 'benchmark wrote a bad result line: %s' % e
-
-
-def point_outcome(returncode, timeout, records, problem, log_path):
-  """Decide ok/error for a finished point; returns an error message or None."""
-  if returncode is None:
-    return 'timeout after %gs' % timeout
-  if returncode != 0:
-    return log_error_line(log_path) or 'exit status %d' % returncode
-  if problem:
-    return problem
-  if not records:
-    return 'exited 0 but wrote no result line'
-  for record in records:
-    if record.get('status', 'ok') != 'ok':
-      message = str(
-        record.get('error') or 'result status %r' % record.get('status')
-      )
-      return (message.strip().splitlines() or [''])[0]
-  return None
-
-
-def error_record(point, message, returncode, tag):
-  """The line recorded for a point that failed or timed out."""
-  return {
-    'schema_version': 1,
-    'status': 'error',
-    'error': message,
-    'utc_time': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
-    'returncode': returncode,
-    'params': dict(point.flags),
-    'sweep': tag,
-  }
-
-
-def child_env():
-  """Environment for points: repo root on PYTHONPATH so -m finds the package
-  from any working directory (entries already there are kept after it)."""
-  env = dict(os.environ)
-  parts = [REPO_ROOT] + [
-    p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p
-  ]
-  env['PYTHONPATH'] = os.pathsep.join(parts)
-  return env
 
 
 class Sweep(object):
-  """Runs the planned points of one sweep and reports progress."""
+  """Runs the planned runs of one sweep and reports progress."""
 
   def __init__(self, args, points):
     self.args = args
@@ -514,58 +149,65 @@ class Sweep(object):
     self.tmp_dir = os.path.join(self.sweep_dir, 'tmp')
     self.launcher = args.launcher
     self.ok, self.failed = load_previous(self.results_path)
+    self.runs = plan_runs(points, args.repeats, self.ok)
 
-  def action(self, point):
-    """'run', or why the point is skipped."""
-    if point.point_id in self.ok:
+  def action(self, run):
+    """'run', or why the run is skipped."""
+    if run.done:
       return 'skipped (ok in %s)' % self.shown_results_path
-    if point.point_id in self.failed and not self.args.retry_failed:
-      return 'skipped (failed before; --retry_failed re-runs it)'
+    if run.repeat in self.failed.get(run.point.point_id, ()):
+      if not self.args.retry_failed:
+        return 'skipped (failed before; --retry_failed re-runs it)'
     return 'run'
 
-  def result_file(self, point):
-    """Per-point file the benchmark writes; moved into NAME.jsonl after."""
-    return os.path.join(self.tmp_dir, point.stem + '.jsonl')
+  def label(self, k, run):
+    """'[k/n] POINT_ID', with the repeat index when there are repeats."""
+    text = '[%d/%d] %s' % (k, len(self.runs), run.point.point_id)
+    if self.args.repeats > 1:
+      text += ' repeat=%d' % run.repeat
+    return text
 
-  def command(self, point):
+  def result_file(self, run):
+    """Per-run file the benchmark writes; moved into NAME.jsonl after."""
+    return os.path.join(self.tmp_dir, run.stem + '.jsonl')
+
+  def command(self, run):
     """argv that runs a point, writing to its temporary result file."""
     return build_command(
-      point, self.args.module, self.launcher, self.result_file(point)
+      run.point, self.args.module, self.launcher, self.result_file(run)
     )
 
   def dry_run(self):
-    """Print every point and what a real run would do with it."""
-    n = len(self.points)
-    for k, point in enumerate(self.points, start=1):
-      action = self.action(point)
-      shown = shlex.join(self.command(point)) if action == 'run' else action
-      print('[%d/%d] %s: %s' % (k, n, point.point_id, shown))
+    """Print every run and what a real sweep would do with it."""
+    for k, run in enumerate(self.runs, start=1):
+      action = self.action(run)
+      shown = shlex.join(self.command(run)) if action == 'run' else action
+      print('%s: %s' % (self.label(k, run), shown))
     return 0
 
   def run(self):
-    """Run all points that need it; returns the exit status."""
+    """Run all runs that need it; returns the exit status."""
     self._prepare()
-    n = len(self.points)
-    todo = sum(1 for p in self.points if self.action(p) == 'run')
+    todo = sum(1 for r in self.runs if self.action(r) == 'run')
     start = time.monotonic()
     durations = []
-    for k, point in enumerate(self.points, start=1):
-      action = self.action(point)
+    for k, run in enumerate(self.runs, start=1):
+      label = self.label(k, run)
+      action = self.action(run)
       if action != 'run':
-        print('[%d/%d] %s ... %s' % (k, n, point.point_id, action), flush=True)
+        print('%s ... %s' % (label, action), flush=True)
         continue
-      message, seconds = self.run_point(point)
+      message, seconds = self.run_point(run, label)
       durations.append(seconds)
       outcome = 'ok' if message is None else 'error'
-      detail = '' if message is None else ': ' + _shorten(message)
+      detail = '' if message is None else ': ' + points_lib.shorten(message)
       left = todo - len(durations)
       timing = 'elapsed %s' % format_duration(time.monotonic() - start)
       if left:
         eta = sum(durations) / len(durations) * left
         timing += ', %s left' % format_eta(eta)
       print(
-        '[%d/%d] %s ... %s %.1fs (%s)%s'
-        % (k, n, point.point_id, outcome, seconds, timing, detail),
+        '%s ... %s %.1fs (%s)%s' % (label, outcome, seconds, timing, detail),
         flush=True,
       )
     _remove_if_empty(self.tmp_dir)
@@ -600,54 +242,81 @@ class Sweep(object):
       name == WORKERS_FLAG for point in self.points for name, _ in point.flags
     )
 
-  def run_point(self, point):
-    """Run one point and append its line(s); returns (error or None, secs)."""
-    command = self.command(point)
-    result_file = self.result_file(point)
-    log_path = os.path.join(self.log_dir, point.stem + '.log')
+  def run_point(self, run, label):
+    """Run one run of a point and append its line(s): (error or None, secs).
+
+    label: the run's '[k/n] POINT_ID' for the live progress display.
+    """
+    result_file = self.result_file(run)
+    log_path = os.path.join(self.log_dir, run.stem + '.log')
     if os.path.exists(result_file):
       os.remove(result_file)  # left by an earlier killed run of this point
-    returncode, seconds = run_process(
-      command, log_path, self.args.timeout, child_env()
+    shown = progress.PointProgress(
+      label, run.point, log_path, self.args.progress_every
     )
-    records, problem = read_point_results(result_file)
-    message = point_outcome(
+    try:
+      returncode, seconds = run_process(
+        self.command(run),
+        log_path,
+        self.args.timeout,
+        points_lib.child_env(),
+        on_tick=shown.tick,
+      )
+    finally:
+      shown.close()
+    records, problem = points_lib.read_point_results(result_file)
+    message = points_lib.point_outcome(
       returncode, self.args.timeout, records, problem, log_path
     )
+    self._record(run, log_path, records, message, returncode)
+    if os.path.exists(result_file):
+      os.remove(result_file)
+    return message, seconds
+
+  def _record(self, run, log_path, records, message, returncode):
+    """Appends the run's lines (or its error line) with the sweep tag."""
+    point_id = run.point.point_id
     tag = {
       'name': self.args.name,
-      'point': dict(point.point),
-      'point_id': point.point_id,
+      'point': dict(run.point.point),
+      'point_id': point_id,
+      'repeat': run.repeat,
       'log': os.path.relpath(log_path, self.results_dir),
     }
     if message is None:
       for record in records:
         record['sweep'] = tag
       result_lines.append_json_lines(self.results_path, records)
-      self.ok.add(point.point_id)
-      self.failed.discard(point.point_id)
+      self.ok.setdefault(point_id, set()).add(run.repeat)
+      self.failed.get(point_id, set()).discard(run.repeat)
     else:
       result_lines.append_json_line(
-        self.results_path, error_record(point, message, returncode, tag)
+        self.results_path,
+        points_lib.error_record(run.point, message, returncode, tag),
       )
-      self.failed.add(point.point_id)
-    if os.path.exists(result_file):
-      os.remove(result_file)
-    return message, seconds
+      self.failed.setdefault(point_id, set()).add(run.repeat)
 
   def _summary(self, ran):
-    """Print the closing line; exit status 1 if any point lacks an ok line."""
-    ok = sum(1 for p in self.points if p.point_id in self.ok)
-    failed = len(self.points) - ok
+    """Print the closing line; exit status 1 if any run lacks an ok line."""
+    ok = sum(
+      1 for r in self.runs if r.repeat in self.ok.get(r.point.point_id, ())
+    )
+    failed = len(self.runs) - ok
+    counted = '%d points' % len(self.points)
+    if self.args.repeats > 1:
+      counted += ' x %d repeats = %d runs' % (
+        self.args.repeats,
+        len(self.runs),
+      )
     print(
-      '%s: %d points, %d ok, %d failed (%d run now, %d skipped) -> %s'
+      '%s: %s, %d ok, %d failed (%d run now, %d skipped) -> %s'
       % (
         self.args.name,
-        len(self.points),
+        counted,
         ok,
         failed,
         ran,
-        len(self.points) - ran,
+        len(self.runs) - ran,
         self.shown_results_path,
       ),
       flush=True,
@@ -663,11 +332,6 @@ def _remove_if_empty(path):
     pass
 
 
-def _shorten(text, limit=120):
-  """Cut long error messages for the one-line progress output."""
-  return text if len(text) <= limit else text[: limit - 3] + '...'
-
-
 def _sweep_name(text):
   """argparse type for --name: safe as a file name."""
   if not SWEEP_NAME_RE.match(text):
@@ -675,6 +339,13 @@ def _sweep_name(text):
       '%r: use letters, digits, ".", "_" and "-" (no "/")' % text
     )
   return text
+
+
+def _repeats(text):
+  """argparse type for --repeats: an integer >= 1."""
+  if not text.strip().isdigit() or int(text) < 1:
+    raise argparse.ArgumentTypeError('%r: use an integer >= 1' % text)
+  return int(text)
 
 
 def _module_name(text):
@@ -742,6 +413,22 @@ def _add_run_flags(parser):
     help='re-run points whose earlier run failed',
   )
   parser.add_argument(
+    '--repeats',
+    type=_repeats,
+    default=1,
+    metavar='N',
+    help='run every point N times, interleaved: all points once, then '
+    'again; a rerun tops up missing repeats (default: 1)',
+  )
+  parser.add_argument(
+    '--progress_every',
+    type=rio.positive_number('a number of seconds > 0'),
+    default=DEFAULT_PROGRESS_EVERY,
+    metavar='SECONDS',
+    help="not on a terminal: a line with the running point's elapsed time "
+    'and step every SECONDS (default: %(default)g)',
+  )
+  parser.add_argument(
     '--module',
     default=DEFAULT_MODULE,
     type=_module_name,
@@ -762,10 +449,10 @@ def main(argv=None):
   sweep = Sweep(args, points)
   if args.dry_run:
     return sweep.dry_run()
-  signal.signal(signal.SIGTERM, _on_sigterm)
+  signal.signal(signal.SIGTERM, points_lib.on_sigterm)
   try:
     return sweep.run()
-  except (KeyboardInterrupt, _Terminated):
+  except (KeyboardInterrupt, points_lib.Terminated):
     sys.stderr.write(
       'sweep.py: interrupted; run the same command again to resume\n'
     )

@@ -67,7 +67,17 @@ def test_replicated_run_prints_table_and_appends_a_json_line(tmp_path):
   assert total == pytest.approx(record['images_per_sec'], rel=1e-3)
   for key in ('tensorflow', 'python', 'cpu_model', 'num_cores', 'device_kind'):
     assert key in record['env']
-  assert set(record['step_time_ms']) == {'mean', 'p50', 'p90'}
+  # issue 28 added the spread of the mean to the classic three.
+  assert set(record['step_time_ms']) == {
+    'mean',
+    'p50',
+    'p90',
+    'stderr',
+    'ci95_low',
+    'ci95_high',
+    'n',
+  }
+  assert record['step_time_ms']['n'] == len(record['step_times_ms']) == 4
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,8 @@ BASE_KEYS = {
   'mfu',
   'peak_tflops_origin',
   'final_loss',
+  'step_times_ms',  # issue 28: the spread of the run
+  'images_per_sec_spread',
 }
 EVAL_KEYS = {
   'checkpoint_step': 4,

@@ -4,6 +4,7 @@ No TensorFlow: every point runs `python -m fake_benchmark`, which the tests
 steer through FAKE_BENCH_* environment variables (see that module).
 """
 
+import io
 import json
 import os
 from pathlib import Path
@@ -90,6 +91,7 @@ def test_two_by_two_sweep_writes_four_tagged_lines(tmp_path):
     'name': 'demo',
     'point_id': POINT_IDS[3],
     'point': {'num_gpus': '2', 'variable_update': 'replicated'},
+    'repeat': 0,  # issue 28: every line names its repeat
     'log': 'demo/logs/%s.log' % POINT_IDS[3],
   }
   # fake: 1000 * devices * (0.75 or 0.9 per doubling)
@@ -405,3 +407,172 @@ def test_real_benchmark_sweep_then_compare(tmp_path):
   )
   assert table.returncode == 0, table.stderr
   assert 'replicated' in table.stdout and 'efficiency' in table.stdout
+
+
+# ---- issue 28: repeats and live progress -------------------------------------
+
+
+def _runs(records):
+  return [(r['sweep']['point_id'], r['sweep']['repeat']) for r in records]
+
+
+def test_repeats_run_interleaved_all_points_then_again(tmp_path):
+  result = run_sweep(tmp_path, '--repeats', '2', *GRID_2X2)
+  assert result.returncode == 0, result.stderr
+  assert _runs(read_results(tmp_path)) == [(p, 0) for p in POINT_IDS] + [
+    (p, 1) for p in POINT_IDS
+  ]
+  lines = result.stdout.splitlines()
+  assert lines[0].startswith('[1/8] %s repeat=0 ... ok ' % POINT_IDS[0])
+  assert lines[4].startswith('[5/8] %s repeat=1 ... ok ' % POINT_IDS[0])
+  assert lines[8].startswith(
+    'demo: 4 points x 2 repeats = 8 runs, 8 ok, 0 failed (8 run now'
+  )
+  logs = tmp_path / 'results' / 'demo' / 'logs'
+  assert (logs / (POINT_IDS[0] + '.log')).exists()
+  assert (logs / (POINT_IDS[0] + '.r1.log')).exists()
+  assert read_results(tmp_path)[4]['sweep']['log'] == (
+    'demo/logs/%s.r1.log' % POINT_IDS[0]
+  )
+
+
+def test_rerun_tops_up_missing_repeats(tmp_path):
+  first = run_sweep(tmp_path, *GRID_2X2)  # one repeat of every point
+  assert first.returncode == 0, first.stderr
+  # Repeat 1 of one point fails; the others get their repeats 1 and 2.
+  broken = 'num_gpus=2,variable_update=replicated'
+  topped = run_sweep(
+    tmp_path, '--repeats', '3', *GRID_2X2, env={'FAKE_BENCH_FAIL': broken}
+  )
+  assert topped.returncode == 1
+  new = read_results(tmp_path)[4:]
+  assert _runs(new) == [(p, 1) for p in POINT_IDS] + [(p, 2) for p in POINT_IDS]
+  assert [r['status'] for r in new].count('error') == 2
+  assert topped.stdout.splitlines()[0] == (
+    '[1/12] %s repeat=0 ... skipped (ok in %s)'
+    % (POINT_IDS[0], os.path.join(str(tmp_path / 'results'), 'demo.jsonl'))
+  )
+  assert invocations(tmp_path)[('1', 'replicated')] == 3
+  # Failed repeats wait for --retry_failed, then run once each.
+  again = run_sweep(tmp_path, '--repeats', '3', *GRID_2X2)
+  assert again.returncode == 1 and sum(invocations(tmp_path).values()) == 12
+  retried = run_sweep(tmp_path, '--repeats', '3', '--retry_failed', *GRID_2X2)
+  assert retried.returncode == 0, retried.stdout
+  assert invocations(tmp_path)[('2', 'replicated')] == 5
+  ok = [r for r in read_results(tmp_path) if r['status'] == 'ok']
+  assert sorted(_runs(ok)) == sorted(
+    (p, k) for p in POINT_IDS for k in range(3)
+  )
+  # Enough repeats: nothing runs.
+  done = run_sweep(tmp_path, '--repeats', '2', *GRID_2X2)
+  assert done.returncode == 0 and sum(invocations(tmp_path).values()) == 14
+  assert done.stdout.splitlines()[-1].startswith(
+    'demo: 4 points x 2 repeats = 8 runs, 8 ok, 0 failed (0 run now, 8 skipped)'
+  )
+
+
+def test_plan_counts_done_repeats_and_fills_the_missing_indices():
+  grid = sweep.build_grid(
+    sweep.parse_args(['--name=x', '--axis', 'num_gpus=1,2'])
+  )
+  one, two = sweep.make_points(grid)
+  runs = sweep.plan_runs([one, two], 3, {one.point_id: {0, 2}})
+  assert [(r.point.point_id, r.repeat, r.done) for r in runs] == [
+    ('num_gpus=1', 0, True),
+    ('num_gpus=2', 0, False),
+    ('num_gpus=1', 2, True),
+    ('num_gpus=2', 1, False),
+    ('num_gpus=1', 1, False),
+    ('num_gpus=2', 2, False),
+  ]
+  # More done than asked for: none runs, none is counted twice.
+  extra = sweep.plan_runs([one], 1, {one.point_id: {0, 1}})
+  assert [(r.repeat, r.done) for r in extra] == [(0, True)]
+
+
+def test_old_lines_without_repeat_count_as_repeat_zero(tmp_path):
+  path = tmp_path / 'old.jsonl'
+  path.write_text(
+    json.dumps({'status': 'ok', 'sweep': {'point_id': 'a=1'}})
+    + '\n'
+    + json.dumps({'status': 'error', 'sweep': {'point_id': 'a=2'}})
+    + '\n'
+  )
+  ok, failed = sweep.load_previous(str(path))
+  assert ok == {'a=1': {0}} and failed == {'a=1': set(), 'a=2': {0}}
+
+
+@pytest.mark.parametrize('bad', ['0', '-1', 'two'])
+def test_bad_repeats_is_one_line(tmp_path, bad):
+  result = run_sweep(tmp_path, '--repeats', bad, *GRID_2X2)
+  assert result.returncode == 2
+  assert len(result.stderr.splitlines()) == 1
+  assert 'argument --repeats' in result.stderr
+
+
+def test_running_point_shows_plain_progress_lines_when_not_a_terminal(
+  tmp_path,
+):
+  result = run_sweep(
+    tmp_path,
+    '--progress_every',
+    '0.2',
+    '--axis',
+    'num_gpus=1',
+    '--fixed',
+    'num_batches=4',
+    env={'FAKE_BENCH_STEPS': '4', 'FAKE_BENCH_STEP_SECONDS': '0.5'},
+  )
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
+  running = [ln for ln in lines if ' ... running ' in ln]
+  assert running, result.stdout
+  pattern = re.compile(
+    r'^\[1/1\] num_gpus=1 \.\.\. running \d+s, (no step yet|step [0-4]/4)$'
+  )
+  assert all(pattern.match(ln) for ln in running), running
+  assert lines.index(running[-1]) < next(
+    i for i, ln in enumerate(lines) if ' ... ok ' in ln
+  )
+
+
+def test_log_steps_follow_the_table_rows_as_the_log_grows(tmp_path):
+  import _sweep_progress  # pylint: disable=g-import-not-at-top
+
+  log = tmp_path / 'p.log'
+  log.write_text('$ cmd\nStep\tImg/sec\ttotal_loss\n[worker:0] 1\timages')
+  steps = _sweep_progress.LogSteps(str(log))
+  assert steps.read() is None  # the row is not finished yet
+  with open(log, 'a') as f:
+    f.write('/sec: 5.0\t2.0\n[worker:0] 10\timages/sec: 5.0\t2.0\nDone\n')
+  assert steps.read() == 10
+  assert steps.read() == 10  # nothing new
+
+
+class _FakeTerminal(io.StringIO):
+  def isatty(self):
+    return True
+
+
+def test_on_a_terminal_the_running_point_is_a_tqdm_bar(tmp_path, monkeypatch):
+  import _sweep_progress  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.delenv('TERM', raising=False)
+  log = tmp_path / 'p.log'
+  log.write_text('1\timages/sec: 5.0\t2.0\n2\timages/sec: 5.0\t2.0\n')
+  point = sweep.make_points(
+    sweep.build_grid(
+      sweep.parse_args(
+        ['--name=x', '--axis', 'num_gpus=1', '--fixed', 'num_batches=3']
+      )
+    )
+  )[0]
+  screen = _FakeTerminal()
+  shown = _sweep_progress.PointProgress(
+    '[1/1] num_gpus=1', point, str(log), 30.0, stream=screen
+  )
+  shown.tick(1.0)
+  assert shown.bar is not None and shown.bar.n == 2 and shown.bar.total == 3
+  shown.close()
+  assert '[1/1] num_gpus=1' in screen.getvalue()
+  assert '2/3' in screen.getvalue()

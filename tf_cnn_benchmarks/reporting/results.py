@@ -230,6 +230,11 @@ class BenchmarkResult:
   peak_tflops_per_device: float | None
   mfu: float | None
   peak_tflops_origin: str | None = None
+  # The timed steps' durations (timing.step_times_ms) and the spread of
+  # images_per_sec (timing.images_per_sec_spread); None in eval lines, whose
+  # batches are not timed one by one.
+  step_times_ms: list | None = None
+  images_per_sec_spread: dict | None = None
   run: RunInfo | None = None
   precision_info: PrecisionInfo | None = None
   training: TrainInfo | None = None

@@ -23,11 +23,47 @@ from tf_cnn_benchmarks.reporting import timing
 RULE = '-' * 64  # the lines around the classic 'total images/sec' line
 
 
-def print_rate(print_line: Callable[[str], None], ips: float) -> None:
-  """The classic block of a run's rate: 'total images/sec' between rules."""
+def print_rate(print_line: Callable[[str], None], ips: float, notes=()) -> None:
+  """The classic block of a run's rate: 'total images/sec' between rules.
+
+  notes: lines printed after the classic line, inside the rules (the
+  cluster label, the interval): classic parsers grep the classic line only.
+  """
   print_line(RULE)
   print_line('total images/sec: %.2f' % ips)
+  for note in notes:
+    print_line(note)
   print_line(RULE)
+
+
+def cluster_label(facts: run_facts.RunFacts, ips: float) -> str | None:
+  """A cluster task's line saying whose figure 'total images/sec' is.
+
+  Every worker prints the cluster's figure (all workers' images over its
+  own timed steps); this line names it and the worker's own share.
+  """
+  if facts.cluster is None:
+    return None
+  workers = facts.num_workers
+  head = "(cluster of %d worker%s: total images/sec is the cluster's" % (
+    workers,
+    '' if workers == 1 else 's',
+  )
+  if facts.cluster.job_name != 'worker':  # a controller holds every tower
+    return '%s; printed by the %s)' % (head, facts.cluster.job_name)
+  return '%s; this worker: %.1f images/sec)' % (head, ips / workers)
+
+
+def rate_notes(
+  facts: run_facts.RunFacts, ips: float, result: results.BenchmarkResult
+) -> list:
+  """The lines after the classic rate line: cluster label, then interval."""
+  notes = [cluster_label(facts, ips)]
+  if result.images_per_sec_spread is not None:
+    notes.append(
+      timing.interval_line(result.images_per_sec_spread, result.num_steps)
+    )
+  return [note for note in notes if note]
 
 
 def train_result(
@@ -44,7 +80,6 @@ def train_result(
   total_time = sum(step_times)
   # In a cluster this is the cluster's rate: every worker's images.
   ips = facts.global_batch_size * len(step_times) / total_time
-  print_rate(print_line, ips)
   forward_only = facts.params.forward_only
   result = make_result(
     facts,
@@ -67,6 +102,7 @@ def train_result(
     cluster=cluster_info(facts, ips, worker_losses, report),
     step_report=report,
   )
+  print_rate(print_line, ips, rate_notes(facts, ips, result))
   if result.mfu is not None:
     print_line(
       'MFU: %.2f%% of %.3f TFLOP/s per device (%s peak)'
@@ -113,6 +149,29 @@ def _utilisation(
   return _Utilisation(flops, tflops, peak, mfu)
 
 
+def _step_figures(step_times, global_batch_size: int, *, timed: bool) -> dict:
+  """BenchmarkResult's step time fields: stats, durations and spread.
+
+  timed: False for an evaluation, which times its batches as a whole (its
+  step times are all the mean): no durations, no spread.
+  """
+  stats = timing.step_time_ms(step_times)
+  if not timed:
+    stats.update(stderr=None, ci95_low=None, ci95_high=None)
+    return {
+      'step_time_ms': stats,
+      'step_times_ms': None,
+      'images_per_sec_spread': None,
+    }
+  return {
+    'step_time_ms': stats,
+    'step_times_ms': timing.step_times_ms(step_times),
+    'images_per_sec_spread': timing.images_per_sec_spread(
+      global_batch_size, step_times
+    ),
+  }
+
+
 def make_result(
   facts: run_facts.RunFacts,
   *,
@@ -152,7 +211,7 @@ def make_result(
     num_warmup_steps=p.num_warmup_batches,
     images_per_sec=ips,
     images_per_sec_per_device=ips / (num_devices * num_workers),
-    step_time_ms=timing.step_time_ms(step_times),
+    **_step_figures(step_times, global_batch_size, timed=mode != 'eval'),
     losses=losses,
     flops_per_image=use.flops,
     tflops_per_sec=use.tflops,

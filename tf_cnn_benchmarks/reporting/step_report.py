@@ -6,17 +6,22 @@ run has no training loss), while the results line's `losses` keep the real
 loss of each step. --print_training_accuracy (and every --forward_only run, as
 classic) adds the top_1_accuracy and top_5_accuracy of each step's batch;
 --display_perf_ewma turns the images/sec into an exponentially weighted
-average. The results line gets the same values for every step (warm-up
-included): the StepReport part, with the learning rate each step used.
+average. Each row ends with a column classic parsers ignore (they split on
+tabs and read the first ones): the time since the timed steps started and an
+estimate of the time left ('elapsed 1m02s, ~3m left'). The results line gets
+the same values for every step (warm-up included): the StepReport part,
+with the learning rate each step used.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import time
+from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
 from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import timing
 
 # Digits of the loss and accuracy columns (classic).
 DIGITS = 3
@@ -52,8 +57,17 @@ def accuracy_tensors(built_towers: Sequence, device: str) -> Optional[dict]:
 class StepRecorder:
   """Collects each step's learning rate and accuracies; formats table rows."""
 
-  def __init__(self, params, learning_rate, accuracy: Optional[dict]):
+  def __init__(
+    self,
+    params,
+    learning_rate,
+    accuracy: Optional[dict],
+    clock: Callable[[], float] = time.monotonic,
+  ):
     self.loss_type = params.loss_type_to_report
+    self.num_batches = params.num_batches
+    self._clock = clock
+    self._started = None  # when the header was printed: the timed steps' start
     self.ewma = params.display_perf_ewma
     self.forward_only = bool(params.forward_only)
     self._learning_rate = learning_rate
@@ -76,7 +90,8 @@ class StepRecorder:
       values.append(float(got[key]))
 
   def header(self) -> str:
-    """The table's header line."""
+    """The table's header line; the timed steps start after it."""
+    self._started = self._clock()
     columns = ['Step', 'Img/sec', self.loss_type]
     if self.accuracies is not None:
       columns += ['top_1_accuracy', 'top_5_accuracy']
@@ -97,6 +112,19 @@ class StepRecorder:
         DIGITS,
         self.accuracies['top_5_accuracy'][-1],
       )
+    return text + '\t' + self.progress(step)
+
+  def progress(self, step: int) -> str:
+    """The row's last column: elapsed time and an estimate of the rest.
+
+    The estimate assumes the remaining timed steps take the mean time of the
+    ones so far (wall clock, periodic work between steps included).
+    """
+    elapsed = self._clock() - (self._started or self._clock())
+    text = 'elapsed %s' % _seconds(elapsed)
+    left = self.num_batches - step
+    if step > 0 and left > 0:
+      text += ', ~%s left' % _seconds(elapsed / step * left)
     return text
 
   def report(self) -> results.StepReport:
@@ -119,3 +147,10 @@ class StepRecorder:
       worker_top_1_accuracies=accuracies['top_1_accuracy'],
       worker_top_5_accuracies=accuracies['top_5_accuracy'],
     )
+
+
+def _seconds(seconds: float) -> str:
+  """'4.2s' under a minute (short runs), else timing.format_duration's."""
+  if seconds < 59.95:
+    return '%.1fs' % seconds
+  return timing.format_duration(seconds)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -47,12 +48,170 @@ def speed_summary(
 
 
 def step_time_ms(step_times) -> dict:
-  """mean / p50 / p90 of per-step times, in milliseconds."""
+  """Per-step times in ms: mean, p50, p90, and the mean's spread.
+
+  stderr: the sample standard deviation / sqrt(n); ci95_low / ci95_high:
+  mean -/+ the Student t 0.975 quantile (n - 1 degrees of freedom) times
+  stderr; None under 2 steps. n: the number of timed steps.
+  """
   ms = np.asarray(step_times, dtype=np.float64) * 1e3
   if not len(ms):
-    return {'mean': None, 'p50': None, 'p90': None}
+    return {
+      'mean': None,
+      'p50': None,
+      'p90': None,
+      'stderr': None,
+      'ci95_low': None,
+      'ci95_high': None,
+      'n': 0,
+    }
+  mean, stderr, factor = _mean_interval(ms)
   return {
-    'mean': float(ms.mean()),
+    'mean': mean,
     'p50': float(np.percentile(ms, 50)),
     'p90': float(np.percentile(ms, 90)),
+    'stderr': stderr,
+    'ci95_low': None if stderr is None else mean - factor * stderr,
+    'ci95_high': None if stderr is None else mean + factor * stderr,
+    'n': int(len(ms)),
   }
+
+
+def format_duration(seconds: float) -> str:
+  """'42s', '1m02s' or '1h05m': short elapsed-time text."""
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return '%ds' % seconds
+  if seconds < 3600:
+    return '%dm%02ds' % divmod(seconds, 60)
+  return '%dh%02dm' % (seconds // 3600, seconds % 3600 // 60)
+
+
+def format_eta(seconds: float) -> str:
+  """Coarse remaining-time text: '~40s', '~3m', '~1h05m'."""
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return '~%ds' % seconds
+  if seconds < 3600:
+    return '~%dm' % int(round(seconds / 60.0))
+  return '~%dh%02dm' % (seconds // 3600, seconds % 3600 // 60)
+
+
+# --- Spread of the results line (issue 28) ---------------------------------
+#
+# Student t quantiles are computed here (scipy is not a dependency): the
+# t distribution's CDF for an integer number of degrees of freedom has a
+# finite closed form (Abramowitz & Stegun 26.7.3-4), which is inverted by
+# bisection; past _SERIES_MAX_DF the Cornish-Fisher expansion around the
+# normal quantile is used instead (error well under 1e-6 there).
+
+_SERIES_MAX_DF = 400
+_Z_975 = 1.959963984540054  # the standard normal's 0.975 quantile
+
+
+def _t_two_sided_mass(t: float, df: int) -> float:
+  """P(|T| < t) for Student's t with `df` (integer >= 1) degrees of freedom."""
+  theta = math.atan(t / math.sqrt(df))
+  sin, cos2 = math.sin(theta), math.cos(theta) ** 2
+  if df % 2:  # odd: (2/pi) (theta + sin cos (1 + 2/3 cos^2 + ...))
+    series, term = 0.0, math.cos(theta)
+    if df > 1:
+      series = term
+      for k in range(3, df - 1, 2):
+        term *= cos2 * (k - 1) / k
+        series += term
+    return 2.0 / math.pi * (theta + sin * series)
+  series, term = 1.0, 1.0  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 ...)
+  for k in range(2, df - 1, 2):
+    term *= cos2 * (k - 1) / k
+    series += term
+  return sin * series
+
+
+def _t_cornish_fisher(z: float, df: int) -> float:
+  """The t quantile from the normal quantile z, for large df."""
+  z3, z5, z7 = z**3, z**5, z**7
+  return (
+    z
+    + (z3 + z) / (4 * df)
+    + (5 * z5 + 16 * z3 + 3 * z) / (96 * df**2)
+    + (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * df**3)
+  )
+
+
+def t_quantile_975(df: int) -> float:
+  """The 0.975 quantile of Student's t: the 95% two-sided interval's factor.
+
+  df: degrees of freedom, an integer >= 1 (n - 1 for n samples).
+  """
+  df = int(df)
+  if df < 1:
+    raise ValueError('degrees of freedom must be >= 1, got %d' % df)
+  if df > _SERIES_MAX_DF:
+    return _t_cornish_fisher(_Z_975, df)
+  low, high = 0.0, 1.0
+  while _t_two_sided_mass(high, df) < 0.95:
+    high *= 2.0
+  for _ in range(100):
+    middle = 0.5 * (low + high)
+    if _t_two_sided_mass(middle, df) < 0.95:
+      low = middle
+    else:
+      high = middle
+  return 0.5 * (low + high)
+
+
+def step_times_ms(step_times) -> list:
+  """The timed steps' durations in ms, each rounded to 3 decimals (1 us)."""
+  return [round(float(t) * 1e3, 3) for t in step_times]
+
+
+def _mean_interval(values: np.ndarray) -> tuple:
+  """(mean, standard error, t factor) of values; error and factor None
+  under 2 values. The standard error uses the sample deviation (n - 1)."""
+  mean = float(values.mean())
+  if len(values) < 2:
+    return mean, None, None
+  stderr = float(values.std(ddof=1) / math.sqrt(len(values)))
+  return mean, stderr, t_quantile_975(len(values) - 1)
+
+
+def images_per_sec_spread(images_per_step: int, step_times) -> dict:
+  """Spread of a run's images/sec, images per step / the mean step time.
+
+  stderr: by the delta method, rate * stderr(mean step time) / mean step
+  time. ci95_low / ci95_high: the Student t 95% interval of the mean step
+  time [m - t*se, m + t*se], turned into rates (images per step / bound):
+  the rate is a monotone function of the mean time, so this is a 95%
+  interval of the rate too (asymmetric; ci95_high is None when the time's
+  lower bound is not above 0, an unbounded rate). jitter: 1.4826 * the
+  median absolute deviation of the per-step speeds (the console's). All
+  None under 2 timed steps.
+  """
+  times = np.asarray(step_times, dtype=np.float64)
+  none = {'stderr': None, 'ci95_low': None, 'ci95_high': None, 'jitter': None}
+  if len(times) < 2:
+    return none
+  mean, stderr, factor = _mean_interval(times)
+  rate = images_per_step / mean
+  speeds = images_per_step / times
+  low_time, high_time = mean - factor * stderr, mean + factor * stderr
+  return {
+    'stderr': float(rate * stderr / mean),
+    'ci95_low': float(images_per_step / high_time),
+    'ci95_high': float(images_per_step / low_time) if low_time > 0 else None,
+    'jitter': float(1.4826 * np.median(np.abs(speeds - np.median(speeds)))),
+  }
+
+
+def interval_line(spread: dict, num_steps: int) -> str | None:
+  """The console's line after 'total images/sec:'; None under 2 steps."""
+  if spread.get('stderr') is None:
+    return None
+  high = spread['ci95_high']
+  return 'images/sec 95%% CI: [%.2f, %s] (n=%d steps, stderr %.2f)' % (
+    spread['ci95_low'],
+    'inf' if high is None else '%.2f' % high,
+    num_steps,
+    spread['stderr'],
+  )
