@@ -223,3 +223,15 @@ def test_memory_total(tmp_path, text, expected):
   path.write_text(text)
   value, why = environment.memory_total_bytes(str(path))
   assert (value, why) == (expected[0], expected[1] and expected[1] % path)
+
+
+def test_gpus_tensorflow_cannot_see_are_named_in_the_reason(
+  tmp_path, monkeypatch
+):
+  fake_gpus(monkeypatch, 0, {})
+  path_with(tmp_path, monkeypatch, 'echo "%s, 550.1, 81920 MiB"\n' % A100)
+  env = environment.environment('cpu')
+  assert env['gpu_model'] is None and env['gpu_driver'] == '550.1'
+  assert env['null_reasons']['gpu_model'] == (
+    'TensorFlow sees no GPU; nvidia-smi lists 1: %s' % A100
+  )

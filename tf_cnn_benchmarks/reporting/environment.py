@@ -197,6 +197,11 @@ def gpus(tf, reasons: dict) -> dict:
     none = 'TensorFlow sees no GPU' + (
       '' if tf.test.is_built_with_cuda() else ' (a build without CUDA)'
     )
+    if smi:  # the host has some: hidden (CUDA_VISIBLE_DEVICES) or unusable
+      none += '; nvidia-smi lists %d: %s' % (
+        len(smi),
+        ', '.join(sorted({r[0] for r in smi})),
+      )
     keys['gpu_model'] = keys['gpu_compute_capability'] = None
     reasons['gpu_model'] = reasons['gpu_compute_capability'] = none
   if smi is None:
