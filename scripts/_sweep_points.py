@@ -155,7 +155,7 @@ def point_outcome(returncode, timeout, records, problem, log_path):
 def error_record(point, message, returncode, tag):
   """The line recorded for a point that failed or timed out."""
   return {
-    'schema_version': 1,
+    'schema_version': 2,  # results.SCHEMA_VERSION (test_results_schema checks)
     'status': 'error',
     'error': message,
     'utc_time': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),

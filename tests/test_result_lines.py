@@ -90,6 +90,7 @@ BASE_KEYS = {
   'data_name',
   'variable_update',
   'all_reduce_spec',
+  'all_reduce_spec_description',  # schema_version 2 (issue 28)
   'precision',
   'num_devices',
   'num_workers',

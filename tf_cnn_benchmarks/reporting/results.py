@@ -1,18 +1,15 @@
-"""The result of a run, as data: one JSON line (schema in results/README.md)."""
+"""The result of a run, as data: one JSON line (results/schema.json)."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import datetime
-import os
-import platform
-import socket
-import subprocess
 
-from tf_cnn_benchmarks.platform import cpu_features
-
-SCHEMA_VERSION = 1
+# 2: `env` grew (build, GPUs, ISA flags, memory, git_dirty, command line,
+# null_reasons); `all_reduce_spec` became the flag, the prose went to
+# `all_reduce_spec_description` (results/schema.json).
+SCHEMA_VERSION = 2
 
 MODES = ('train', 'forward_only', 'eval')
 
@@ -213,7 +210,12 @@ class BenchmarkResult:
   model: str
   data_name: str
   variable_update: str
-  all_reduce_spec: str | None
+  all_reduce_spec: str | None  # the --all_reduce_spec flag as given
+  # The manager's reduction in words (the header's AllReduce row); keyword
+  # only, so it may sit beside all_reduce_spec ahead of required fields.
+  all_reduce_spec_description: str | None = dataclasses.field(
+    default=None, kw_only=True
+  )
   precision: str
   num_devices: int
   num_workers: int
@@ -247,7 +249,7 @@ class BenchmarkResult:
     return self.losses[-1] if self.losses else None
 
   def to_record(self) -> dict:
-    """The JSON object of this run (schema_version 1)."""
+    """The JSON object of this run (schema_version SCHEMA_VERSION)."""
     record = {
       'schema_version': SCHEMA_VERSION,
       'status': 'ok',
@@ -265,35 +267,3 @@ class BenchmarkResult:
       if part is not None:
         record.update(part.to_keys())
     return record
-
-
-def _git_commit() -> str | None:
-  here = os.path.dirname(os.path.abspath(__file__))
-  try:
-    out = subprocess.run(
-      ['git', 'rev-parse', 'HEAD'],
-      cwd=here,
-      timeout=5,
-      capture_output=True,
-      text=True,
-      check=True,
-    )
-    return out.stdout.strip() or None
-  except (OSError, subprocess.SubprocessError):
-    return None
-
-
-def environment(device_kind: str, gpu_model: str | None = None) -> dict:
-  """Where the run happened: versions, CPU, device kind, git commit, host."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  return {
-    'tensorflow': tf.__version__,
-    'python': platform.python_version(),
-    'cpu_model': cpu_features.cpu_model(),
-    'num_cores': os.cpu_count(),
-    'device_kind': device_kind,
-    'gpu_model': gpu_model,
-    'git_commit': _git_commit(),
-    'hostname': socket.gethostname(),
-  }

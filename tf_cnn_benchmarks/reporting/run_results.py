@@ -16,6 +16,7 @@ import models
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.platform import devices
 from tf_cnn_benchmarks.platform import peak as peak_lib
+from tf_cnn_benchmarks.reporting import environment
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.reporting import timing
@@ -197,11 +198,12 @@ def make_result(
   use = _utilisation(facts, ips, forward_only, num_workers)
   return results.BenchmarkResult(
     params=params_lib.as_dict(p),
-    env=results.environment(p.device),
+    env=environment.environment(p.device),
     model=p.model,
     data_name=p.data_name,
     variable_update=p.variable_update,
-    all_reduce_spec=facts.manager.all_reduce_description(),
+    all_reduce_spec=p.all_reduce_spec,
+    all_reduce_spec_description=facts.manager.all_reduce_description(),
     precision=facts.precision,
     num_devices=num_devices,
     num_workers=num_workers,
