@@ -30,6 +30,7 @@ Exit status: 0; 1 when --fail_below is given and some baseline ratio is
 below it (or no configuration matches the baseline); 2 for bad input.
 """
 
+import collections
 import csv
 import math
 import sys
@@ -54,8 +55,10 @@ def summarize_files(paths, by='devices', baseline_paths=(), skip_bad=False):
   """Read candidate (and baseline) files into one summary DataFrame.
 
   Returns (summary, keys): summary is _results_io.summarize's table for the
-  candidate files, plus 'baseline_ips' and 'baseline_ratio' columns when
-  baseline files are given; keys are the row-key columns.
+  candidate files, plus 'baseline_ips', 'baseline_ratio' and its interval
+  ('baseline_ratio_low', 'baseline_ratio_high', the ratio of the two
+  images/sec intervals) when baseline files are given; keys are the
+  row-key columns.
   """
   frame = rio.load_frame(paths, skip_bad)
   if not baseline_paths:
@@ -64,31 +67,108 @@ def summarize_files(paths, by='devices', baseline_paths=(), skip_bad=False):
   import pandas as pd
 
   base_frame = rio.load_frame(baseline_paths, skip_bad)
-  # Decide the keys on both sets so the two summaries line up.
+  # Decide the keys on both sets so the two summaries line up; a baseline
+  # from another machine is still matched, unless the candidates themselves
+  # span several machines.
   keys = rio.row_keys(pd.concat([frame, base_frame]), by)
+  if 'hardware' in keys and frame['hardware'].nunique() == 1:
+    keys.remove('hardware')
   summary = rio.summarize(frame, by, keys)
-  base = rio.summarize(base_frame, by, keys)[keys + ['count', 'images_per_sec']]
-  base = base.rename(columns={'images_per_sec': 'baseline_ips'})
+  base = rio.summarize(base_frame, by, keys)
+  base = base[keys + ['count', 'images_per_sec', 'ips_low', 'ips_high']]
+  base = base.rename(
+    columns={
+      'images_per_sec': 'baseline_ips',
+      'ips_low': '_base_low',
+      'ips_high': '_base_high',
+    }
+  )
   summary = summary.merge(base, on=keys + ['count'], how='left')
   summary['baseline_ratio'] = (
     summary['images_per_sec'] / summary['baseline_ips']
   )
-  return summary, keys
+  summary['baseline_ratio_low'] = summary['ips_low'] / summary['_base_high']
+  summary['baseline_ratio_high'] = summary['ips_high'] / summary['_base_low']
+  return summary.drop(columns=['_base_low', '_base_high']), keys
+
+
+class Cell(collections.namedtuple('Cell', 'value low high mark')):
+  """One table cell: the figure, its interval (NaN when none) and a mark:
+  WITHIN_NOISE, UNSURE or ''."""
+
+  def has_interval(self):
+    """Whether both bounds are known."""
+    return not (_missing(self.low) or _missing(self.high))
+
+
+# Marks of a cell whose difference is not shown to be real.
+WITHIN_NOISE = 'within noise'
+UNSURE = 'unsure'
+# Metrics shown with an interval: metric -> (low column, high column).
+INTERVAL_COLUMNS = {
+  'images_per_sec': ('ips_low', 'ips_high'),
+  'speedup': ('speedup_low', 'speedup_high'),
+  'efficiency': ('efficiency_low', 'efficiency_high'),
+  'baseline_ratio': ('baseline_ratio_low', 'baseline_ratio_high'),
+}
+
+
+def _missing(value):
+  return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def cell_mark(metric, row):
+  """WITHIN_NOISE, UNSURE or '' for one metric of one summary row.
+
+  Speed-up and efficiency above ideal (efficiency > 100%) are a claim of
+  super-linear scaling: WITHIN_NOISE when the efficiency interval still
+  holds 100% (the intervals of ips(N) and N * ips(1) overlap), UNSURE when
+  there is no interval at all (one run without a recorded spread). A
+  baseline ratio is WITHIN_NOISE when the candidate's and the baseline's
+  images/sec intervals overlap (its interval holds 1).
+  """
+  if metric in ('speedup', 'efficiency'):
+    if row['count'] <= 1 or not row['efficiency'] > 1:
+      return ''
+    if _missing(row['efficiency_low']):
+      return UNSURE
+    return WITHIN_NOISE if row['efficiency_low'] <= 1 else ''
+  if metric == 'baseline_ratio':
+    low, high = row['baseline_ratio_low'], row['baseline_ratio_high']
+    if not (_missing(low) or _missing(high)) and low <= 1 <= high:
+      return WITHIN_NOISE
+  return ''
+
+
+def _cell(summary_row, metric):
+  """The Cell of one metric in one summary row (a pandas Series)."""
+  value = summary_row.get(metric, math.nan)
+  low_col, high_col = INTERVAL_COLUMNS.get(metric, (None, None))
+  low = float(summary_row.get(low_col, math.nan)) if low_col else math.nan
+  high = float(summary_row.get(high_col, math.nan)) if high_col else math.nan
+  return Cell(value, low, high, cell_mark(metric, summary_row))
+
+
+EMPTY_CELL = Cell(math.nan, math.nan, math.nan, '')
 
 
 def table_rows(summary, keys):
   """Wide table: returns (counts, rows); each row is (key values, metric,
-  [value per count]). Values are floats (NaN when absent) or ints (runs)."""
+  [Cell per count]). Cell values are floats (NaN when absent) or ints
+  (runs)."""
   counts = sorted(int(c) for c in summary['count'].unique())
   metrics = [name for name, _ in METRIC_FORMATS if _show_metric(summary, name)]
   rows = []
   for key_values, group in summary.groupby(keys, sort=True):
-    by_count = group.set_index('count')
+    by_count = {int(row['count']): row for _, row in group.iterrows()}
     for metric in metrics:
       if metric == 'mfu' and group['mfu'].isna().all():
         continue  # MFU needs a known peak; most CPU runs have none
-      values = [by_count[metric].get(c, math.nan) for c in counts]
-      rows.append((tuple(key_values), metric, values))
+      cells = [
+        _cell(by_count[c], metric) if c in by_count else EMPTY_CELL
+        for c in counts
+      ]
+      rows.append((tuple(key_values), metric, cells))
   return counts, rows
 
 
@@ -99,16 +179,32 @@ def _show_metric(summary, metric):
   return metric in summary.columns
 
 
-def _format_value(metric, value):
-  """Human form of one table cell ('-' for a missing value)."""
-  if value is None or (isinstance(value, float) and math.isnan(value)):
+def format_cell(metric, cell):
+  """Human form of one table cell: '-' when absent, the figure followed by
+  its interval in brackets when it has one, 'within noise [low, high]'
+  for a WITHIN_NOISE cell and a trailing '?' on an UNSURE one."""
+  if _missing(cell.value):
     return '-'
   fmt = dict(METRIC_FORMATS)[metric]
-  return fmt.format(int(value) if metric == 'runs' else float(value))
+  if metric == 'runs':
+    return fmt.format(int(cell.value))
+  text = fmt.format(float(cell.value))
+  bounds = ''
+  if cell.has_interval():
+    bounds = ' [%s, %s]' % (fmt.format(cell.low), fmt.format(cell.high))
+  if cell.mark == WITHIN_NOISE:
+    return WITHIN_NOISE + bounds
+  if cell.mark == UNSURE:
+    return text + '?'
+  return text + bounds
 
 
-def _display_cells(keys, counts, rows):
-  """Header and string cells, with repeated keys blanked for readability."""
+def display_cells(keys, counts, rows):
+  """Header and string cells, with repeated keys blanked for readability.
+
+  The one rendering of the comparison table's cells: the terminal,
+  markdown and report.py's HTML tables all lay these out.
+  """
   header = list(keys) + ['metric'] + [str(c) for c in counts]
   cells, previous = [], None
   for key_values, metric, values in rows:
@@ -116,13 +212,59 @@ def _display_cells(keys, counts, rows):
     if key_values == previous:
       shown = [''] * len(shown)
     previous = key_values
-    cells.append(shown + [metric] + [_format_value(metric, v) for v in values])
+    cells.append(shown + [metric] + [format_cell(metric, v) for v in values])
   return header, cells
+
+
+def table_notes(rows):
+  """Lines explaining the marks that appear in the table (none if none)."""
+  marks = {cell.mark for _, _, cells in rows for cell in cells}
+  notes = []
+  if WITHIN_NOISE in marks:
+    notes.append(
+      'within noise: the intervals overlap (efficiency interval holds '
+      '100%, or the baseline ratio interval holds 1): the difference is '
+      'not shown to be real.'
+    )
+  if UNSURE in marks:
+    notes.append(
+      '?: over 100% from a single run with no recorded spread: it cannot '
+      'be told from noise (rerun with sweep.py --repeats N).'
+    )
+  return notes
+
+
+def noise_findings(keys, counts, rows, by='devices'):
+  """One sentence per WITHIN_NOISE or UNSURE cell, naming its
+  configuration, count and metric (report.py lists them)."""
+  unit = 'device(s)' if by == 'devices' else 'worker(s)'
+  found = []
+  for key_values, metric, cells in rows:
+    for count, cell in zip(counts, cells):
+      if not cell.mark:
+        continue
+      name = '/'.join(str(v) for v in key_values)
+      fmt = dict(METRIC_FORMATS)[metric]
+      what = '%s at %d %s: %s %s' % (
+        name,
+        count,
+        unit,
+        metric,
+        fmt.format(float(cell.value)),
+      )
+      if cell.mark == WITHIN_NOISE:
+        found.append(
+          '%s, interval [%s, %s]: within noise'
+          % (what, fmt.format(cell.low), fmt.format(cell.high))
+        )
+      else:
+        found.append('%s from one run with no spread: unsure' % what)
+  return found
 
 
 def render_text(keys, counts, rows, caption):
   """Aligned plain-text table for the terminal."""
-  header, cells = _display_cells(keys, counts, rows)
+  header, cells = display_cells(keys, counts, rows)
   widths = [
     max(len(r[i]) for r in [header] + cells) for i in range(len(header))
   ]
@@ -137,28 +279,42 @@ def render_text(keys, counts, rows, caption):
 
   out = [caption, line(header), '  '.join('-' * w for w in widths)]
   out.extend(line(row) for row in cells)
+  out.extend(table_notes(rows))
   return '\n'.join(out) + '\n'
 
 
 def render_markdown(keys, counts, rows, caption):
   """GitHub-flavoured markdown table, preceded by the caption."""
-  header, cells = _display_cells(keys, counts, rows)
+  header, cells = display_cells(keys, counts, rows)
   first_number = len(keys) + 1
   align = ['---' if i < first_number else '---:' for i in range(len(header))]
   out = [caption, '']
   for row in [header, align] + cells:
     out.append('| ' + ' | '.join(c.replace('|', '\\|') for c in row) + ' |')
+  notes = table_notes(rows)
+  if notes:
+    out.append('')
+    out.extend(notes)
   return '\n'.join(out) + '\n'
 
 
 def write_csv(keys, counts, rows, stream):
-  """CSV with raw numbers (empty when absent) and every key on every row."""
+  """CSV with raw numbers (empty when absent) and every key on every row;
+  a metric with an interval is followed by <metric>_low and <metric>_high
+  rows."""
   writer = csv.writer(stream, lineterminator='\n')
   writer.writerow(list(keys) + ['metric'] + [str(c) for c in counts])
-  for key_values, metric, values in rows:
+  for key_values, metric, cells in rows:
     writer.writerow(
-      list(key_values) + [metric] + [_raw_value(metric, v) for v in values]
+      list(key_values) + [metric] + [_raw_value(metric, c.value) for c in cells]
     )
+    if any(c.has_interval() for c in cells):
+      for bound in ('low', 'high'):
+        writer.writerow(
+          list(key_values)
+          + ['%s_%s' % (metric, bound)]
+          + [_raw_value(metric, getattr(c, bound)) for c in cells]
+        )
 
 
 def _raw_value(metric, value):
@@ -174,8 +330,11 @@ def caption_for(by):
   """Line explaining the table's columns and derived metrics."""
   column = rio.BY_COLUMNS[by][0]
   return (
-    'Columns: %s. images_per_sec is the median over duplicate runs; '
-    'speedup = ips(N)/ips(1); efficiency = ips(N)/(N*ips(1)).' % column
+    'Columns: %s. images_per_sec is the median over repeats (duplicate '
+    'runs); speedup = ips(N)/ips(1); efficiency = ips(N)/(N*ips(1)). '
+    '[low, high]: the interval over repeats (their range under 6 repeats), '
+    "or one run's 95%% interval; speedup and efficiency take the ratio of "
+    'the intervals.' % column
   )
 
 
@@ -235,7 +394,7 @@ def parse_args(argv):
   parser.add_argument(
     '--plot',
     metavar='OUT.png',
-    help='also save a scaling plot (see scripts/plot.py)',
+    help='also save a scaling plot: .png, .svg or .pdf (see scripts/plot.py)',
   )
   parser.add_argument(
     '--skip_bad',
@@ -253,6 +412,10 @@ def main(argv=None):
   args = parse_args(argv)
   rio.check_files(args.files)
   rio.check_files(args.baseline, '--baseline')
+  if args.plot:
+    import plot
+
+    plot.output_format(args.plot, '--plot')  # before any work is done
   summary, keys = summarize_files(
     args.files, args.by, args.baseline, args.skip_bad
   )
@@ -265,8 +428,6 @@ def main(argv=None):
     sys.stdout.write(render_text(keys, counts, rows, caption_for(args.by)))
   sys.stdout.flush()
   if args.plot:
-    import plot
-
     plot.plot_scaling(summary, keys, args.plot, by=args.by)
     sys.stderr.write('wrote %s\n' % args.plot)
   if args.fail_below is None:
