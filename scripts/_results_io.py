@@ -254,6 +254,7 @@ def _row_from_record(path, number, record):
     'images_per_sec_per_device': float(per_device),
     'mfu': float(mfu) if _is_number(mfu) else math.nan,
     'repeat': sweep.get('repeat') if _is_int(sweep.get('repeat')) else None,
+    'env': env,
   }
   row.update(_run_spread(record))
   return row
