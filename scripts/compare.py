@@ -4,16 +4,16 @@ Usage (from the repo root):
 
   .venv/bin/python scripts/compare.py FILE [FILE...] [--by devices|workers]
       [--baseline FILE]... [--fail_below RATIO] [--csv | --markdown]
-      [--plot OUT.png] [--skip_bad]
+      [--plot OUT.png|OUT.svg|OUT.pdf] [--skip_bad]
 
 Reads results files (JSON lines, schema in results/README.md). Rows are
 configurations: model / variable_update / all_reduce_spec / precision /
-batch_size_per_device (plus data_name, and num_workers, when those vary;
-with --by workers, num_devices is a row key). Columns are the device count
-(num_devices), or the worker count with --by workers. Each configuration
-gets these metric rows:
+batch_size_per_device (plus data_name, the hardware and num_workers, when
+those vary; with --by workers, num_devices is a row key). Columns are the
+device count (num_devices), or the worker count with --by workers. Each
+configuration gets these metric rows:
 
-  images_per_sec             median over duplicate runs of the same point
+  images_per_sec             median over the repeats of the same point
   speedup                    ips(N) / ips(1)
   efficiency                 ips(N) / (N * ips(1))
   images_per_sec_per_device  median of the per-device figure
@@ -21,6 +21,26 @@ gets these metric rows:
   runs                       number of runs, shown when some point repeats
   baseline_ratio             with --baseline: candidate ips / baseline ips,
                              matched on the row keys and the column count
+
+Intervals ([low, high] after a figure). A point's repeats are its lines
+with the same row keys and count (sweep.py --repeats writes them; any
+duplicate runs count, with or without sweep.repeat). With 2 or more, the
+interval of the median is distribution-free: the order statistics
+[x_(k), x_(n+1-k)] with the largest k whose coverage is still >= 95%;
+under 6 repeats that is their full range (coverage 1 - 2^(1-n): 75% for
+3). With one line, it is the line's own images_per_sec_spread 95%
+interval (over its steps), and none if the line has no spread. Speed-up,
+efficiency and the baseline ratio take the ratio of the intervals:
+speedup in [low(N)/high(1), high(N)/low(1)] (conservative: every ratio
+of two values inside the intervals), efficiency that over N.
+
+Within noise. An efficiency over 100% (speed-up over N) whose interval
+still holds 100% (the intervals of ips(N) and N*ips(1) overlap) prints
+'within noise [low, high]' instead of the figure; over 100% with no
+interval at all prints the figure with a '?'. A baseline ratio whose
+interval holds 1 (the two images/sec intervals overlap) is within noise
+too. --csv keeps the raw numbers and adds <metric>_low and <metric>_high
+rows.
 
 Lines with status "error" are noted on stderr and left out. A malformed line
 (not JSON, or missing a required key) stops the script with exit status 2
