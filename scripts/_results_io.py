@@ -264,6 +264,8 @@ def hardware_name(env):
   """What ran the benchmark, from a record's env block: the GPU model when
   there is one, else the CPU model (with its core count when known)."""
   if env.get('gpu_model'):
+    if _is_int(env.get('gpu_count')) and env['gpu_count'] > 1:
+      return '%s (%d GPUs)' % (env['gpu_model'], env['gpu_count'])
     return str(env['gpu_model'])
   if not env.get('cpu_model'):
     return MISSING
@@ -275,13 +277,17 @@ def hardware_name(env):
 def _run_spread(record):
   """The line's own images/sec spread (schema 2's images_per_sec_spread):
   columns run_ci95_low/run_ci95_high/run_stderr/run_jitter, NaN when the
-  line has none (schema 1, or under 2 timed steps)."""
+  line has none (schema 1, or under 2 timed steps). A null ci95_high next
+  to a known ci95_low is an unbounded rate (the step-time interval reached
+  0): infinity."""
   spread = record.get('images_per_sec_spread')
   spread = spread if isinstance(spread, dict) else {}
   out = {}
   for key in ('ci95_low', 'ci95_high', 'stderr', 'jitter'):
     value = spread.get(key)
     out['run_' + key] = float(value) if _is_number(value) else math.nan
+  if math.isnan(out['run_ci95_high']) and not math.isnan(out['run_ci95_low']):
+    out['run_ci95_high'] = math.inf
   return out
 
 

@@ -111,6 +111,7 @@ def axis_label(summary, by):
 def _error_bars(ax, group, column, low, high, color):
   """Draw the interval of each point that has one as an error bar."""
   known = group.dropna(subset=[low, high])
+  known = known[known[high] < float('inf')]  # an unbounded bar: not drawn
   if not len(known):
     return
   ax.errorbar(

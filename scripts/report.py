@@ -48,6 +48,9 @@ img { max-width: 100%; }
 .note { background: #fff3cd; padding: 0.5em 1em; }
 """
 
+# A field that differs between a machine's lines lists this many values.
+MAX_VALUES_SHOWN = 4
+
 # Sets data-images-total / data-images-decoded on <body> once the page (and
 # so every image) has loaded: what a browser test reads from the DOM.
 IMAGES_SCRIPT = """
@@ -242,6 +245,9 @@ def environment_section(frame):
     rows = []
     for field in sorted({f for env in envs for f in env}):
       values = list(dict.fromkeys(env.get(field, '(absent)') for env in envs))
+      if len(values) > MAX_VALUES_SHOWN:  # e.g. command_line: one per line
+        more = len(values) - MAX_VALUES_SHOWN
+        values = values[:MAX_VALUES_SHOWN] + ['... %d more' % more]
       shown = values[0] if len(values) == 1 else 'varies: ' + ' | '.join(values)
       rows.append([field, shown])
     parts.append(

@@ -451,3 +451,24 @@ def test_plot_with_unknown_extension_is_exit_2_before_work(tmp_path, capsys):
     "compare.py: error: --plot %s: unknown extension '.jpg': use .pdf, "
     '.png, .svg\n' % (tmp_path / 'p.jpg')
   )
+
+
+def test_unbounded_run_interval_is_infinite_not_dropped(tmp_path, capsys):
+  # A line whose step-time interval reached 0 has ci95_high null: its rate
+  # interval is [ci95_low, inf).
+  top = report_testing.record('replicated', 2, 250.0, spread=(240.0, 260.0))
+  top['images_per_sec_spread']['ci95_high'] = None
+  lines = [
+    report_testing.record('replicated', 1, 100.0, spread=(95.0, 105.0)),
+    top,
+  ]
+  path = report_testing.write_records(tmp_path / 'inf.jsonl', lines)
+  summary, _ = compare.summarize_files([path])
+  two = point(summary, 'replicated', 2)
+  assert two['ips_high'] == math.inf
+  assert two['efficiency_low'] == pytest.approx(240 / 105 / 2)  # > 100%
+  out = compare_cli(capsys, path)[1]
+  assert _efficiency_cells(out, 'replicated') == [
+    '100.0%',
+    '125.0% [114.3%, inf%]',
+  ]

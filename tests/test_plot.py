@@ -59,6 +59,12 @@ def test_title_names_model_batch_and_hardware(repeats_figure, tmp_path):
   assert fig._suptitle.get_text() == (
     'My sweep\ntrivial, batch 32 per device, on NVIDIA A100'
   )
+  for line in gpu_lines:
+    line['env']['gpu_count'] = 8
+  path = report_testing.write_records(tmp_path / 'gpu8.jsonl', gpu_lines)
+  assert figure_of(path)._suptitle.get_text() == (
+    'trivial, batch 32 per device, on NVIDIA A100 (8 GPUs)'
+  )
 
 
 def test_axes_are_labelled_with_units(repeats_figure):

@@ -131,6 +131,28 @@ def test_no_noise_note_when_nothing_overlaps(tmp_path, capsys):
   assert 'id="noise-none"' in text and '<ul id="noise">' not in text
 
 
+def test_env_nested_fields_and_values_that_vary(tmp_path, capsys):
+  lines = []
+  for n in range(6):
+    line = report_testing.record('replicated', 1 + n % 2, 100.0 + n, repeat=n)
+    line['env'].update(
+      command_line='bench --run %d' % n,
+      cpu_flags=['avx2', 'avx512f'],
+      null_reasons={'gpu_model': 'no GPU visible'},
+    )
+    lines.append(line)
+  path = report_testing.write_records(tmp_path / 'env.jsonl', lines)
+  out = tmp_path / 'env.html'
+  assert report_cli(capsys, path, '--out', str(out))[0] == 0
+  text = out.read_text()
+  assert '<td>null_reasons.gpu_model</td><td>no GPU visible</td>' in text
+  assert '<td>cpu_flags</td><td>[&quot;avx2&quot;, &quot;avx512f&quot;]' in text
+  assert (
+    '<td>command_line</td><td>varies: bench --run 0 | bench --run 1 | '
+    'bench --run 2 | bench --run 3 | ... 2 more</td>'
+  ) in text
+
+
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
   for args, message in (
     (
