@@ -37,10 +37,10 @@ of two values inside the intervals), efficiency that over N.
 Within noise. An efficiency over 100% (speed-up over N) whose interval
 still holds 100% (the intervals of ips(N) and N*ips(1) overlap) prints
 'within noise [low, high]' instead of the figure; over 100% with no
-interval at all prints the figure with a '?'. A baseline ratio whose
-interval holds 1 (the two images/sec intervals overlap) is within noise
-too. --csv keeps the raw numbers and adds <metric>_low and <metric>_high
-rows.
+interval at all prints the figure with a '?'. A speed-up whose interval
+holds 1x (ips(N) and ips(1) overlap) and a baseline ratio whose interval
+holds 1 (the two images/sec intervals overlap) are within noise too.
+--csv keeps the raw numbers and adds <metric>_low and <metric>_high rows.
 
 Lines with status "error" are noted on stderr and left out. A malformed line
 (not JSON, or missing a required key) stops the script with exit status 2
@@ -140,24 +140,35 @@ def _missing(value):
 def cell_mark(metric, row):
   """WITHIN_NOISE, UNSURE or '' for one metric of one summary row.
 
-  Speed-up and efficiency above ideal (efficiency > 100%) are a claim of
-  super-linear scaling: WITHIN_NOISE when the efficiency interval still
-  holds 100% (the intervals of ips(N) and N * ips(1) overlap), UNSURE when
-  there is no interval at all (one run without a recorded spread). A
-  baseline ratio is WITHIN_NOISE when the candidate's and the baseline's
-  images/sec intervals overlap (its interval holds 1).
+  Efficiency above 100% (speed-up above N) claims super-linear scaling: it
+  is WITHIN_NOISE when the efficiency interval still holds 100% (the
+  intervals of ips(N) and N * ips(1) overlap), UNSURE when there is no
+  interval at all (one run without a recorded spread). A speed-up whose
+  interval holds 1 (the intervals of ips(N) and ips(1) overlap: N devices
+  are not shown to differ from one) is WITHIN_NOISE too. A baseline ratio
+  is WITHIN_NOISE when the candidate's and the baseline's images/sec
+  intervals overlap (its interval holds 1).
   """
-  if metric in ('speedup', 'efficiency'):
-    if row['count'] <= 1 or not row['efficiency'] > 1:
-      return ''
+  if metric not in ('speedup', 'efficiency', 'baseline_ratio'):
+    return ''
+  if metric == 'baseline_ratio':
+    return _holds(row['baseline_ratio_low'], row['baseline_ratio_high'], 1)
+  if row['count'] <= 1:
+    return ''
+  if row['efficiency'] > 1:
     if _missing(row['efficiency_low']):
       return UNSURE
-    return WITHIN_NOISE if row['efficiency_low'] <= 1 else ''
-  if metric == 'baseline_ratio':
-    low, high = row['baseline_ratio_low'], row['baseline_ratio_high']
-    if not (_missing(low) or _missing(high)) and low <= 1 <= high:
-      return WITHIN_NOISE
+    return _holds(row['efficiency_low'], row['efficiency_high'], 1)
+  if metric == 'speedup':
+    return _holds(row['speedup_low'], row['speedup_high'], 1)
   return ''
+
+
+def _holds(low, high, reference):
+  """WITHIN_NOISE when [low, high] is known and holds reference, else ''."""
+  if _missing(low) or _missing(high) or not low <= reference <= high:
+    return ''
+  return WITHIN_NOISE
 
 
 def _cell(summary_row, metric):
@@ -242,9 +253,10 @@ def table_notes(rows):
   notes = []
   if WITHIN_NOISE in marks:
     notes.append(
-      'within noise: the intervals overlap (efficiency interval holds '
-      '100%, or the baseline ratio interval holds 1): the difference is '
-      'not shown to be real.'
+      'within noise: the intervals overlap (an efficiency over 100% whose '
+      'interval holds 100%, a speedup whose interval holds 1x, or a '
+      'baseline ratio whose interval holds 1): the difference is not shown '
+      'to be real.'
     )
   if UNSURE in marks:
     notes.append(

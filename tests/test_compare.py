@@ -472,3 +472,28 @@ def test_unbounded_run_interval_is_infinite_not_dropped(tmp_path, capsys):
     '100.0%',
     '125.0% [114.3%, inf%]',
   ]
+
+
+def test_speedup_whose_interval_holds_one_is_within_noise(tmp_path, capsys):
+  # 1 device: 100 [90, 110]; 2 devices: 105 [95, 115]. Speed-up 1.05x in
+  # [95 / 110, 115 / 90] = [0.86x, 1.28x] holds 1x: two devices are not
+  # shown to be faster. Efficiency 52.5% in [43.2%, 63.9%] is a result.
+  # replicated2 at 2 devices: 60 [55, 65], a slow-down in [0.50x, 0.72x].
+  lines = [
+    report_testing.record(name, n, ips, repeat=r)
+    for name, n, values in (
+      ('replicated', 1, (100.0, 90.0, 110.0)),
+      ('replicated', 2, (105.0, 95.0, 115.0)),
+      ('replicated2', 1, (100.0, 90.0, 110.0)),
+      ('replicated2', 2, (60.0, 55.0, 65.0)),
+    )
+    for r, ips in enumerate(values)
+  ]
+  path = report_testing.write_records(tmp_path / 'flat.jsonl', lines)
+  out = compare_cli(capsys, path)[1]
+  rows = [
+    [c.strip() for c in s.split('  ') if c.strip()] for s in out.split('\n')
+  ]
+  speedups = [cells[-1] for cells in rows if 'speedup' in cells]
+  assert speedups == ['within noise [0.86x, 1.28x]', '0.60x [0.50x, 0.72x]']
+  assert _efficiency_cells(out, 'replicated ')[-1] == '52.5% [43.2%, 63.9%]'
