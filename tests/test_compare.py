@@ -497,3 +497,18 @@ def test_speedup_whose_interval_holds_one_is_within_noise(tmp_path, capsys):
   speedups = [cells[-1] for cells in rows if 'speedup' in cells]
   assert speedups == ['within noise [0.86x, 1.28x]', '0.60x [0.50x, 0.72x]']
   assert _efficiency_cells(out, 'replicated ')[-1] == '52.5% [43.2%, 63.9%]'
+
+
+def test_baseline_from_another_machine_still_matches():
+  # repeats.jsonl ran on 'Fixture CPU 9000', baseline.jsonl on 'fixture':
+  # the hardware is not a row key when the candidates are one machine.
+  summary, keys = compare.summarize_files([REPEATS], baseline_paths=[BASELINE])
+  assert 'hardware' not in keys
+  assert cells(summary, 'replicated', 'baseline_ratio') == {1: 1.0, 2: 1.1}
+  # Candidates from two machines: one row per machine.
+  summary, keys = compare.summarize_files([REPEATS, SCALING])
+  assert keys[0] == 'hardware'
+  assert sorted(set(summary['hardware'])) == [
+    'Fixture CPU 9000 (2 cores)',
+    'fixture (2 cores)',
+  ]

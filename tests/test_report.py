@@ -13,7 +13,8 @@ import tempfile
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'scripts'))
+SCRIPTS = Path(__file__).resolve().parents[1] / 'scripts'
+sys.path.insert(0, str(SCRIPTS))
 
 import _results_io  # noqa: E402
 import compare  # noqa: E402
@@ -171,9 +172,22 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_help_loads_no_tensorflow_and_prints_nothing_on_stderr():
-  proc = helpers.run_script('report.py', '--help')
+  env = dict(os.environ)
+  env.pop('TF_CPP_MIN_LOG_LEVEL', None)  # as a user runs it
+  proc = helpers.run_script('report.py', '--help', env=env)
   assert proc.returncode == 0 and proc.stderr == ''
   assert '--out PAGE.html' in proc.stdout
+  probe = (
+    'import runpy, sys\n'
+    'sys.argv = ["report.py", "--help"]\n'
+    'sys.path.insert(0, %r)\n'
+    'try:\n'
+    '  runpy.run_path(%r, run_name="__main__")\n'
+    'except SystemExit:\n'
+    '  pass\n'
+    'sys.stderr.write(str("tensorflow" in sys.modules))\n'
+  ) % (str(SCRIPTS), str(SCRIPTS / 'report.py'))
+  assert helpers.run_python(['-c', probe], env=env).stderr == 'False'
 
 
 def chromium_dom(url):
