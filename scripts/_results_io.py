@@ -235,11 +235,15 @@ def _row_from_record(path, number, record):
   if not _is_number(per_device):
     per_device = ips / (num_devices * num_workers)
   mfu = record.get('mfu')
-  return {
+  env = record.get('env') if isinstance(record.get('env'), dict) else {}
+  sweep = record.get('sweep') if isinstance(record.get('sweep'), dict) else {}
+  row = {
     'file': path,
     'line': number,
     'model': str(record['model']),
     'data_name': str(record.get('data_name') or MISSING),
+    'hardware': hardware_name(env),
+    'host': str(env.get('hostname') or MISSING),
     'variable_update': str(record['variable_update']),
     'all_reduce_spec': str(record.get('all_reduce_spec') or MISSING),
     'precision': str(record['precision']),
@@ -249,7 +253,42 @@ def _row_from_record(path, number, record):
     'images_per_sec': ips,
     'images_per_sec_per_device': float(per_device),
     'mfu': float(mfu) if _is_number(mfu) else math.nan,
+    'repeat': sweep.get('repeat') if _is_int(sweep.get('repeat')) else None,
+    'env': env,
   }
+  row.update(_run_spread(record))
+  return row
+
+
+def hardware_name(env):
+  """What ran the benchmark, from a record's env block: the GPU model when
+  there is one, else the CPU model (with its core count when known)."""
+  if env.get('gpu_model'):
+    if _is_int(env.get('gpu_count')) and env['gpu_count'] > 1:
+      return '%s (%d GPUs)' % (env['gpu_model'], env['gpu_count'])
+    return str(env['gpu_model'])
+  if not env.get('cpu_model'):
+    return MISSING
+  if _is_int(env.get('num_cores')):
+    return '%s (%d cores)' % (env['cpu_model'], env['num_cores'])
+  return str(env['cpu_model'])
+
+
+def _run_spread(record):
+  """The line's own images/sec spread (schema 2's images_per_sec_spread):
+  columns run_ci95_low/run_ci95_high/run_stderr/run_jitter, NaN when the
+  line has none (schema 1, or under 2 timed steps). A null ci95_high next
+  to a known ci95_low is an unbounded rate (the step-time interval reached
+  0): infinity."""
+  spread = record.get('images_per_sec_spread')
+  spread = spread if isinstance(spread, dict) else {}
+  out = {}
+  for key in ('ci95_low', 'ci95_high', 'stderr', 'jitter'):
+    value = spread.get(key)
+    out['run_' + key] = float(value) if _is_number(value) else math.nan
+  if math.isnan(out['run_ci95_high']) and not math.isnan(out['run_ci95_low']):
+    out['run_ci95_high'] = math.inf
+  return out
 
 
 def load_frame(paths, skip_bad=False):
@@ -288,16 +327,72 @@ def _describe_error(record):
 def row_keys(frame, by='devices'):
   """Configuration keys that name a table row for this frame and --by choice.
 
-  Beyond the fixed keys, data_name and the count that is not a column become
-  keys when they vary, so different setups are never merged into one median.
+  Beyond the fixed keys, data_name, the hardware and the count that is not a
+  column become keys when they vary, so different setups are never merged
+  into one median.
   """
   _, other = BY_COLUMNS[by]
   keys = list(BASE_ROW_KEYS)
   if frame['data_name'].nunique() > 1:
     keys.insert(1, 'data_name')
+  if frame['hardware'].nunique() > 1:
+    keys.insert(0, 'hardware')
   if by == 'workers' or frame[other].nunique() > 1:
     keys.append(other)
   return keys
+
+
+# Confidence the interval of a point's median aims at (see median_interval).
+CONFIDENCE = 0.95
+
+
+def median_interval(values, confidence=CONFIDENCE):
+  """A distribution-free confidence interval for the median of values.
+
+  Returns (low, high, coverage): the order statistics x_(k) and x_(n+1-k)
+  of the sorted values for the largest k whose coverage
+  1 - 2 * P(Binomial(n, 1/2) <= k - 1) is still >= confidence. Under six
+  values no pair reaches 95%: the interval is then the full range
+  (min, max), whose coverage 1 - 2**(1 - n) is returned (75% for three
+  repeats). Needs at least two values.
+  """
+  xs = sorted(float(v) for v in values)
+  n = len(xs)
+  if n < 2:
+    raise ValueError('an interval needs 2 or more values, got %d' % n)
+  low, high, coverage = xs[0], xs[-1], 1 - 2 * 0.5**n
+  below = 1  # sum of comb(n, i) for i < k, for the next k
+  for k in range(2, (n + 1) // 2 + 1):
+    below += math.comb(n, k - 1)
+    wider = 1 - 2 * below / 2**n
+    if wider < confidence:
+      break
+    low, high, coverage = xs[k - 1], xs[n - k], wider
+  return low, high, coverage
+
+
+def point_interval(group):
+  """(low, high, coverage, source) of one point's images/sec.
+
+  group: the frame rows of the point's runs. Two or more runs (repeats):
+  median_interval over their images/sec, source 'repeats'. One run: its
+  own 95% interval from images_per_sec_spread, source 'run'. Otherwise
+  NaNs and source '-'.
+  """
+  if len(group) >= 2:
+    low, high, coverage = median_interval(group['images_per_sec'])
+    return low, high, coverage, 'repeats'
+  only = group.iloc[0]
+  if not (
+    math.isnan(only['run_ci95_low']) or math.isnan(only['run_ci95_high'])
+  ):
+    return only['run_ci95_low'], only['run_ci95_high'], CONFIDENCE, 'run'
+  return math.nan, math.nan, math.nan, MISSING
+
+
+def _join_unique(series):
+  """The distinct values of a column, joined by ', ' in first-seen order."""
+  return ', '.join(dict.fromkeys(str(v) for v in series))
 
 
 def summarize(frame, by='devices', keys=None):
@@ -305,26 +400,65 @@ def summarize(frame, by='devices', keys=None):
 
   Returns a DataFrame with the key columns, 'count' (num_devices or
   num_workers per `by`), the medians of images_per_sec,
-  images_per_sec_per_device and mfu over duplicate runs, 'runs', and
-  speedup = ips(N)/ips(1) and efficiency = ips(N)/(N*ips(1)), which are NaN
-  when the configuration has no run at count 1.
+  images_per_sec_per_device and mfu over duplicate runs (repeats), 'runs',
+  'hardware' and the other count (as text, when they are not keys), the
+  images/sec interval (ips_low, ips_high, ips_coverage, interval_source;
+  see point_interval), and speedup = ips(N)/ips(1) and
+  efficiency = ips(N)/(N*ips(1)) with their intervals (see
+  add_scaling_columns), which are NaN when the configuration has no run at
+  count 1.
   """
-  count_col, _ = BY_COLUMNS[by]
+  count_col, other = BY_COLUMNS[by]
   keys = list(keys) if keys is not None else row_keys(frame, by)
-  grouped = frame.groupby(keys + [count_col], sort=True)
-  summary = (
-    grouped.agg(
-      images_per_sec=('images_per_sec', 'median'),
-      images_per_sec_per_device=('images_per_sec_per_device', 'median'),
-      mfu=('mfu', 'median'),
-      runs=('images_per_sec', 'size'),
+  rows = []
+  for key_values, group in frame.groupby(keys + [count_col], sort=True):
+    row = dict(zip(keys + ['count'], key_values))
+    low, high, coverage, source = point_interval(group)
+    row.update(
+      images_per_sec=group['images_per_sec'].median(),
+      images_per_sec_per_device=group['images_per_sec_per_device'].median(),
+      mfu=group['mfu'].median(),
+      runs=len(group),
+      ips_low=low,
+      ips_high=high,
+      ips_coverage=coverage,
+      interval_source=source,
     )
-    .reset_index()
-    .rename(columns={count_col: 'count'})
+    for column in ('hardware', other):  # for titles and labels
+      if column not in keys:
+        row[column] = _join_unique(group[column])
+    rows.append(row)
+  import pandas as pd
+
+  return add_scaling_columns(pd.DataFrame(rows), keys)
+
+
+def add_scaling_columns(summary, keys):
+  """Speed-up and efficiency against the same configuration's count-1 point.
+
+  Intervals are propagated by interval arithmetic (the ratio of intervals):
+  speedup in [low(N) / high(1), high(N) / low(1)], efficiency that divided
+  by N. Every ratio in those bounds is possible when both figures lie in
+  their intervals, so the result is conservative; NaN when either point
+  has no interval. At count 1 the speed-up is 1 by definition, with no
+  interval.
+  """
+  single = summary[summary['count'] == 1][
+    keys + ['images_per_sec', 'ips_low', 'ips_high']
+  ]
+  single = single.rename(
+    columns={
+      'images_per_sec': '_ips1',
+      'ips_low': '_low1',
+      'ips_high': '_high1',
+    }
   )
-  single = summary[summary['count'] == 1][keys + ['images_per_sec']]
-  single = single.rename(columns={'images_per_sec': '_ips1'})
   summary = summary.merge(single, on=keys, how='left')
+  count = summary['count']
   summary['speedup'] = summary['images_per_sec'] / summary['_ips1']
-  summary['efficiency'] = summary['speedup'] / summary['count']
-  return summary.drop(columns=['_ips1'])
+  summary['speedup_low'] = summary['ips_low'] / summary['_high1']
+  summary['speedup_high'] = summary['ips_high'] / summary['_low1']
+  summary.loc[count == 1, ['speedup_low', 'speedup_high']] = math.nan
+  for bound in ('', '_low', '_high'):
+    summary['efficiency' + bound] = summary['speedup' + bound] / count
+  return summary.drop(columns=['_ips1', '_low1', '_high1'])

@@ -14,6 +14,8 @@ import math
 from pathlib import Path
 import sys
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / 'tests' / 'fixtures'
 sys.path.insert(0, str(REPO / 'scripts'))
@@ -257,3 +259,256 @@ def test_plot_files_are_written(tmp_path, capsys):
     data = path.read_bytes()
     assert len(data) > 1000
     assert data.startswith(b'\x89PNG\r\n\x1a\n')
+
+
+# ---- intervals over repeats (issue 28 item 2) --------------------------------
+
+from tests import report_testing  # noqa: E402
+
+REPEATS = report_testing.REPEATS
+
+
+def point(summary, variable_update, count):
+  """The summary row (a dict) of one strategy at one device count."""
+  rows = summary[
+    (summary['variable_update'] == variable_update)
+    & (summary['count'] == count)
+  ]
+  assert len(rows) == 1
+  return rows.iloc[0].to_dict()
+
+
+def test_median_interval_is_the_order_statistic_interval():
+  # Under 6 values no pair of order statistics reaches 95%: the range, with
+  # coverage 1 - 2 * 2**-n (75% for 3 repeats).
+  assert _results_io.median_interval([110, 90, 100]) == (90.0, 110.0, 0.75)
+  assert _results_io.median_interval([1, 2]) == (1.0, 2.0, 0.5)
+  # 9 values: [x_(2), x_(8)] covers 1 - 2 * (1 + 9) / 512 = 96.1% >= 95%.
+  nine = [9, 1, 8, 2, 7, 3, 6, 4, 5]
+  assert _results_io.median_interval(nine) == (2.0, 8.0, 1 - 20 / 512)
+
+
+def test_intervals_speedup_and_efficiency_hand_computed():
+  summary, _ = compare.summarize_files([REPEATS])
+  one = point(summary, 'replicated', 1)
+  two = point(summary, 'replicated', 2)
+  assert (one['images_per_sec'], one['ips_low'], one['ips_high']) == (
+    100.0,
+    90.0,
+    110.0,
+  )
+  assert (two['images_per_sec'], two['ips_low'], two['ips_high']) == (
+    220.0,
+    200.0,
+    240.0,
+  )
+  assert one['interval_source'] == 'repeats' and one['ips_coverage'] == 0.75
+  # Ratio of intervals: [200 / 110, 240 / 90]; efficiency that over 2.
+  assert two['speedup'] == pytest.approx(2.2)
+  assert two['speedup_low'] == pytest.approx(1.8181818)
+  assert two['speedup_high'] == pytest.approx(2.6666667)
+  assert two['efficiency'] == pytest.approx(1.1)
+  assert two['efficiency_low'] == pytest.approx(0.9090909)
+  assert two['efficiency_high'] == pytest.approx(1.3333333)
+  assert math.isnan(one['speedup_low'])  # 1 by definition at one device
+  ps = point(summary, 'parameter_server', 2)
+  assert (ps['speedup_low'], ps['speedup_high']) == pytest.approx(
+    (148 / 102, 152 / 98)
+  )
+  # One line per point: the line's own images_per_sec_spread interval.
+  single = point(summary, 'independent', 2)
+  assert single['runs'] == 1 and single['interval_source'] == 'run'
+  assert (single['ips_low'], single['ips_high']) == (245.0, 255.0)
+  assert (single['efficiency_low'], single['efficiency_high']) == (
+    pytest.approx((245 / 105 / 2, 255 / 95 / 2))
+  )
+
+
+def test_repeats_grouped_with_and_without_sweep_repeat(tmp_path):
+  records = report_testing.fixture_records()
+  for line in records:
+    line.get('sweep', {}).pop('repeat', None)
+  bare = report_testing.write_records(tmp_path / 'bare.jsonl', records)
+  with_repeat, _ = compare.summarize_files([REPEATS])
+  without, _ = compare.summarize_files([bare])
+  assert with_repeat.equals(without)
+
+
+def test_no_spread_and_no_repeat_means_no_interval():
+  summary, _ = compare.summarize_files([SCALING])
+  one = point(summary, 'replicated', 1)
+  assert math.isnan(one['ips_low']) and one['interval_source'] == '-'
+  # 2 devices has three duplicate lines: their range.
+  two = point(summary, 'replicated', 2)
+  assert (two['ips_low'], two['ips_high']) == (170.0, 190.0)
+  assert math.isnan(two['speedup_low'])  # ips(1) has no interval
+
+
+def _efficiency_cells(out, variable_update):
+  """The efficiency row's cells (split on 2+ spaces) of one strategy."""
+  lines = out.splitlines()
+  start = next(i for i, s in enumerate(lines) if variable_update in s)
+  row = next(s for s in lines[start:] if ' efficiency ' in ' %s ' % s)
+  return [c.strip() for c in row.split('  ') if c.strip()][-2:]
+
+
+def test_superlinear_efficiency_within_noise_is_not_printed(tmp_path, capsys):
+  """The issue's case: 120.9% efficiency whose intervals overlap."""
+  lines = [
+    report_testing.record('replicated', 1, ips, repeat=r)
+    for r, ips in enumerate((100.0, 90.0, 110.0))
+  ] + [
+    report_testing.record('replicated', 2, ips, repeat=r)
+    for r, ips in enumerate((241.8, 200.0, 260.0))
+  ]
+  path = report_testing.write_records(tmp_path / 'noisy.jsonl', lines)
+  status, out, err = compare_cli(capsys, path)
+  assert status == 0, err
+  assert '120.9%' not in out
+  assert _efficiency_cells(out, 'replicated') == [
+    '100.0%',
+    'within noise [90.9%, 144.4%]',
+  ]
+  assert 'within noise: the intervals overlap' in out
+  markdown = compare_cli(capsys, path, '--markdown')[1]
+  assert '| within noise [1.82x, 2.89x] |' in markdown
+
+
+def test_repeats_table_marks_only_overlapping_differences(capsys):
+  status, out, err = compare_cli(capsys, REPEATS)
+  assert status == 0, err
+  assert _efficiency_cells(out, 'replicated') == [
+    '100.0%',
+    'within noise [90.9%, 133.3%]',
+  ]
+  # Above 100% but the run intervals do not overlap: a result.
+  assert _efficiency_cells(out, 'independent') == [
+    '100.0%',
+    '125.0% [116.7%, 134.2%]',
+  ]
+  assert _efficiency_cells(out, 'parameter_server') == [
+    '100.0%',
+    '75.0% [72.5%, 77.6%]',
+  ]
+  assert '220.0 [200.0, 240.0]' in out
+
+
+def test_superlinear_single_run_without_spread_is_flagged(tmp_path, capsys):
+  lines = [
+    report_testing.record('replicated', 1, 100.0),
+    report_testing.record('replicated', 2, 241.8),
+  ]
+  path = report_testing.write_records(tmp_path / 'one.jsonl', lines)
+  out = compare_cli(capsys, path)[1]
+  assert _efficiency_cells(out, 'replicated') == ['100.0%', '120.9%?']
+  assert '?: over 100% from a single run with no recorded spread' in out
+
+
+def test_csv_has_interval_rows(capsys):
+  status, out, _ = compare_cli(capsys, REPEATS, '--csv')
+  assert status == 0
+  rows = {
+    (r['variable_update'], r['metric']): r
+    for r in csv.DictReader(io.StringIO(out))
+  }
+  assert rows[('replicated', 'images_per_sec_low')]['2'] == '200.0'
+  assert rows[('replicated', 'images_per_sec_high')]['2'] == '240.0'
+  assert float(rows[('replicated', 'efficiency_low')]['2']) == pytest.approx(
+    200 / 110 / 2
+  )
+  assert rows[('replicated', 'efficiency_low')]['1'] == ''
+  assert rows[('replicated', 'efficiency')]['2'] == '1.1'  # raw, unmarked
+
+
+def test_baseline_ratio_within_noise(tmp_path, capsys):
+  # Baseline: replicated repeats 105, 95, 100 at 1 device (overlaps the
+  # candidate's [90, 110]) and 300, 310, 290 at 2 (far from [200, 240]).
+  lines = [
+    report_testing.record('replicated', n, ips, repeat=r)
+    for n, values in ((1, (105.0, 95.0, 100.0)), (2, (300.0, 310.0, 290.0)))
+    for r, ips in enumerate(values)
+  ]
+  base = report_testing.write_records(tmp_path / 'base.jsonl', lines)
+  summary, _ = compare.summarize_files([REPEATS], baseline_paths=[base])
+  two = point(summary, 'replicated', 2)
+  assert (two['baseline_ratio_low'], two['baseline_ratio_high']) == (
+    pytest.approx((200 / 310, 240 / 290))
+  )
+  out = compare_cli(capsys, REPEATS, '--baseline', base)[1]
+  ratio = [s for s in out.splitlines() if 'baseline_ratio' in s]
+  cells = [c.strip() for c in ratio[-1].split('  ') if c.strip()][-2:]
+  # [90 / 105, 110 / 95] holds 1; [200 / 310, 240 / 290] does not.
+  assert cells == ['within noise [0.857, 1.158]', '0.733 [0.645, 0.828]']
+
+
+def test_plot_with_unknown_extension_is_exit_2_before_work(tmp_path, capsys):
+  status, out, err = compare_cli(
+    capsys, REPEATS, '--plot', str(tmp_path / 'p.jpg')
+  )
+  assert status == 2
+  assert out == ''
+  assert err == (
+    "compare.py: error: --plot %s: unknown extension '.jpg': use .pdf, "
+    '.png, .svg\n' % (tmp_path / 'p.jpg')
+  )
+
+
+def test_unbounded_run_interval_is_infinite_not_dropped(tmp_path, capsys):
+  # A line whose step-time interval reached 0 has ci95_high null: its rate
+  # interval is [ci95_low, inf).
+  top = report_testing.record('replicated', 2, 250.0, spread=(240.0, 260.0))
+  top['images_per_sec_spread']['ci95_high'] = None
+  lines = [
+    report_testing.record('replicated', 1, 100.0, spread=(95.0, 105.0)),
+    top,
+  ]
+  path = report_testing.write_records(tmp_path / 'inf.jsonl', lines)
+  summary, _ = compare.summarize_files([path])
+  two = point(summary, 'replicated', 2)
+  assert two['ips_high'] == math.inf
+  assert two['efficiency_low'] == pytest.approx(240 / 105 / 2)  # > 100%
+  out = compare_cli(capsys, path)[1]
+  assert _efficiency_cells(out, 'replicated') == [
+    '100.0%',
+    '125.0% [114.3%, inf%]',
+  ]
+
+
+def test_speedup_whose_interval_holds_one_is_within_noise(tmp_path, capsys):
+  # 1 device: 100 [90, 110]; 2 devices: 105 [95, 115]. Speed-up 1.05x in
+  # [95 / 110, 115 / 90] = [0.86x, 1.28x] holds 1x: two devices are not
+  # shown to be faster. Efficiency 52.5% in [43.2%, 63.9%] is a result.
+  # replicated2 at 2 devices: 60 [55, 65], a slow-down in [0.50x, 0.72x].
+  lines = [
+    report_testing.record(name, n, ips, repeat=r)
+    for name, n, values in (
+      ('replicated', 1, (100.0, 90.0, 110.0)),
+      ('replicated', 2, (105.0, 95.0, 115.0)),
+      ('replicated2', 1, (100.0, 90.0, 110.0)),
+      ('replicated2', 2, (60.0, 55.0, 65.0)),
+    )
+    for r, ips in enumerate(values)
+  ]
+  path = report_testing.write_records(tmp_path / 'flat.jsonl', lines)
+  out = compare_cli(capsys, path)[1]
+  rows = [
+    [c.strip() for c in s.split('  ') if c.strip()] for s in out.split('\n')
+  ]
+  speedups = [cells[-1] for cells in rows if 'speedup' in cells]
+  assert speedups == ['within noise [0.86x, 1.28x]', '0.60x [0.50x, 0.72x]']
+  assert _efficiency_cells(out, 'replicated ')[-1] == '52.5% [43.2%, 63.9%]'
+
+
+def test_baseline_from_another_machine_still_matches():
+  # repeats.jsonl ran on 'Fixture CPU 9000', baseline.jsonl on 'fixture':
+  # the hardware is not a row key when the candidates are one machine.
+  summary, keys = compare.summarize_files([REPEATS], baseline_paths=[BASELINE])
+  assert 'hardware' not in keys
+  assert cells(summary, 'replicated', 'baseline_ratio') == {1: 1.0, 2: 1.1}
+  # Candidates from two machines: one row per machine.
+  summary, keys = compare.summarize_files([REPEATS, SCALING])
+  assert keys[0] == 'hardware'
+  assert sorted(set(summary['hardware'])) == [
+    'Fixture CPU 9000 (2 cores)',
+    'fixture (2 cores)',
+  ]
