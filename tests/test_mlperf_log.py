@@ -245,3 +245,13 @@ def test_flag_on_the_command_line_prints_the_lines(tmp_path):
 def _line(text):
   assert text.startswith(':::MLLOG ')
   return json.loads(text[len(':::MLLOG ') :])
+
+
+def test_log_file_without_the_flag_is_one_line():
+  proc = helpers.run_benchmark(
+    '--model=trivial', '--ml_perf_log_file=/tmp/never.log'
+  )
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines()[-1].endswith(
+    '--ml_perf_log_file: needs --ml_perf_compliance_logging'
+  ), proc.stderr

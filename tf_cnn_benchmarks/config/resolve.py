@@ -578,6 +578,10 @@ def _check_checkpoints_and_summaries(p: params_lib.Params) -> None:
     not (p.save_summaries_steps and not p.summary_verbosity),
     '--save_summaries_steps: give --summary_verbosity=1, 2 or 3',
   )
+  _require(
+    not p.ml_perf_log_file or p.ml_perf_compliance_logging,
+    '--ml_perf_log_file: needs --ml_perf_compliance_logging',
+  )
 
 
 def _check_eval(p: params_lib.Params, cluster) -> None:
