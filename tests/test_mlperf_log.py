@@ -1,6 +1,7 @@
 """:::MLLOG lines of --ml_perf_compliance_logging, read back with the
 mlperf-logging package's own parser and compliance checker."""
 
+import importlib.util
 import io
 import json
 
@@ -252,6 +253,24 @@ def test_log_file_without_the_flag_is_one_line():
     '--model=trivial', '--ml_perf_log_file=/tmp/never.log'
   )
   assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines()[-1].endswith(
-    '--ml_perf_log_file: needs --ml_perf_compliance_logging'
+  assert (
+    proc.stderr.strip()
+    .splitlines()[-1]
+    .endswith('--ml_perf_log_file: needs --ml_perf_compliance_logging')
   ), proc.stderr
+
+
+def test_flag_without_the_package_is_one_line(monkeypatch):
+  from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import params_value  # pylint: disable=g-import-not-at-top
+
+  real = importlib.util.find_spec
+  monkeypatch.setattr(
+    importlib.util,
+    'find_spec',
+    lambda name, *a: None if name == 'mlperf_logging' else real(name, *a),
+  )
+  with pytest.raises(
+    params_value.ParamsError, match='needs the mlperf-logging package'
+  ):
+    params_lib.make_params(model='trivial', ml_perf_compliance_logging=True)

@@ -255,7 +255,10 @@ def test_chrome_trace_has_dataflow_arrows_and_memory_counters(tmp_path):
 def read_xspace_planes(path):
   """{plane name: events} of an .xplane.pb, read by the profile plugin's
   own reader (xprof)."""
-  from xprof import profile_data  # pylint: disable=g-import-not-at-top
+  profile_data = pytest.importorskip(
+    'xprof.profile_data',
+    reason='the profile plugin (xprof) is not installed (requirements-tools)',
+  )
 
   with profile_data.ProfileData.from_file(path) as data:
     return {
@@ -265,7 +268,10 @@ def read_xspace_planes(path):
 
 
 def test_tensorboard_profile_opens_in_the_profile_plugin(tmp_path):
-  from xprof.convert import raw_to_tool_data  # pylint: disable=g-import-not-at-top
+  raw_to_tool_data = pytest.importorskip(
+    'xprof.convert.raw_to_tool_data',
+    reason='the profile plugin (xprof) is not installed (requirements-tools)',
+  )
 
   logdir = tmp_path / 'tb'
   _, console = run(1, tensorboard_profile_dir=str(logdir), num_batches=3)

@@ -48,6 +48,30 @@ def test_summaries_hold_the_graph_and_images_per_sec(tmp_path):
   assert result.training.end_step == 5
 
 
+def test_tensorboard_loads_the_graph_and_images_per_sec(tmp_path):
+  """TensorBoard's own loader (the optional tools install)."""
+  pytest.importorskip(
+    'tensorboard', reason='tensorboard is not installed (requirements-tools)'
+  )
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+
+  train_dir = tmp_path / 'train'
+  test_profiling.run(
+    1,
+    num_batches=4,
+    train_dir=str(train_dir),
+    summary_verbosity=1,
+    save_summaries_steps=2,
+  )
+  loaded = event_accumulator.EventAccumulator(str(train_dir))
+  loaded.Reload()
+  assert loaded.Tags()['graph']
+  assert summaries.IMAGES_PER_SEC_TAG in loaded.Tags()['scalars']
+  scalars = loaded.Scalars(summaries.IMAGES_PER_SEC_TAG)
+  assert [e.step for e in scalars] == [2, 4]
+  assert all(e.value > 0 for e in scalars)
+
+
 def test_images_per_sec_covers_the_steps_since_the_last_summary():
   throughput = summaries.ThroughputSummary(images_per_step=32)
   throughput.add(0.5)

@@ -38,8 +38,11 @@ import os
 import socket
 from typing import Callable, Optional
 
-from mlperf_logging.mllog import constants as keys
-from mlperf_logging.mllog import mllog
+try:  # an optional package: the flag's check says how to install it
+  from mlperf_logging.mllog import constants as keys
+  from mlperf_logging.mllog import mllog
+except ImportError:  # pragma: no cover (installed by requirements.txt)
+  keys = mllog = None
 
 from tf_cnn_benchmarks.config import schedules
 
