@@ -274,3 +274,27 @@ def test_flag_without_the_package_is_one_line(monkeypatch):
     params_value.ParamsError, match='needs the mlperf-logging package'
   ):
     params_lib.make_params(model='trivial', ml_perf_compliance_logging=True)
+
+
+@pytest.mark.slow  # a 2-worker cluster
+def test_in_a_cluster_the_chief_alone_logs(tmp_path):
+  from tests import test_distributed  # pylint: disable=g-import-not-at-top
+
+  path = tmp_path / 'mlperf.log'
+  rc, output, _ = test_distributed.launch(
+    tmp_path,
+    2,
+    test_distributed.LINEAR
+    + [
+      '--variable_update=parameter_server',
+      '--ml_perf_compliance_logging',
+      '--ml_perf_log_file=%s' % path,
+    ],
+  )
+  assert rc == 0, output[-3000:]
+  console = [line for line in output.splitlines() if ':::MLLOG' in line]
+  assert console and all(line.startswith('[worker:0]') for line in console)
+  # The parser reads the launcher's prefixed lines too.
+  printed = tmp_path / 'console.log'
+  printed.write_text('\n'.join(console) + '\n')
+  assert [ll.key for ll in parsed(printed)] == [ll.key for ll in parsed(path)]

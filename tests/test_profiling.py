@@ -299,6 +299,10 @@ def test_profiling_files_are_checked_before_the_run(tmp_path):
   blocker.write_text('')
   with pytest.raises(outputs.OutputError, match='partitioned_graph'):
     run(1, partitioned_graph_file_prefix=str(blocker / 'p'))
+  with pytest.raises(outputs.OutputError, match='--tensorboard_profile_dir'):
+    run(1, tensorboard_profile_dir=str(blocker))  # a file
+  with pytest.raises(outputs.OutputError, match='--ml_perf_log_file'):
+    run(1, ml_perf_compliance_logging=True, ml_perf_log_file=str(tmp_path))
 
 
 # ---- a cluster -------------------------------------------------------------
