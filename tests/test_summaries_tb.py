@@ -82,3 +82,8 @@ def test_images_per_sec_covers_the_steps_since_the_last_summary():
   throughput.add(0.25)  # a new interval
   (value,) = throughput.summary().value
   assert value.simple_value == pytest.approx(128.0)
+  throughput.add(10.0)  # a warm-up step, forgotten
+  throughput.reset()
+  throughput.add(0.5)
+  (value,) = throughput.summary().value
+  assert value.simple_value == pytest.approx(64.0)

@@ -132,9 +132,9 @@ class ThroughputSummary:
   """The `images_per_sec` scalar of the training summaries.
 
   The step loop adds each step's duration (measured around session.run, so
-  no work here is timed); at a summary step, summary() gives the images/sec
-  of the steps since the previous summary (this process's images, as the
-  step table's) and starts counting again.
+  no work here is timed) and forgets the warm-up steps; at a summary step,
+  summary() gives the images/sec of the steps since the previous summary
+  (this process's images, as the step table's) and starts counting again.
   """
 
   def __init__(self, images_per_step: int):
@@ -147,10 +147,14 @@ class ThroughputSummary:
     self._seconds += seconds
     self._steps += 1
 
+  def reset(self) -> None:
+    """Forgets the steps counted (those of warm-up)."""
+    self._seconds, self._steps = 0.0, 0
+
   def summary(self) -> tf1.Summary:
     """A Summary proto holding the images/sec since the last one."""
     rate = self.images_per_step * self._steps / max(self._seconds, 1e-9)
-    self._seconds, self._steps = 0.0, 0
+    self.reset()
     return tf1.Summary(
       value=[tf1.Summary.Value(tag=IMAGES_PER_SEC_TAG, simple_value=rate)]
     )

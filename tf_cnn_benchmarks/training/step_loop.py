@@ -135,6 +135,7 @@ class StepLoop:
         for _ in range(p.num_warmup_batches):
           self._one_step()
         out('Done warm up')
+        self.throughput.reset()  # images_per_sec: timed steps, as the table
       try:
         profiling.run_observed_steps(
           p,
