@@ -204,7 +204,13 @@ def test_trace_file_formats_parse_and_name_both_devices(tmp_path, chrome):
     text = f.read()
   if chrome:
     events = json.loads(text)['traceEvents']
-    devices = {e['args']['name'] for e in events if e['name'] == 'process_name'}
+    # TensorFlow's timeline names two processes per device: '<device>
+    # Compute' (the ops) and '<device> Tensors'.
+    devices = {
+      e['args']['name'].rsplit(' ', 1)[0]
+      for e in events
+      if e['name'] == 'process_name'
+    }
     ops = [e for e in events if e['ph'] == 'X']
   else:
     stats = type(tf1.RunMetadata().step_stats)()
@@ -215,6 +221,77 @@ def test_trace_file_formats_parse_and_name_both_devices(tmp_path, chrome):
   assert len(ops) > 10
 
 
+def test_chrome_trace_has_dataflow_arrows_and_memory_counters(tmp_path):
+  """The classic trace's views: arrows between devices, memory counters."""
+  path = tmp_path / 'trace.json'
+  run(2, trace_file=str(path))
+  events = json.loads(path.read_text())['traceEvents']
+  names = {
+    e['pid']: e['args']['name'] for e in events if e['name'] == 'process_name'
+  }
+  starts = {e['id']: e for e in events if e['ph'] == 's'}
+  ends = {e['id']: e for e in events if e['ph'] in ('t', 'f')}
+  assert starts and set(starts) == set(ends)  # each arrow has both ends
+  # An arrow from an op on one tower's device to an op on the other's.
+  crossing = {
+    (names[starts[i]['pid']], names[ends[i]['pid']])
+    for i in starts
+    if starts[i]['pid'] != ends[i]['pid']
+  }
+  assert (LOCAL % 0 + ' Compute', LOCAL % 1 + ' Compute') in crossing or (
+    LOCAL % 1 + ' Compute',
+    LOCAL % 0 + ' Compute',
+  ) in crossing
+  counters = [e for e in events if e['ph'] == 'C']
+  assert counters and all(e['cat'] == 'Memory' for e in counters)
+  # The allocator's bytes in use go up and come back down over the step.
+  series = [list(e['args'].values())[0] for e in counters]
+  assert max(series) > 0 and series[-1] < max(series)
+
+
+# ---- TensorBoard's profile -------------------------------------------------
+
+
+def read_xspace_planes(path):
+  """{plane name: events} of an .xplane.pb, read by the profile plugin's
+  own reader (xprof)."""
+  profile_data = pytest.importorskip(
+    'xprof.profile_data',
+    reason='the profile plugin (xprof) is not installed (requirements-tools)',
+  )
+
+  with profile_data.ProfileData.from_file(path) as data:
+    return {
+      plane.name: [e.name for line in plane.lines for e in line.events]
+      for plane in data.planes
+    }
+
+
+def test_tensorboard_profile_opens_in_the_profile_plugin(tmp_path):
+  raw_to_tool_data = pytest.importorskip(
+    'xprof.convert.raw_to_tool_data',
+    reason='the profile plugin (xprof) is not installed (requirements-tools)',
+  )
+
+  logdir = tmp_path / 'tb'
+  _, console = run(1, tensorboard_profile_dir=str(logdir), num_batches=3)
+  (path,) = glob.glob(str(logdir / 'plugins/profile/*/*.xplane.pb'))
+  planes = read_xspace_planes(path)
+  ops = [name for events in planes.values() for name in events]
+  # The graph-mode session's ops of the timed steps are in it.
+  assert any('MatMul' in name for name in ops), sorted(set(ops))[:50]
+  # The plugin lists its tools for the file and renders the trace viewer.
+  assert 'trace_viewer@' in raw_to_tool_data.xspace_to_tool_names([path])
+  data, content_type = raw_to_tool_data.xspace_to_tool_data(
+    [path], 'trace_viewer', {}
+  )
+  assert content_type == 'application/json'
+  assert json.loads(data)['traceEvents']
+  assert 'Wrote TensorBoard profile of the timed steps to %s' % logdir in (
+    console
+  )
+
+
 def test_profiling_files_are_checked_before_the_run(tmp_path):
   with pytest.raises(outputs.OutputError, match='--tfprof_file'):
     run(1, tfprof_file=str(tmp_path))  # a directory
@@ -222,6 +299,10 @@ def test_profiling_files_are_checked_before_the_run(tmp_path):
   blocker.write_text('')
   with pytest.raises(outputs.OutputError, match='partitioned_graph'):
     run(1, partitioned_graph_file_prefix=str(blocker / 'p'))
+  with pytest.raises(outputs.OutputError, match='--tensorboard_profile_dir'):
+    run(1, tensorboard_profile_dir=str(blocker))  # a file
+  with pytest.raises(outputs.OutputError, match='--ml_perf_log_file'):
+    run(1, ml_perf_compliance_logging=True, ml_perf_log_file=str(tmp_path))
 
 
 # ---- a cluster -------------------------------------------------------------

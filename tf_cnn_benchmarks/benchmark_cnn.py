@@ -33,6 +33,7 @@ from tf_cnn_benchmarks.evaluation import evaluation
 from tf_cnn_benchmarks.inputs import data_dir_checks
 from tf_cnn_benchmarks.inputs import input_failures
 from tf_cnn_benchmarks.inputs import input_options
+from tf_cnn_benchmarks.observability import mlperf_log
 from tf_cnn_benchmarks.observability import placement
 from tf_cnn_benchmarks.observability import summaries as observability
 from tf_cnn_benchmarks.platform import devices
@@ -133,6 +134,7 @@ class BenchmarkCNN:
       traits, reports_results
     )
     self._scratch: str | None = None  # checkpoints for evaluations
+    self.compliance: mlperf_log.ComplianceLog | None = None
     # The final checkpoint's failed write, raised once the result is made.
     self._failed_final_save: outputs.OutputWriteError | None = None
     self.eval_summaries = self._eval_summaries()
@@ -337,6 +339,7 @@ class BenchmarkCNN:
       else 'Generating inference model'
     )
     built = None
+    self.compliance = self._compliance_log()
     try:
       built = self._built_for_run()
       # Logical CPU devices of a cluster task come from its server's config.
@@ -445,10 +448,23 @@ class BenchmarkCNN:
         eval_runs.during_training,
         self.facts,
         self.dataset.num_train_examples,
-        evaluate=evaluate,
+        evaluate=mlperf_log.logged_evaluation(self.compliance, evaluate),
         print_line=self.print_line,
         run_context=self.run_context,
       ),
+      compliance=self.compliance,
+    )
+
+  def _compliance_log(self) -> mlperf_log.ComplianceLog | None:
+    """--ml_perf_compliance_logging's log, begun (init_start), or None."""
+    return mlperf_log.open_log(
+      self.params,
+      self.model,
+      global_batch_size=self.global_batch_size,
+      num_train_examples=self.dataset.num_train_examples,
+      num_eval_examples=self.dataset.num_eval_examples,
+      print_line=self.print_line,
+      is_chief=self.run_context.is_chief,
     )
 
   def build_only(self) -> placement.PlacementReport:

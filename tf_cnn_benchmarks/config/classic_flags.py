@@ -137,14 +137,6 @@ _EXTRA_FLAGS = (
     NO_EFFECT,
     'TensorRT (TF-TRT) is not part of this TF 2.21 build',
   ),
-  _f(
-    'ml_perf_compliance_logging',
-    'bool',
-    False,
-    OBSERVABILITY,
-    NO_EFFECT,
-    'the mlperf_compliance logging package is not available for TF 2.21',
-  ),
 )
 
 _KINDS = {bool: 'bool', int: 'int', float: 'float', str: 'string'}

@@ -155,6 +155,27 @@ class OutputFields:
   trace_file: Optional[str] = _observability_field(
     None, 'Write a Chrome trace (chrome://tracing) of one timed step here.'
   )
+  tensorboard_profile_dir: Optional[str] = _observability_field(
+    None,
+    "Profile the timed steps with TensorFlow's profiler "
+    '(tf.profiler.experimental) into this directory: '
+    "plugins/profile/<run>/<host>.xplane.pb, which TensorBoard's profile "
+    "plugin opens (tensorboard --logdir DIR). The profiler's overhead is "
+    'in the timed numbers.',
+    classic=False,
+  )
+  ml_perf_compliance_logging: bool = _observability_field(
+    False,
+    'Print MLPerf compliance lines (:::MLLOG, through the mlperf-logging '
+    'package): run start/stop, epochs, evaluations and their accuracy, '
+    'batch size and optimiser settings.',
+  )
+  ml_perf_log_file: Optional[str] = _observability_field(
+    None,
+    'With --ml_perf_compliance_logging: also write the :::MLLOG lines to '
+    'this file (replaced each run), for the MLPerf compliance checker.',
+    classic=False,
+  )
   graph_file: Optional[str] = _observability_field(
     None,
     'Write the training graph (GraphDef, text if the name ends in '

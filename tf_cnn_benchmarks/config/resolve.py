@@ -13,6 +13,7 @@ of config/, never params.py (which imports this module).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import numbers
 import os
 import typing
@@ -642,7 +643,8 @@ def _check_output_ranges(p: params_lib.Params) -> None:
 
 
 def _check_checkpoints_and_summaries(p: params_lib.Params) -> None:
-  """Checkpoints and summaries need --train_dir and each other's flags."""
+  """Checkpoints and summaries need --train_dir and each other's flags;
+  the MLPerf log's flags need each other and their package."""
   for name in ('save_model_steps', 'save_model_secs', 'save_summaries_steps'):
     _require(
       not getattr(p, name) or p.train_dir,
@@ -656,6 +658,16 @@ def _check_checkpoints_and_summaries(p: params_lib.Params) -> None:
   _require(
     not (p.save_summaries_steps and not p.summary_verbosity),
     '--save_summaries_steps: give --summary_verbosity=1, 2 or 3',
+  )
+  _require(
+    not p.ml_perf_log_file or p.ml_perf_compliance_logging,
+    '--ml_perf_log_file: needs --ml_perf_compliance_logging',
+  )
+  _require(
+    not p.ml_perf_compliance_logging
+    or importlib.util.find_spec('mlperf_logging') is not None,
+    '--ml_perf_compliance_logging: needs the mlperf-logging package '
+    '(pip install mlperf-logging)',
   )
 
 

@@ -330,3 +330,39 @@ def _bytes(count: int) -> str:
     if count >= size:
       return '%.2f%s' % (count / size, unit)
   return '%dB' % count
+
+
+# ---- TensorBoard's profile -------------------------------------------------
+
+
+class TensorBoardProfile:
+  """--tensorboard_profile_dir: TensorFlow's profiler over the timed steps.
+
+  tf.profiler.experimental (the public profiler API) records the graph-mode
+  session's ops too; stop() writes DIR/plugins/profile/<run>/<host>.xplane.pb,
+  the file TensorBoard's profile plugin (xprof) opens. Only the chief task
+  profiles (the profiler sees this host).
+  """
+
+  def __init__(self, logdir: Optional[str], print_line: Callable[[str], None]):
+    self.logdir = logdir
+    self.print_line = print_line
+    self.running = False
+
+  def start(self) -> None:
+    """Starts profiling (nothing without a directory)."""
+    if self.logdir:
+      with _writing(self.logdir):
+        tf.profiler.experimental.start(self.logdir)
+      self.running = True
+
+  def stop(self) -> None:
+    """Stops profiling and writes the profile (once)."""
+    if not self.running:
+      return
+    self.running = False
+    with _writing(self.logdir):
+      tf.profiler.experimental.stop()
+    self.print_line(
+      'Wrote TensorBoard profile of the timed steps to %s' % (self.logdir)
+    )

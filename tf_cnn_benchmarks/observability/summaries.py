@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Sequence
 
 import tensorflow as tf
+
+# Private, but the only code that turns graph-mode StepStats into a Chrome
+# trace with dataflow arrows and memory counters (the classic trace): the
+# public profiler (tf.profiler.experimental) records XPlanes, not StepStats.
+# See docs/observability.md.
+from tensorflow.python.client import timeline
 
 tf1 = tf.compat.v1
 
@@ -59,45 +64,26 @@ def build_summaries(
     return tf1.summary.merge(summaries)
 
 
-def chrome_trace(step_stats) -> dict:
-  """A Chrome trace-event object (chrome://tracing) from RunMetadata.step_stats.
+def chrome_trace(step_stats) -> str:
+  """A Chrome trace (chrome://tracing, Perfetto) of RunMetadata.step_stats.
 
-  One process per device, one complete ('X') event per executed op.
+  TensorFlow's own timeline code, as the classic harness used it: per
+  device a "<device> Compute" process with one complete ('X') event per op
+  and a "<device> Tensors" process; flow events ('s'/'f': the dataflow
+  arrows from the op that produced a tensor to each op on another device or
+  thread that read it) and, with the memory view, one counter series ('C')
+  per allocator of the bytes its tensors held over the step.
   """
-  events = []
-  for pid, dev_stats in enumerate(step_stats.dev_stats):
-    events.append(
-      {
-        'name': 'process_name',
-        'ph': 'M',
-        'pid': pid,
-        'args': {'name': dev_stats.device},
-      }
-    )
-    for node in dev_stats.node_stats:
-      start = node.all_start_micros
-      duration = max(node.all_end_rel_micros, 1)
-      op = node.timeline_label.split('=')[-1].split('(')[0].strip()
-      events.append(
-        {
-          'name': node.node_name,
-          'cat': 'Op',
-          'ph': 'X',
-          'pid': pid,
-          'tid': node.thread_id,
-          'ts': start,
-          'dur': duration,
-          'args': {'name': node.node_name, 'op': op or '?'},
-        }
-      )
-  return {'traceEvents': events, 'displayTimeUnit': 'ms'}
+  return timeline.Timeline(step_stats).generate_chrome_trace_format(
+    show_dataflow=True, show_memory=True
+  )
 
 
 def write_chrome_trace(path: str, run_metadata) -> None:
   """Writes the trace of one traced `session.run` to `path`."""
   makedirs_for(path)
   with open(path, 'w') as f:
-    json.dump(chrome_trace(run_metadata.step_stats), f)
+    f.write(chrome_trace(run_metadata.step_stats))
 
 
 def write_step_trace(path: str, run_metadata, *, chrome: bool) -> None:
@@ -137,3 +123,38 @@ def makedirs_for(path: str) -> None:
   """Creates the directory `path` goes in, if missing."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
+
+
+IMAGES_PER_SEC_TAG = 'images_per_sec'
+
+
+class ThroughputSummary:
+  """The `images_per_sec` scalar of the training summaries.
+
+  The step loop adds each step's duration (measured around session.run, so
+  no work here is timed) and forgets the warm-up steps; at a summary step,
+  summary() gives the images/sec of the steps since the previous summary
+  (this process's images, as the step table's) and starts counting again.
+  """
+
+  def __init__(self, images_per_step: int):
+    self.images_per_step = images_per_step
+    self._seconds = 0.0
+    self._steps = 0
+
+  def add(self, seconds: float) -> None:
+    """Counts one step that took `seconds`."""
+    self._seconds += seconds
+    self._steps += 1
+
+  def reset(self) -> None:
+    """Forgets the steps counted (those of warm-up)."""
+    self._seconds, self._steps = 0.0, 0
+
+  def summary(self) -> tf1.Summary:
+    """A Summary proto holding the images/sec since the last one."""
+    rate = self.images_per_step * self._steps / max(self._seconds, 1e-9)
+    self.reset()
+    return tf1.Summary(
+      value=[tf1.Summary.Value(tag=IMAGES_PER_SEC_TAG, simple_value=rate)]
+    )

@@ -155,6 +155,8 @@ def check(p) -> None:
       writes=True,
     )
   check_dir('benchmark_log_dir', p.benchmark_log_dir, writes=True)
+  check_dir('tensorboard_profile_dir', p.tensorboard_profile_dir, writes=True)
+  check_file('ml_perf_log_file', p.ml_perf_log_file)
 
 
 def write_results(path: str, records) -> None:

@@ -15,6 +15,7 @@ from typing import Callable
 import tensorflow as tf
 
 from tf_cnn_benchmarks.observability import profiling
+from tf_cnn_benchmarks.observability import summaries
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import step_report
@@ -40,6 +41,8 @@ class LoopSettings:
   # (global_step=() -> the step now) -> the evaluations during training
   # (an eval_schedule.DuringTraining), or None when there are none.
   during_training: Callable[[Callable[[], int]], object | None]
+  # --ml_perf_compliance_logging's mlperf_log.ComplianceLog (None: off).
+  compliance: object | None = None
 
 
 def initialize(sess, built: step_graph.BuiltGraph, print_line) -> int:
@@ -102,7 +105,16 @@ class StepLoop:
     self.writer = None
     if built.summary_op is not None and settings.is_chief:
       with built.graph.as_default():
-        self.writer = tf1.summary.FileWriter(self.params.train_dir)
+        # The graph too: TensorBoard's Graphs tab.
+        self.writer = tf1.summary.FileWriter(
+          self.params.train_dir, graph=built.graph
+        )
+    self.throughput = summaries.ThroughputSummary(settings.process_batch_size)
+    self.compliance = settings.compliance
+    self.tb_profile = profiling.TensorBoardProfile(
+      self.params.tensorboard_profile_dir if settings.is_chief else None,
+      settings.print_line,
+    )
     self.during = settings.during_training(global_step=lambda: self.step)
     if self.during is not None:
       self.evals = self.during.evals
@@ -114,6 +126,8 @@ class StepLoop:
   def run(self) -> None:
     p, out = self.params, self.settings.print_line
     try:
+      if self.compliance is not None:
+        self.compliance.run_start(self.step)
       if self.during is not None:
         self.during.start()
       if p.num_warmup_batches:
@@ -121,6 +135,7 @@ class StepLoop:
         for _ in range(p.num_warmup_batches):
           self._one_step()
         out('Done warm up')
+        self.throughput.reset()  # images_per_sec: timed steps, as the table
       try:
         profiling.run_observed_steps(
           p,
@@ -132,6 +147,7 @@ class StepLoop:
       except OSError as e:  # a trace file's failed write: one line
         raise outputs.write_failure('file', e.filename, e) from None
       out(self.recorder.header())
+      self.tb_profile.start()
       for i in range(p.num_batches):
         loss, seconds = self._one_step()
         self.step_times.append(seconds)
@@ -144,9 +160,15 @@ class StepLoop:
           out(self.recorder.row(i + 1, summary, loss))
         if self.during is not None and self.during.after_step(i + 1):
           break
+      self.tb_profile.stop()
       if self.during is not None:
         self.during.finish()
+      if self.compliance is not None:
+        self.compliance.run_stop(self.reached_goal())
     finally:
+      self.tb_profile.stop()
+      if self.compliance is not None:
+        self.compliance.close()
       if self.writer is not None:
         self._summary_write(self.writer.close)
 
@@ -166,17 +188,28 @@ class StepLoop:
     got = self.sess.run(fetches)
     seconds = time.perf_counter() - start
     self.step += 1
+    self.throughput.add(seconds)
+    if self.compliance is not None:
+      self.compliance.step_done(self.step)
     self.losses.append(float(got['loss']))
     self.recorder.record(got)
     if self.worker_losses is not None:
       self.worker_losses.append(float(got['worker_loss']))
     if summarise:
       self._summary_write(self.writer.add_summary, got['summary'], self.step)
+      self._summary_write(
+        self.writer.add_summary, self.throughput.summary(), self.step
+      )
     if built.checkpointer is not None and p.train_dir:
       path = built.checkpointer.step_done(self.sess)
       if path:
         self.settings.print_line('Saved checkpoint %s' % path)
     return got['loss'], seconds
+
+  def reached_goal(self) -> bool:
+    """Whether the run met its goal: its steps, or its accuracy target."""
+    reached = self.time_to_accuracy()
+    return reached is None or reached.seconds is not None
 
   def _summary_write(self, write, *args) -> None:
     """write(*args) of the summary writer; a failed write is one line."""
