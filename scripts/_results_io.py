@@ -75,11 +75,23 @@ class OneLineParser(argparse.ArgumentParser):
     sys.exit(2)
 
 
-def results_parser(prog, description):
-  """A OneLineParser taking the results files (JSON lines) as FILE ..."""
+def results_parser(prog, description, by_help):
+  """A OneLineParser taking the results files (JSON lines) as FILE ...
+
+  With the flags every reader of results shares: --by (what the columns or
+  the x axis count; `by_help` says it for this script) and --skip_bad.
+  """
   parser = OneLineParser(prog=prog, description=description)
   parser.add_argument(
     'files', nargs='+', metavar='FILE', help='results files (JSON lines)'
+  )
+  parser.add_argument(
+    '--by', choices=sorted(BY_COLUMNS), default='devices', help=by_help
+  )
+  parser.add_argument(
+    '--skip_bad',
+    action='store_true',
+    help='warn about malformed lines instead of failing',
   )
   return parser
 

@@ -397,13 +397,9 @@ def ratios_below(summary, keys, threshold, by):
 def parse_args(argv):
   """Command-line flags (see the module docstring)."""
   parser = rio.results_parser(
-    'compare.py', 'Tabulate images/sec, speed-up and scaling efficiency.'
-  )
-  parser.add_argument(
-    '--by',
-    choices=sorted(rio.BY_COLUMNS),
-    default='devices',
-    help='column count: num_devices (default) or num_workers',
+    'compare.py',
+    'Tabulate images/sec, speed-up and scaling efficiency.',
+    'column count: num_devices (default) or num_workers',
   )
   parser.add_argument(
     '--baseline',
@@ -427,11 +423,6 @@ def parse_args(argv):
     '--plot',
     metavar='OUT.png',
     help='also save a scaling plot: .png, .svg or .pdf (see scripts/plot.py)',
-  )
-  parser.add_argument(
-    '--skip_bad',
-    action='store_true',
-    help='warn about malformed lines instead of failing',
   )
   args = parser.parse_args(argv)
   if args.fail_below is not None and not args.baseline:

@@ -247,7 +247,9 @@ def _save(fig, out_path, fmt):
 def parse_args(argv):
   """Command-line flags (see the module docstring)."""
   parser = rio.results_parser(
-    'plot.py', 'Plot images/sec and scaling efficiency vs device count.'
+    'plot.py',
+    'Plot images/sec and scaling efficiency vs device count.',
+    'x axis: num_devices (default) or num_workers',
   )
   parser.add_argument(
     '--out',
@@ -255,18 +257,7 @@ def parse_args(argv):
     metavar='OUT.png',
     help='file to write; its extension sets the format: .png, .svg or .pdf',
   )
-  parser.add_argument(
-    '--by',
-    choices=sorted(rio.BY_COLUMNS),
-    default='devices',
-    help='x axis: num_devices (default) or num_workers',
-  )
   parser.add_argument('--title', help='figure title')
-  parser.add_argument(
-    '--skip_bad',
-    action='store_true',
-    help='warn about malformed lines instead of failing',
-  )
   return parser.parse_args(argv)
 
 

@@ -285,23 +285,14 @@ def build_page(paths, by='devices', title=None, skip_bad=False):
 def parse_args(argv):
   """Command-line flags (see the module docstring)."""
   parser = rio.results_parser(
-    'report.py', 'Write one self-contained HTML page from results files.'
+    'report.py',
+    'Write one self-contained HTML page from results files.',
+    'columns: num_devices (default) or num_workers',
   )
   parser.add_argument(
     '--out', required=True, metavar='PAGE.html', help='HTML file to write'
   )
-  parser.add_argument(
-    '--by',
-    choices=sorted(rio.BY_COLUMNS),
-    default='devices',
-    help='columns: num_devices (default) or num_workers',
-  )
   parser.add_argument('--title', help='page and plot title')
-  parser.add_argument(
-    '--skip_bad',
-    action='store_true',
-    help='warn about malformed lines instead of failing',
-  )
   return parser.parse_args(argv)
 
 
