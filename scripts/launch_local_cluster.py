@@ -41,6 +41,11 @@ import time
 import _lifetime  # beside this script
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Tasks run from a checkout's root, where `-m tf_cnn_benchmarks` finds the
+# package; installed (tf-cnn-benchmarks-launch), from the caller's directory,
+# so relative paths in the flags (--result_file=...) mean what they say there.
+_IN_CHECKOUT = os.path.isfile(os.path.join(REPO_ROOT, 'pyproject.toml'))
+TASK_CWD = REPO_ROOT if _IN_CHECKOUT else None
 HOST = '127.0.0.1'  # servers have no authentication: never listen wider
 # TensorFlow's C++ log level the user chose, if any (tasks default to 3).
 _USER_LOG_LEVEL = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
@@ -277,7 +282,7 @@ class Cluster:
     for name, argv in commands.items():
       self.procs[name] = subprocess.Popen(
         argv,
-        cwd=REPO_ROOT,
+        cwd=TASK_CWD,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -125,7 +125,10 @@ format_eta = progress.format_eta
 
 REPO_ROOT = points_lib.REPO_ROOT
 DEFAULT_MODULE = 'tf_cnn_benchmarks'
-DEFAULT_LAUNCHER = os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
+# Beside this script (scripts/ in a checkout, the installed package else).
+DEFAULT_LAUNCHER = os.path.join(
+  os.path.dirname(os.path.abspath(__file__)), 'launch_local_cluster.py'
+)
 # Plain progress lines of a running point (not on a terminal): this often.
 DEFAULT_PROGRESS_EVERY = 30.0
 

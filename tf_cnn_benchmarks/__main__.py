@@ -41,6 +41,10 @@ params_value.define_flags(FLAGS)
 classic_flags.define_flags(FLAGS)
 
 
+# The command `pip install .` puts on PATH (pyproject.toml [project.scripts]).
+CONSOLE_COMMAND = 'tf-cnn-benchmarks'
+
+
 def _usage_error(message: str) -> int:
   print('error: %s' % message, file=sys.stderr)
   return 2
@@ -50,6 +54,8 @@ def _print_help(argv: list[str], *, full: bool) -> int:
   """-h, --help, --helpshort, --helpfull: help grouped by topic, status 0."""
   classic_script = bool(argv) and argv[0].endswith('tf_cnn_benchmarks.py')
   program = argv[0] if classic_script else 'python -m tf_cnn_benchmarks'
+  if argv and os.path.basename(argv[0]) == CONSOLE_COMMAND:
+    program = CONSOLE_COMMAND
   own = [*params_value.FIELDS, *classic_flags.ENTRY_FLAG_TOPICS]
   print(classic_flags.render_help(FLAGS, own, program, full))
   return 0
@@ -118,7 +124,10 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     for line in gpu_runtime.cpu_warnings(plan.params) + list(plan.warnings):
       print(line, file=sys.stderr, flush=True)
   except (params_lib.ParamsError, classic_flags.ClassicFlagError) as e:
+    if _gpu_asked_for_and_missing(str(e)):
+      _print_why_no_gpu()
     return _usage_error(str(e))
+  _warn_if_gpu_expected()
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
   # pylint: disable=g-import-not-at-top
@@ -135,6 +144,51 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   except outputs.OutputWriteError as e:  # a full disk during the run
     print('error: %s' % e, file=sys.stderr, flush=True)
     return 1
+
+
+def _gpu_asked_for_and_missing(error: str) -> bool:
+  """Whether error is the refusal of --device=gpu where TensorFlow sees no
+  GPU (config/resolve.py), as opposed to another bad flag."""
+  from tf_cnn_benchmarks.platform import devices  # pylint: disable=g-import-not-at-top
+
+  return (
+    (FLAGS.device or '').lower() == 'gpu'
+    and error.startswith('--device=gpu:')
+    and not devices.gpu_visible()
+  )
+
+
+def _print_why_no_gpu() -> None:
+  """TensorFlow's own lines on why it sees no GPU, on stderr (its start-up
+  chatter is otherwise kept off it: platform/quiet.py)."""
+  from tf_cnn_benchmarks.platform import devices  # pylint: disable=g-import-not-at-top
+
+  for line in devices.why_no_gpu():
+    print(line, file=sys.stderr, flush=True)
+
+
+def _warn_if_gpu_expected() -> None:
+  """--device unset, TensorFlow sees no GPU but nvidia-smi lists some: the
+  run goes on on the CPU, after TensorFlow's reasons and one warning line
+  (a GPU box with a TensorFlow that cannot use its GPUs)."""
+  if FLAGS.device:
+    return
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.platform import devices
+  from tf_cnn_benchmarks.reporting import environment
+
+  if devices.gpu_visible():
+    return
+  rows, _ = environment.nvidia_smi_rows()
+  if not rows:
+    return
+  _print_why_no_gpu()
+  print(
+    'warning: nvidia-smi lists %d GPU(s) but TensorFlow sees none: running '
+    'on the CPU (--device=gpu makes this an error; docs/gpu.md)' % len(rows),
+    file=sys.stderr,
+    flush=True,
+  )
 
 
 def _list_models(*, with_stats: bool) -> int:
@@ -242,6 +296,11 @@ def exit_process(status: int) -> None:
     sys.stderr.flush()
     os._exit(status)  # pylint: disable=protected-access
   sys.exit(status)
+
+
+def console_main() -> None:
+  """The tf-cnn-benchmarks command: what `python -m tf_cnn_benchmarks` does."""
+  exit_process(main(sys.argv))
 
 
 if __name__ == '__main__':

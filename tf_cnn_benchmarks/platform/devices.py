@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any, Mapping
 
 import tensorflow as tf
 
+from tf_cnn_benchmarks.platform import quiet
+
 tf1 = tf.compat.v1
+
+# The child that asks TensorFlow again, verbosely, why it sees no GPU: its
+# C++ log level lets info and warning lines through (this process's level,
+# 2 by default, is fixed once TensorFlow has logged), and the two modules
+# whose verbose lines name the library that failed to load and the state of
+# the driver ("Could not load dynamic library 'libcuda.so.1'; dlerror: ...",
+# "kernel driver does not appear to be running on this host").
+_PROBE_PROGRAM = (
+  "import tensorflow as tf; tf.config.list_physical_devices('GPU')"
+)
+_PROBE_ENV = {
+  'TF_CPP_MIN_LOG_LEVEL': '0',
+  'TF_CPP_VMODULE': 'dso_loader=1,cuda_diagnostics=1',
+}
+_PROBE_TIMEOUT_S = 300
 
 
 def tower_devices(device_kind: str, num_towers: int) -> tuple[str, ...]:
@@ -64,3 +84,50 @@ def session_config(
       message = getattr(message, name)
     setattr(message, leaf, value)
   return config
+
+
+def gpu_visible() -> bool:
+  """Whether TensorFlow sees a GPU in this process."""
+  return bool(tf.config.list_physical_devices('GPU'))
+
+
+def why_no_gpu(startup_log: str | None = None, *, probe: bool = True) -> list:
+  """TensorFlow's own lines saying why it sees no GPU (see
+  quiet.gpu_reason_lines), for a run that asked for one.
+
+  startup_log: what TensorFlow printed as this process loaded it (default:
+  quiet.startup_log()). probe: also ask a child Python, with TensorFlow's
+  verbose lines on (which this process has off), and put its lines first;
+  it takes as long as loading TensorFlow, once, on this failure path. When
+  neither names a reason and the build has no CUDA, one line saying so.
+  """
+  if startup_log is None:
+    startup_log = quiet.startup_log()
+  lines = quiet.gpu_reason_lines(
+    (_probe_log() if probe else '') + '\n' + startup_log
+  )
+  if not lines and not tf.test.is_built_with_cuda():
+    lines.append(
+      'this TensorFlow build has no CUDA support (TensorFlow %s): on Linux, '
+      'install tensorflow[and-cuda] (docs/gpu.md)' % tf.__version__
+    )
+  return lines
+
+
+def _probe_log() -> str:
+  """What a child TensorFlow prints, verbosely, while looking for GPUs."""
+  try:
+    child = subprocess.run(
+      [sys.executable, '-c', _PROBE_PROGRAM],
+      env=dict(os.environ, **_PROBE_ENV),
+      stdin=subprocess.DEVNULL,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      timeout=_PROBE_TIMEOUT_S,
+      check=False,
+    )
+  except (OSError, subprocess.SubprocessError):
+    return ''  # this process's own start-up lines still say something
+  return child.stderr[-2 * quiet.KEPT_CAPTURE_BYTES :].decode(
+    'utf-8', 'replace'
+  )

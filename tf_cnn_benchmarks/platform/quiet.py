@@ -4,7 +4,9 @@ TensorFlow's C++ logging writes lines ("Could not find cuda drivers",
 "failed call to cuInit", ...) straight to file descriptor 2 before its log
 level is configurable, so a bad flag would not get the one clean line on
 stderr that users (and scripts) rely on. We capture fd 2 while TensorFlow
-loads and probes its devices, and replay the capture only if that fails.
+loads and probes its devices, and replay the capture only if that fails;
+the capture is kept (bounded), so that when no GPU is visible the lines in
+which TensorFlow said why can be printed after all (gpu_reason_lines).
 """
 
 from __future__ import annotations
@@ -16,10 +18,19 @@ import subprocess
 import sys
 import tempfile
 
+# What captured_stderr_fd keeps of a capture for later (kept=): its first
+# and last this many bytes. TensorFlow's start-up writes ~2 KB; the bound
+# keeps a chatty library from holding memory.
+KEPT_CAPTURE_BYTES = 32 * 1024
+
 
 @contextlib.contextmanager
-def captured_stderr_fd():
-  """Redirects fd 2 to a temporary file; replays it if the body raises."""
+def captured_stderr_fd(kept: list | None = None):
+  """Redirects fd 2 to a temporary file; replays it if the body raises.
+
+  kept: a list the captured text (at most the first and the last
+  KEPT_CAPTURE_BYTES) is appended to when the body ends.
+  """
   sys.stderr.flush()
   saved = os.dup(2)
   with tempfile.TemporaryFile() as capture:
@@ -36,17 +47,90 @@ def captured_stderr_fd():
       sys.stderr.flush()
       os.dup2(saved, 2)
       os.close(saved)
+      if kept is not None:
+        kept.append(_bounded_text(capture))
+
+
+def _bounded_text(capture) -> str:
+  """The first and last KEPT_CAPTURE_BYTES of a file, as text."""
+  size = capture.seek(0, os.SEEK_END)
+  capture.seek(0)
+  if size <= 2 * KEPT_CAPTURE_BYTES:
+    data = capture.read()
+  else:
+    head = capture.read(KEPT_CAPTURE_BYTES)
+    capture.seek(size - KEPT_CAPTURE_BYTES)
+    data = head + b'\n[...]\n' + capture.read()
+  return data.decode('utf-8', 'replace')
+
+
+# What TensorFlow wrote to fd 2 while it loaded and probed its devices
+# (load_tensorflow), kept so that a missing GPU can be explained with
+# TensorFlow's own words (gpu_reason_lines).
+_startup_log: list = []
 
 
 def load_tensorflow():
-  """Imports TensorFlow (graph mode, quiet Python logger) and probes devices."""
-  with captured_stderr_fd():
+  """Imports TensorFlow (graph mode, quiet Python logger) and probes devices.
+
+  What TensorFlow printed meanwhile is kept: startup_log().
+  """
+  kept = []
+  with captured_stderr_fd(kept):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
     tf.get_logger().setLevel('ERROR')
     tf.compat.v1.disable_eager_execution()
     tf.config.list_physical_devices('GPU')
+  _startup_log[:] = kept
   return tf
+
+
+def startup_log() -> str:
+  """TensorFlow's start-up lines from load_tensorflow ('' before it ran)."""
+  return ''.join(_startup_log)
+
+
+# TensorFlow 2.21's own lines that say why it uses no GPU (as its libraries
+# spell them; `strings libtensorflow_framework.so.2`): a CUDA library it
+# could not load (the and-cuda extra missing, or the driver's libcuda), the
+# driver (cuInit, the kernel module, versions), a GPU too old for the build,
+# CUDA_VISIBLE_DEVICES hiding the GPUs. Matched anywhere in a line.
+_GPU_REASONS = (
+  'Could not find cuda drivers on your machine',
+  "Could not load dynamic library '",
+  'Cannot dlopen some GPU libraries',
+  'Cannot dlopen all CUDA libraries',
+  'Error loading CUDA libraries',
+  'failed call to cuInit',
+  'kernel driver does not appear to be running',
+  'kernel reported version is',
+  'libcuda reported version is',
+  'driver version is insufficient',
+  'no CUDA-capable device is detected',
+  'Ignoring visible gpu device',
+  'TensorFlow was not built with CUDA kernel binaries compatible',
+  'Skipping registering GPU devices',
+  'CUDA_VISIBLE_DEVICES is set to',
+)
+_GPU_REASON_RE = re.compile('|'.join(re.escape(r) for r in _GPU_REASONS))
+_TF_LOG_PREFIX_RE = re.compile(r'^[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] ')
+
+
+def gpu_reason_lines(log_text: str) -> list:
+  """The lines of a captured TensorFlow start-up log that say why it sees
+  no GPU, in order, each message once (TensorFlow repeats some as each of
+  its libraries loads), as TensorFlow printed them."""
+  lines, seen = [], set()
+  for line in log_text.splitlines():
+    line = line.rstrip()
+    if not _GPU_REASON_RE.search(line):
+      continue
+    message = _TF_LOG_PREFIX_RE.sub('', line)
+    if message not in seen:
+      seen.add(message)
+      lines.append(line)
+  return lines
 
 
 # The messages libjpeg (inside TensorFlow's JPEG decoder) prints straight to
