@@ -113,21 +113,9 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   if xla_problem:
     return _usage_error(xla_problem)
   quiet.load_tensorflow()  # before any import that loads TensorFlow
-  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.config import params as params_lib
-  from tf_cnn_benchmarks.platform import gpu_runtime
-
-  try:
-    plan = params_lib.plan_from_flags(FLAGS)
-    for line in classic_flags.check_command_line(FLAGS):
-      print(line, file=sys.stderr, flush=True)
-    for line in gpu_runtime.cpu_warnings(plan.params) + list(plan.warnings):
-      print(line, file=sys.stderr, flush=True)
-  except (params_lib.ParamsError, classic_flags.ClassicFlagError) as e:
-    if _gpu_asked_for_and_missing(str(e)):
-      _print_why_no_gpu()
-    return _usage_error(str(e))
-  _warn_if_gpu_expected()
+  plan, status = _plan_from_flags()
+  if plan is None:
+    return status
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
   # pylint: disable=g-import-not-at-top
@@ -144,6 +132,28 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   except outputs.OutputWriteError as e:  # a full disk during the run
     print('error: %s' % e, file=sys.stderr, flush=True)
     return 1
+
+
+def _plan_from_flags() -> tuple:
+  """(the run plan, None) after its warning lines, or (None, 2) after the
+  one error line of a bad flag (for --device=gpu without a GPU, TensorFlow's
+  reasons before it)."""
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.config import params as params_lib
+  from tf_cnn_benchmarks.platform import gpu_runtime
+
+  try:
+    plan = params_lib.plan_from_flags(FLAGS)
+    for line in classic_flags.check_command_line(FLAGS):
+      print(line, file=sys.stderr, flush=True)
+    for line in gpu_runtime.cpu_warnings(plan.params) + list(plan.warnings):
+      print(line, file=sys.stderr, flush=True)
+  except (params_lib.ParamsError, classic_flags.ClassicFlagError) as e:
+    if _gpu_asked_for_and_missing(str(e)):
+      _print_why_no_gpu()
+    return None, _usage_error(str(e))
+  _warn_if_gpu_expected()
+  return plan, None
 
 
 def _gpu_asked_for_and_missing(error: str) -> bool:
