@@ -347,3 +347,22 @@ def test_slurm_step_trains_and_exits_0(tmp_path):
     assert r['params']['cluster_resolver'] == 'auto'
     assert len(r['losses']) == 3
   assert not (tmp_path / 'scontrol_calls').exists()
+
+
+# ---- the shipped sbatch script ---------------------------------------------
+
+SBATCH = os.path.join(ROOT, 'scripts', 'slurm', 'tf_cnn_benchmarks.sbatch')
+
+
+def test_sbatch_script_parses_and_names_only_known_flags():
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  import re  # pylint: disable=g-import-not-at-top
+
+  subprocess.run(['bash', '-n', SBATCH], check=True)
+  text = open(SBATCH).read()
+  command = text[text.index('-m tf_cnn_benchmarks') :]
+  named = re.findall(r'--([a-z0-9_]+)=', command)
+  known = {f.name for f in dataclasses.fields(params_lib.Params)}
+  assert 'cluster_resolver' in named and 'result_file' in named
+  assert sorted(set(named) - known) == []
+  assert 'srun ' in text and '#SBATCH --gres=gpu:' in text
