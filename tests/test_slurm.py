@@ -366,3 +366,24 @@ def test_sbatch_script_parses_and_names_only_known_flags():
   assert 'cluster_resolver' in named and 'result_file' in named
   assert sorted(set(named) - known) == []
   assert 'srun ' in text and '#SBATCH --gres=gpu:' in text
+
+
+def test_command_line_binds_gpus_before_tensorflow_lists_them(
+  in_step, monkeypatch
+):
+  # Two tasks on one node with two GPUs: rank 1 gets the second.
+  in_step(1, ntasks=2, nodes='127.0.0.1', per_node='2')
+  monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '0,1')
+  from tf_cnn_benchmarks import __main__ as cli  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
+
+  seen = []
+  monkeypatch.setattr(
+    quiet,
+    'load_tensorflow',
+    lambda: seen.append(os.environ['CUDA_VISIBLE_DEVICES']),
+  )
+  # No GPU on this machine: the run itself stops at --device=gpu (exit 2).
+  status = cli.main(['prog', '--model=trivial', '--device=gpu', '--num_gpus=1'])
+  assert status == 2
+  assert seen == ['1']

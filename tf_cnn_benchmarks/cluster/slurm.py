@@ -297,6 +297,7 @@ def _gpu_request(options: ClusterOptions, env: Mapping[str, str]) -> dict:
   if (
     options.device == 'cpu'
     or options.gpu_binding == 'slurm'
+    or options.num_gpus < 1  # refused later, with the other flag checks
     or (options.device is None and not listed)
   ):
     slots = int(env['SLURM_STEP_NUM_TASKS'])
