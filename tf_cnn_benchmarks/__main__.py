@@ -112,6 +112,9 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   xla_problem = xla_env.problem()  # TensorFlow would abort, silently
   if xla_problem:
     return _usage_error(xla_problem)
+  slurm_problem = _bind_slurm_gpus()  # before TensorFlow lists the GPUs
+  if slurm_problem:
+    return _usage_error(slurm_problem)
   quiet.load_tensorflow()  # before any import that loads TensorFlow
   plan, status = _plan_from_flags()
   if plan is None:
@@ -199,6 +202,18 @@ def _warn_if_gpu_expected() -> None:
     file=sys.stderr,
     flush=True,
   )
+
+
+def _bind_slurm_gpus():
+  """Under Slurm, the resolver's GPU share of this task; an error or None."""
+  from tf_cnn_benchmarks.cluster import slurm  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.cluster import spec  # pylint: disable=g-import-not-at-top
+
+  try:
+    slurm.bind_gpus(slurm.ClusterOptions.of(FLAGS))
+  except spec.ClusterError as e:
+    return str(e)
+  return None
 
 
 def _list_models(*, with_stats: bool) -> int:

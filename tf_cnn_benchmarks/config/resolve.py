@@ -21,6 +21,7 @@ from typing import Optional
 
 import models
 from models import resnet
+from tf_cnn_benchmarks.cluster import slurm
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.config import datasets
 from tf_cnn_benchmarks.config import input_settings
@@ -373,14 +374,7 @@ def gpu_available() -> bool:
 def cluster_and_manager(p: params_lib.Params) -> tuple:
   """(the Cluster the flags or TF_CONFIG describe or None, manager class)."""
   try:
-    cluster = cluster_spec.resolve(
-      p.job_name,
-      p.task_index,
-      p.worker_hosts,
-      p.ps_hosts,
-      p.controller_host,
-      p.server_protocol,
-    )
+    cluster = slurm.resolve_cluster(slurm.ClusterOptions.of(p))
   except cluster_spec.ClusterError as e:
     raise params_lib.ParamsError(str(e)) from None
   return cluster, variable_mgr.select(

@@ -153,6 +153,38 @@ class RunFields:
     ('auto', 'tf_default'),
     classic=False,
   )
+  # Slurm (docs/multi-worker.md#slurm); cluster/slurm.py.
+  cluster_resolver: str = _cluster_field(
+    'auto',
+    'What describes the cluster. flags: --job_name and the host flags '
+    '(TF_CONFIG ignored); tf_config: TF_CONFIG; slurm: the tasks of this '
+    "srun step, each task's job and index from its Slurm rank. auto: the "
+    'flags when any is given, else TF_CONFIG when set, else Slurm inside an '
+    'srun step of several tasks, else a local run.',
+    ('auto', 'flags', 'tf_config', 'slurm'),
+    classic=False,
+  )
+  slurm_ps_tasks: int = _cluster_field(
+    0,
+    'Under Slurm: the first N ranks of the step are ps tasks, the rest '
+    'workers.',
+    classic=False,
+  )
+  slurm_port_base: int = _cluster_field(
+    8888,
+    'Under Slurm: the task at position k of the cluster (ps tasks first, '
+    'then workers) listens on this port + k.',
+    classic=False,
+  )
+  slurm_gpu_binding: str = _cluster_field(
+    'resolver',
+    "Under Slurm on GPUs. resolver: SlurmClusterResolver shares each node's "
+    "GPUs among the node's tasks, --num_gpus each, by setting "
+    'CUDA_VISIBLE_DEVICES. slurm: keep CUDA_VISIBLE_DEVICES as srun set it '
+    '(srun --gpus-per-task=G).',
+    ('resolver', 'slurm'),
+    classic=False,
+  )
   pack_ps_transfers: bool = _cluster_graph_field(
     True,
     'parameter_server, distributed_replicated and hybrid in a cluster: a '
