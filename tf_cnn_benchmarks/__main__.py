@@ -122,6 +122,7 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
   # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.evaluation import evaluator_task
   from tf_cnn_benchmarks.observability import placement
   from tf_cnn_benchmarks.reporting import outputs
 
@@ -129,6 +130,9 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     return _dispatch(plan, reports_results)
   except _bad_input_errors() as e:
     return _usage_error(str(e).splitlines()[0])
+  except evaluator_task.EvaluatorTimeout as e:  # the chief never marked
+    print('error: %s' % e, file=sys.stderr, flush=True)
+    return 1
   except placement.MissingKernelError as e:  # --build_only's kernel check
     print('error: %s' % e, file=sys.stderr, flush=True)
     return 1
