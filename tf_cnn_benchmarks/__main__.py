@@ -8,7 +8,8 @@ naming the flag or file and what is wrong, no traceback), 1 if the run fails
 --build_only: one line naming a GPU op without a GPU kernel; a checkpoint,
 summary or trace whose write failed during the run, a full disk: one line
 naming the file, the results line still written when only the final
-checkpoint failed), 130 on Ctrl-C (one line).
+checkpoint failed; an evaluator task whose chief never marked the end of
+training within --eval_timeout_secs: one line), 130 on Ctrl-C (one line).
 """
 
 from __future__ import annotations
