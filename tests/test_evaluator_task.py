@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import types
 
 import pytest
@@ -240,7 +241,11 @@ def test_follower_skips_an_earlier_runs_checkpoints(monkeypatch, tmp_path):
   chief = _Chief(tmp_path)
   chief.save(2)
   chief.save(4)
-  chief.mark_done()  # an earlier run, resumed below from step 4
+  chief.mark_done()  # an earlier run (before this process), resumed from 4
+  an_hour_ago = time.time() - 3600
+  os.utime(
+    os.path.join(str(tmp_path), 'training_done.json'), (an_hour_ago,) * 2
+  )
 
   def resumed_run(step):
     if step == 6:
@@ -249,6 +254,20 @@ def test_follower_skips_an_earlier_runs_checkpoints(monkeypatch, tmp_path):
   chief.save(6)
   evaluated, _ = _follow(monkeypatch, tmp_path, resumed_run)
   assert evaluated == [6]
+
+
+def test_follower_started_after_the_chief_ended_evaluates_all(
+  monkeypatch, tmp_path
+):
+  # The chief finished while the evaluator process was starting: its mark
+  # is there at the first look, but written after this process started.
+  chief = _Chief(tmp_path)
+  for step in (2, 4, 6):
+    chief.save(step)
+  chief.mark_done()
+  evaluated, lines = _follow(monkeypatch, tmp_path)
+  assert evaluated == [2, 4, 6]
+  assert lines[-1].startswith('Evaluator: training ended at step 6')
 
 
 def test_follower_times_out_without_the_mark(monkeypatch, tmp_path):

@@ -12,9 +12,11 @@ results line naming the checkpoint's step). It ends when:
   a run id); the evaluator evaluates every checkpoint up to it and exits 0;
 - or no new checkpoint appears for --eval_timeout_secs: one line, exit 1.
 
-A DONE_FILE already there when the evaluator starts is an earlier run's: its
-checkpoints (steps up to its final step) are not evaluated again, and only a
-mark with another run id ends the evaluator.
+A DONE_FILE written before the evaluator process started is an earlier
+run's (a resumed job): its checkpoints (steps up to its final step) are not
+evaluated again, and only a mark with another run id ends the evaluator. One
+written since (a chief that finished while the evaluator was starting) ends
+it once every checkpoint is evaluated.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.training import checkpoints
 
+# When this module was imported: the process's start where /proc is absent.
+_IMPORTED_AT = time.time()
 # Written by the chief in --train_dir after its final checkpoint.
 DONE_FILE = 'training_done.json'
 # The --job_name of an evaluator task.
@@ -77,10 +81,15 @@ def mark_training_done(checkpointer, print_line: Callable[[str], None]) -> None:
 
 
 def read_done(train_dir: str) -> Optional[dict]:
-  """The chief's mark in train_dir, or None (absent or not a mark)."""
+  """The chief's mark in train_dir, or None (absent or not a mark).
+
+  Its 'mtime' key: when the file was written (the file system's clock).
+  """
+  path = os.path.join(train_dir, DONE_FILE)
   try:
-    with open(os.path.join(train_dir, DONE_FILE), encoding='utf-8') as f:
+    with open(path, encoding='utf-8') as f:
       mark = json.load(f)
+      mtime = os.fstat(f.fileno()).st_mtime
   except (OSError, ValueError):
     return None
   if not isinstance(mark, dict):
@@ -88,7 +97,20 @@ def read_done(train_dir: str) -> Optional[dict]:
   step, run_id = mark.get('final_step'), mark.get('run_id')
   if not isinstance(step, int) or not isinstance(run_id, str):
     return None
-  return mark
+  return dict(mark, mtime=mtime)
+
+
+def process_start_time() -> float:
+  """When this process started (seconds since the epoch, to about 1 s)."""
+  try:
+    with open('/proc/self/stat', encoding='ascii') as f:
+      # Field 22, starttime (clock ticks after boot); the name may hold ')'.
+      ticks = int(f.read().rpartition(')')[2].split()[19])
+    with open('/proc/stat', encoding='ascii') as f:
+      boot = next(int(ln.split()[1]) for ln in f if ln.startswith('btime '))
+    return boot + ticks / os.sysconf('SC_CLK_TCK')
+  except (OSError, ValueError, IndexError, StopIteration):
+    return _IMPORTED_AT
 
 
 def kept_checkpoints(train_dir: str) -> list:
@@ -117,17 +139,25 @@ def kept_checkpoints(train_dir: str) -> list:
 
 
 def follow(
-  setup: evaluation.EvalSetup, facts: run_facts.RunFacts
+  setup: evaluation.EvalSetup,
+  facts: run_facts.RunFacts,
+  started_at: Optional[float] = None,
 ) -> list[results.BenchmarkResult]:
   """Evaluates each new checkpoint of train_dir until the chief's mark.
 
   Returns the results, one per evaluated checkpoint (each written to
   --result_file when it is done). Raises EvaluatorTimeout when no new
   checkpoint appears for --eval_timeout_secs before the mark does.
+  started_at: a mark written before it is an earlier run's (default: this
+  process's start).
   """
   p = facts.params
   print_line = setup.print_line or (lambda _: None)
+  if started_at is None:
+    started_at = process_start_time()
   earlier = read_done(p.train_dir)
+  if earlier is not None and earlier['mtime'] >= started_at:
+    earlier = None  # this run's chief was done before the first look
   # Checkpoints of an earlier run that marked its end are not evaluated.
   earlier_run = None if earlier is None else earlier['run_id']
   last_step = -1 if earlier is None else earlier['final_step']
