@@ -204,8 +204,11 @@ def test_tf_config_chief_is_worker_0():
     _tf_config('worker', 1.9, worker=['h:1', 'h:2']),  # before: index 1
     _tf_config('worker', True, worker=['h:1', 'h:2']),
     _tf_config('worker', 0, worker='h:1,h:2'),  # before: split into chars
-    _tf_config('evaluator', 0, worker=['h:1']),
-    _tf_config('worker', 0, worker=['h:1'], master=['h:2']),
+    # An evaluator joins no cluster now (issue 30), and "master" is the
+    # chief: what stays refused is an evaluator task TF_CONFIG lists no
+    # slot for, and a chief named twice.
+    _tf_config('evaluator', 1, worker=['h:1'], evaluator=['h:9']),
+    _tf_config('worker', 0, worker=['h:1'], master=['h:2'], chief=['h:3']),
   ],
 )
 def test_bad_tf_config_is_refused(tf_config):

@@ -8,7 +8,8 @@ naming the flag or file and what is wrong, no traceback), 1 if the run fails
 --build_only: one line naming a GPU op without a GPU kernel; a checkpoint,
 summary or trace whose write failed during the run, a full disk: one line
 naming the file, the results line still written when only the final
-checkpoint failed), 130 on Ctrl-C (one line).
+checkpoint failed; an evaluator task whose chief never marked the end of
+training within --eval_timeout_secs: one line), 130 on Ctrl-C (one line).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
   # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.evaluation import evaluator_task
   from tf_cnn_benchmarks.observability import placement
   from tf_cnn_benchmarks.reporting import outputs
 
@@ -129,6 +131,9 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     return _dispatch(plan, reports_results)
   except _bad_input_errors() as e:
     return _usage_error(str(e).splitlines()[0])
+  except evaluator_task.EvaluatorTimeout as e:  # the chief never marked
+    print('error: %s' % e, file=sys.stderr, flush=True)
+    return 1
   except placement.MissingKernelError as e:  # --build_only's kernel check
     print('error: %s' % e, file=sys.stderr, flush=True)
     return 1

@@ -30,6 +30,7 @@ from tf_cnn_benchmarks.config import schedules
 from tf_cnn_benchmarks.evaluation import eval_runs
 from tf_cnn_benchmarks.evaluation import eval_schedule
 from tf_cnn_benchmarks.evaluation import evaluation
+from tf_cnn_benchmarks.evaluation import evaluator_task
 from tf_cnn_benchmarks.inputs import data_dir_checks
 from tf_cnn_benchmarks.inputs import input_failures
 from tf_cnn_benchmarks.inputs import input_options
@@ -415,6 +416,8 @@ class BenchmarkCNN:
         failed_save, path = e, None
       if path:
         self.print_line('Saved checkpoint %s' % path)
+      if failed_save is None:  # an evaluator following train_dir ends
+        evaluator_task.mark_training_done(built.checkpointer, self.print_line)
     self._failed_final_save = failed_save
     training = results.TrainInfo(
       start_step=start_step,
@@ -516,7 +519,15 @@ class BenchmarkCNN:
     return eval_runs.evaluate_checkpoints(self.eval_setup(), self.facts)
 
   def last_evaluation(self) -> results.BenchmarkResult:
-    """--eval: evaluate_checkpoints(); the result of the last evaluation."""
+    """--eval: evaluate_checkpoints(); the result of the last evaluation.
+
+    An evaluator task (--job_name=evaluator) follows the chief's
+    checkpoints instead, to the chief's mark (evaluator_task.py).
+    """
+    if self.params.job_name == evaluator_task.EVALUATOR_JOB:
+      self.print_header()
+      evaluated = evaluator_task.follow(self.eval_setup(), self.facts)
+      return eval_runs.last_evaluation(evaluated, self.params)
     return eval_runs.last_evaluation(self.evaluate_checkpoints(), self.params)
 
   def during_training(

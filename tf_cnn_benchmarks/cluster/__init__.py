@@ -6,6 +6,7 @@ controller (it runs that graph; the workers then only serve). Every task
 starts a `tf.distribute.Server`.
 
   spec.py         who is in the cluster: flags or TF_CONFIG -> `Cluster`
+                  (TF_CONFIG's master is the chief; an evaluator joins none)
   servers.py      this task's `tf.distribute.Server` and its config
   roles.py        who runs steps, who keeps done flags, who only serves
   done_flags.py   the "finished" / "lost" flags kept on the flag keepers

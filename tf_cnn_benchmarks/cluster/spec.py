@@ -103,6 +103,16 @@ TF_CONFIG_FORMAT = (
 )
 # tf.distribute's job names this harness maps onto its own.
 TF_CONFIG_JOBS = ('chief', 'worker', 'ps', 'controller')
+# Kubeflow's TFJob (replica type Master) and older launchers name the chief
+# "master"; it is read as "chief".
+CHIEF_ALIAS = 'master'
+# A task that follows the chief's checkpoints; it is no member of the
+# training cluster (tf.distribute and Kubeflow leave it out of the spec the
+# training servers use).
+EVALUATOR = 'evaluator'
+# How often an evaluator looks for new checkpoints without
+# --eval_interval_secs.
+EVALUATOR_POLL_SECS = 5
 
 
 def _tf_config_hosts(spec: dict, job: str) -> list:
@@ -115,13 +125,11 @@ def _tf_config_hosts(spec: dict, job: str) -> list:
   return hosts
 
 
-def from_tf_config(text: str) -> dict:
-  """Cluster flag values from a TF_CONFIG JSON string.
+def _parsed_tf_config(text: str) -> tuple:
+  """(cluster dict, task type, task index) of TF_CONFIG, shapes checked.
 
-  tf.distribute's (and Kubeflow TFJob's) "chief" is this harness's worker
-  0: the workers are the chief followed by cluster.worker, so worker k of
-  TF_CONFIG is worker k + 1 here. An "evaluator" task is refused: run the
-  evaluation as its own process with --eval --train_dir.
+  "master" (task type or cluster job) is read as "chief"; the task type
+  returned is the name TF_CONFIG gave.
   """
   try:
     config = json.loads(text)
@@ -133,35 +141,70 @@ def from_tf_config(text: str) -> dict:
     ) from None
   if not isinstance(spec, dict):
     raise ClusterError('%s (cluster is not an object)' % TF_CONFIG_FORMAT)
-  if job == 'evaluator':
+  if CHIEF_ALIAS in spec:
+    if 'chief' in spec:
+      raise ClusterError(
+        'TF_CONFIG: cluster has both "chief" and "master", two names of the '
+        'one chief task; give one of them'
+      )
+    spec = {('chief' if k == CHIEF_ALIAS else k): v for k, v in spec.items()}
+  named = TF_CONFIG_JOBS + (CHIEF_ALIAS, EVALUATOR)
+  if job not in named:
     raise ClusterError(
-      'TF_CONFIG: task type "evaluator": run the evaluation as its own '
-      'process, python -m tf_cnn_benchmarks --eval --train_dir=<the '
-      "chief's train_dir>, without TF_CONFIG"
-    )
-  if job not in TF_CONFIG_JOBS:
-    raise ClusterError(
-      'TF_CONFIG: task type %r: must be one of %s'
-      % (job, ', '.join(TF_CONFIG_JOBS + ('evaluator',)))
+      'TF_CONFIG: task type %r: must be one of %s' % (job, ', '.join(named))
     )
   if not isinstance(index, int) or isinstance(index, bool) or index < 0:
     raise ClusterError(
       'TF_CONFIG: task index %s: must be a whole number >= 0'
       % json.dumps(index)
     )
-  unknown = sorted(set(spec) - set(TF_CONFIG_JOBS) - {'evaluator'})
+  unknown = sorted(set(spec) - set(TF_CONFIG_JOBS) - {EVALUATOR})
   if unknown:
     raise ClusterError(
       'TF_CONFIG: cluster job %r: must be one of %s'
-      % (unknown[0], ', '.join(TF_CONFIG_JOBS))
+      % (unknown[0], ', '.join(named))
     )
+  return spec, job, index
+
+
+def is_evaluator(job_name: Optional[str], env=None) -> bool:
+  """Whether this task is an evaluator: --job_name=evaluator, or (without
+  --job_name) TF_CONFIG's task type "evaluator". A malformed TF_CONFIG is
+  not one (resolve() names what is wrong with it)."""
+  if job_name is not None:
+    return job_name == EVALUATOR
+  text = (os.environ if env is None else env).get('TF_CONFIG')
+  if not text:
+    return False
+  try:
+    return _parsed_tf_config(text)[1] == EVALUATOR
+  except ClusterError:
+    return False
+
+
+def from_tf_config(text: str) -> dict:
+  """Cluster flag values from a TF_CONFIG JSON string.
+
+  tf.distribute's (and Kubeflow TFJob's) "chief" (or "master") is this
+  harness's worker 0: the workers are the chief followed by cluster.worker,
+  so worker k of TF_CONFIG is worker k + 1 here. An "evaluator" task gets
+  job_name "evaluator" and the training cluster's hosts; it joins no
+  cluster (see resolve).
+  """
+  spec, job, index = _parsed_tf_config(text)
   chief = _tf_config_hosts(spec, 'chief')
   if len(chief) > 1:
-    raise ClusterError('TF_CONFIG: cluster.chief: at most one task')
+    raise ClusterError(
+      'TF_CONFIG: cluster.%s: at most one task'
+      % (CHIEF_ALIAS if job == CHIEF_ALIAS else 'chief')
+    )
   workers = chief + _tf_config_hosts(spec, 'worker')
-  _check_tf_config_index(job, index, _tf_config_hosts(spec, job))
-  if job == 'chief':
-    job = 'worker'  # worker 0
+  if job != EVALUATOR or EVALUATOR in spec:
+    # Kubeflow leaves the evaluator out of the cluster: its index is free.
+    listed = 'chief' if job == CHIEF_ALIAS else job
+    _check_tf_config_index(job, index, _tf_config_hosts(spec, listed))
+  if job in ('chief', CHIEF_ALIAS):
+    job, index = 'worker', 0  # worker 0
   elif job == 'worker':
     index += len(chief)
   values = {
@@ -203,7 +246,8 @@ def resolve(
 ) -> Optional[Cluster]:
   """The Cluster the flags (or, without --job_name, TF_CONFIG) describe.
 
-  Returns None for a local run. Flags win over TF_CONFIG.
+  Returns None for a local run and for an evaluator (--job_name=evaluator
+  or TF_CONFIG's task type "evaluator"). Flags win over TF_CONFIG.
   """
   env = os.environ if env is None else env
   if job_name is None and env.get('TF_CONFIG'):
@@ -214,15 +258,24 @@ def resolve(
     ps_hosts = ps_hosts or values['ps_hosts']
     controller_host = controller_host or values.get('controller_host')
   task_index = 0 if task_index is None else task_index
+  hosts = (
+    ('worker_hosts', worker_hosts),
+    ('ps_hosts', ps_hosts),
+    ('controller_host', controller_host),
+  )
+  if job_name == EVALUATOR:
+    # No member of the training cluster: a process of its own that reads
+    # the chief's checkpoints. The cluster flags the other tasks get are
+    # accepted (one command line for every task) and checked.
+    for flag, value in hosts:
+      _addresses(flag, value)
+    return None
   if job_name is None:
-    for flag, value in (
-      ('worker_hosts', worker_hosts),
-      ('ps_hosts', ps_hosts),
-      ('controller_host', controller_host),
-    ):
+    for flag, value in hosts:
       if value:
         raise ClusterError(
-          '--%s: only with --job_name (one of %s)' % (flag, ', '.join(JOBS))
+          '--%s: only with --job_name (one of %s)'
+          % (flag, ', '.join(JOBS + (EVALUATOR,)))
         )
     return None
   return _checked(

@@ -149,6 +149,7 @@ def resolve(p: params_lib.Params) -> Resolution:
   p = dataclasses.replace(
     p, **schedules.parsed_eval_lists(p, params_lib.ParamsError)
   )
+  p = _as_evaluator(p)
   data_name = p.data_name or _guess_data_name(p.data_dir)
   model = _checked_model(p, data_name)
   _check_counts(p)
@@ -199,6 +200,30 @@ def revalidate(p: params_lib.Params) -> Resolution:
     check = dataclasses.replace(p, num_epochs=None)
   resolution = resolve(check)
   return dataclasses.replace(resolution, params=p, warnings=())
+
+
+def _as_evaluator(p: params_lib.Params) -> params_lib.Params:
+  """An evaluator task's Params: --eval of each new checkpoint of train_dir.
+
+  --job_name=evaluator or TF_CONFIG's task type "evaluator"
+  (cluster/spec.py); it polls every --eval_interval_secs (default
+  spec.EVALUATOR_POLL_SECS). Other Params are returned as they are.
+  """
+  if not cluster_spec.is_evaluator(p.job_name):
+    return p
+  _require(
+    p.train_dir,
+    "--job_name=evaluator: needs --train_dir (the chief's checkpoints to "
+    'follow)',
+  )
+  return dataclasses.replace(
+    p,
+    job_name=cluster_spec.EVALUATOR,
+    eval=True,
+    eval_interval_secs=(
+      p.eval_interval_secs or cluster_spec.EVALUATOR_POLL_SECS
+    ),
+  )
 
 
 def _uses_resnet_base_lr(model) -> bool:
@@ -377,6 +402,10 @@ def cluster_and_manager(p: params_lib.Params) -> tuple:
     cluster = slurm.resolve_cluster(slurm.ClusterOptions.of(p))
   except cluster_spec.ClusterError as e:
     raise params_lib.ParamsError(str(e)) from None
+  if p.job_name == cluster_spec.EVALUATOR:
+    # Whatever manager trained them, checkpoints are evaluated with the
+    # variables held once (evaluation.EVAL_LAYOUT).
+    return None, variable_mgr.select('parameter_server')
   return cluster, variable_mgr.select(
     p.variable_update, p, in_cluster=cluster is not None
   )

@@ -124,9 +124,11 @@ class RunFields:
   # TF_CONFIG environment variable is read when set.
   job_name: Optional[str] = _cluster_field(
     None,
-    "This task's job in a cluster: ps, worker or controller. Unset: "
-    "a local run (or TF_CONFIG's task, when that is set).",
-    ('ps', 'worker', 'controller'),
+    "This task's job in a cluster: ps, worker or controller; evaluator: "
+    "follow the chief's checkpoints in --train_dir, evaluating each new "
+    'one (--eval implied), outside the training cluster. Unset: a local '
+    "run (or TF_CONFIG's task, when that is set).",
+    ('ps', 'worker', 'controller', 'evaluator'),
   )
   ps_hosts: Optional[str] = _cluster_field(
     None, 'Comma-separated HOST:PORT of the ps tasks.'

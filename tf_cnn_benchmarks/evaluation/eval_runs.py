@@ -42,7 +42,7 @@ def evaluate_checkpoints(
       )
     if latest is not None and latest not in seen:
       seen.add(latest)
-      out.append(_evaluate_one(setup, facts, latest))
+      out.append(evaluate_one(setup, facts, latest))
       deadline = time.monotonic() + p.eval_timeout_secs
     if not p.eval_interval_secs or time.monotonic() > deadline:
       setup.summaries.close()
@@ -50,7 +50,7 @@ def evaluate_checkpoints(
     time.sleep(p.eval_interval_secs)
 
 
-def _evaluate_one(
+def evaluate_one(
   setup: evaluation.EvalSetup, facts: run_facts.RunFacts, checkpoint: str
 ) -> results.BenchmarkResult:
   """Evaluates one checkpoint; prints its block, writes its record."""
