@@ -97,7 +97,7 @@ def measure_profile(
     apply=fmt.Apply(compute.apply_worker, ps_apply, measured=how),
     chunks=chunks,
     transports=transports,
-    notes=notes,
+    notes='; '.join(n for n in (notes, machine_note()) if n),
     chunk_algorithms=algorithms,
   )
 
@@ -122,6 +122,24 @@ def _ps_apply(samples) -> fmt.ApplyCost:
     [b / 1e6 for b, _ in samples], [ms for _, ms in samples]
   )
   return fmt.ApplyCost(intercept, slope)
+
+
+def machine_note() -> str:
+  """The CPU (model, family/model numbers, a VM?) and the load at start."""
+  fields = {}
+  for line in (cpu_features.read_cpuinfo() or '').splitlines():
+    key, _, value = line.partition(':')
+    fields.setdefault(key.strip(), value.strip())
+  cpu = cpu_features.cpu_model() or 'unknown CPU'
+  if 'cpu family' in fields:
+    cpu += ' (family %s model %s)' % (fields['cpu family'], fields.get('model'))
+  if 'hypervisor' in fields.get('flags', '').split():
+    cpu += ', virtual machine'
+  try:
+    load = 'load average %.1f at start' % os.getloadavg()[0]
+  except OSError:
+    load = 'load average unknown'
+  return 'cpu: %s, %d logical cores; %s' % (cpu, os.cpu_count() or 1, load)
 
 
 def _host(device: str) -> fmt.Host:
