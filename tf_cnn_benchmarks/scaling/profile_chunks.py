@@ -100,12 +100,12 @@ def measure_chunks(gradients, specs=None, packings=None) -> tuple:
   chunks, algorithms = {}, {}
   for key, packing in packings.items():
     units = packing_units(gradients, packing)
-    sizes = [n * tf.as_dtype(dtype).size for n, dtype in units]
+    sizes = tuple(n * tf.as_dtype(dtype).size for n, dtype in units)
     chunks[key] = sizes
     for text, spec in parsed:
       spec_key = 'spec=%s' % text
       if key != 'repacking=0':
         spec_key += ',' + key
       chunks[spec_key] = sizes
-      algorithms[spec_key] = [str(spec.alg_for(n)) for n, _ in units]
+      algorithms[spec_key] = tuple(str(spec.alg_for(n)) for n, _ in units)
   return chunks, algorithms

@@ -3,8 +3,9 @@
 Three processes on 127.0.0.1 (transport_task.py): ps 0 and worker 1 serve,
 worker 0 measures. Each transport's hop times are fitted as
 time(bytes) = latency_us + bytes / bytes_per_us on the sizes from
-FIT_FROM_BYTES up; the smaller sizes, where one latency fits badly, are
-kept as a table the cost model interpolates.
+FIT_FROM_BYTES up (weighing each size by its relative error, so one slow
+big message does not decide the line alone); the smaller sizes, where one
+latency fits badly, are kept as a table the cost model interpolates.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def fit_transport(rows, measured: str, fit_from=FIT_FROM_BYTES):
   big = [r for r in rows if r[0] >= fit_from]
   if len(big) < 2:
     big, fit_from = rows, rows[0][0]
-  latency, slope = stats.fit_line([r[0] for r in big], [r[1] for r in big])
+  latency, slope = stats.fit_line(
+    [r[0] for r in big], [r[1] for r in big], relative=True
+  )
   return fmt.Transport(
     latency_us=latency,
     bytes_per_us=1.0 / slope if slope > 0 else NO_SIZE_TERM_BYTES_PER_US,
