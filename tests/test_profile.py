@@ -53,9 +53,7 @@ def _model_variables(name, data_name):
 
 @pytest.mark.parametrize('name,data_name', MODELS)
 def test_gradients_are_the_model_variables(profiles, name, data_name):
-  got = [
-    (g.name, list(g.shape), g.bytes) for g in profiles[name].gradients
-  ]
+  got = [(g.name, list(g.shape), g.bytes) for g in profiles[name].gradients]
   assert got == _model_variables(name, data_name)
   assert all(g.dtype == 'float32' for g in profiles[name].gradients)
 
