@@ -76,16 +76,9 @@ def measure_profile(
   chunks, algorithms = profile_chunks.measure_chunks(
     [(g.shape, g.dtype) for g in gradients], specs=specs
   )
-  transports, ps_apply, how = {}, compute.apply_worker, _SAME_APPLY
-  if transport_sizes:
-    measured = transport.measure_transports(
-      transport_sizes,
-      apply_shapes=[g.shape for g in gradients],
-      optimizer_config=optimizers.OptimizerConfig.from_params(plan.params),
-      timeout=timeout,
-    )
-    transports = measured.transports
-    ps_apply, how = _ps_apply(measured.ps_apply_samples), _PS_APPLY
+  transports, ps_apply, how = _transports(
+    plan, compute, transport_sizes, timeout
+  )
   return fmt.Profile(
     created=datetime.datetime.now(datetime.timezone.utc).strftime(
       '%Y-%m-%dT%H:%M:%SZ'
@@ -99,6 +92,23 @@ def measure_profile(
     transports=transports,
     notes='; '.join(n for n in (notes, machine_note()) if n),
     chunk_algorithms=algorithms,
+  )
+
+
+def _transports(plan, compute, sizes, timeout) -> tuple:
+  """(transports, the ps ApplyCost, how apply was measured)."""
+  if not sizes:
+    return {}, compute.apply_worker, _SAME_APPLY
+  measured = transport.measure_transports(
+    sizes,
+    apply_shapes=[g.shape for g in compute.gradients],
+    optimizer_config=optimizers.OptimizerConfig.from_params(plan.params),
+    timeout=timeout,
+  )
+  return (
+    measured.transports,
+    _ps_apply(measured.ps_apply_samples),
+    _PS_APPLY,
   )
 
 
@@ -209,19 +219,23 @@ def summary_lines(profile: fmt.Profile) -> list:
       % (where, cost.fixed_ms, cost.ms_per_mb)
     )
   lines.append(_chunk_line(profile))
-  for name, t in profile.transports.items():
-    lines.append(
-      'transport %s: %.1f us + bytes / %.1f bytes/us (fit from %d B); '
-      'table: %s'
-      % (
-        name,
-        t.latency_us,
-        t.bytes_per_us,
-        t.fit_from_bytes,
-        ', '.join('%d B %.1f us' % row for row in t.table),
-      )
-    )
+  lines.extend(_transport_lines(profile))
   return lines
+
+
+def _transport_lines(profile: fmt.Profile) -> list:
+  return [
+    'transport %s: %.1f us + bytes / %.1f bytes/us (fit from %d B); '
+    'table: %s'
+    % (
+      name,
+      t.latency_us,
+      t.bytes_per_us,
+      t.fit_from_bytes,
+      ', '.join('%d B %.1f us' % row for row in t.table),
+    )
+    for name, t in profile.transports.items()
+  ]
 
 
 def _chunk_line(profile: fmt.Profile) -> str:
