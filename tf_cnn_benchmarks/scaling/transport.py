@@ -10,9 +10,11 @@ latency fits badly, are kept as a table the cost model interpolates.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -92,12 +94,27 @@ def fit_transport(rows, measured: str, fit_from=FIT_FROM_BYTES):
   )
 
 
+def _die_with_parent() -> None:
+  """Popen preexec_fn: the kernel kills the child when this process ends
+  (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing, the serving tasks then
+  notice their parent's end themselves)."""
+  try:
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+  except (OSError, AttributeError):
+    pass
+
+
 def _spawn(args, **kwargs):
   env = dict(os.environ)
   env['PYTHONPATH'] = _ROOT + os.pathsep + env.get('PYTHONPATH', '')
   command = [sys.executable, '-m', 'tf_cnn_benchmarks.scaling.transport_task']
   return subprocess.Popen(
-    command + args, env=env, cwd=_ROOT, text=True, **kwargs
+    command + args,
+    env=env,
+    cwd=_ROOT,
+    text=True,
+    preexec_fn=_die_with_parent,
+    **kwargs,
   )
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 
 import tensorflow as tf
@@ -29,18 +28,6 @@ from tf_cnn_benchmarks.scaling import transport_bench as bench
 from tf_cnn_benchmarks.training import optimizers
 
 tf1 = tf.compat.v1
-
-
-def _exit_with_parent() -> None:
-  """Ends this process when the one that started it is gone."""
-  parent = os.getppid()
-
-  def watch():
-    while os.getppid() == parent:
-      time.sleep(0.5)
-    os._exit(0)
-
-  threading.Thread(target=watch, daemon=True).start()
 
 
 def _server(spec: dict, job: str, task: int):
@@ -55,9 +42,17 @@ def _server(spec: dict, job: str, task: int):
 
 
 def serve(spec: dict, job: str, task: int) -> None:
-  """Runs the task's server until the parent process goes away."""
-  _exit_with_parent()
-  _server(spec, job, task).join()
+  """Runs the task's server until the parent process goes away.
+
+  The main thread polls the parent (Server.join would hold it in C++, deaf
+  to the parent's end); transport.py also asks the kernel to kill this
+  process with its parent (Linux).
+  """
+  parent = os.getppid()
+  server = _server(spec, job, task)
+  while os.getppid() == parent:
+    time.sleep(0.5)
+  del server
 
 
 def _rows(samples) -> list:
@@ -66,7 +61,6 @@ def _rows(samples) -> list:
 
 def measure(spec: dict, request: dict) -> dict:
   """Every transport's HopSamples and the ps apply samples, as JSON."""
-  _exit_with_parent()
   server = _server(spec, 'worker', 0)
   config = bench.plain_config()
   config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
