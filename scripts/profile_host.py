@@ -91,8 +91,31 @@ def _sizes() -> tuple:
   return tuple(s for s in (64 * 4**k for k in range(13)) if s <= top)
 
 
+_OWN_FLAGS = (
+  'out',
+  'profile_steps',
+  'profile_traced_steps',
+  'transport_max_bytes',
+  'all_reduce_specs',
+)
+
+
+def _print_help() -> int:
+  print(__doc__.strip())
+  print('\nflags of this script:')
+  for name in _OWN_FLAGS:
+    flag = FLAGS[name]
+    print('  --%s (default: %r)\n    %s' % (name, flag.default, flag.help))
+  print(
+    '\nthe model flags: as `python -m tf_cnn_benchmarks --help` lists them.'
+  )
+  return 0
+
+
 def main(argv) -> int:
   """Parses the flags, measures, writes --out, prints the summary."""
+  if any(a in ('-h', '--help', '--helpfull') for a in argv[1:]):
+    return _print_help()
   try:
     rest = FLAGS(argv)
   except flags.Error as e:
@@ -114,6 +137,11 @@ def main(argv) -> int:
   from tf_cnn_benchmarks.scaling import transport
   from variable_mgr import allreduce_spec
 
+  for text in FLAGS.all_reduce_specs:
+    try:
+      allreduce_spec.parse_all_reduce_spec(text)
+    except allreduce_spec.AllReduceSpecError as e:
+      return _usage_error('--all_reduce_specs: %s' % e)
   given = _given_flags()
   try:
     result = profile.measure_profile(

@@ -187,6 +187,8 @@ def test_line_fit():
     (['--out=/no/such/dir/p.json'], '--out'),
     (['--out=p.json', '--profile_steps=1'], '--profile_steps'),
     (['--out=p.json', '--batch_size=x'], 'batch_size'),
+    (['--out=p.json', '--all_reduce_specs=xring:bad'], '--all_reduce_specs'),
+    (['--out=p.json', '--model=no_such_model'], '--model'),
   ],
 )
 def test_profile_host_bad_flags_are_one_line(tmp_path, args, flag):
@@ -200,3 +202,15 @@ def test_profile_host_bad_flags_are_one_line(tmp_path, args, flag):
   assert proc.returncode == 2
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1 and flag in lines[0], proc.stderr
+
+
+def test_profile_host_help_lists_its_flags():
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'scripts', 'profile_host.py'), '-h'],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert proc.returncode == 0
+  for name in ('--out', '--profile_steps', '--transport_max_bytes'):
+    assert name in proc.stdout
