@@ -86,11 +86,6 @@ def _check_args():
   return None
 
 
-def _sizes() -> tuple:
-  top = FLAGS.transport_max_bytes
-  return tuple(s for s in (64 * 4**k for k in range(13)) if s <= top)
-
-
 _OWN_FLAGS = (
   'out',
   'profile_steps',
@@ -135,6 +130,7 @@ def main(argv) -> int:
   from tf_cnn_benchmarks.scaling import profile
   from tf_cnn_benchmarks.scaling import profile_format
   from tf_cnn_benchmarks.scaling import transport
+  from tf_cnn_benchmarks.scaling import transport_bench
   from variable_mgr import allreduce_spec
 
   for text in FLAGS.all_reduce_specs:
@@ -147,7 +143,7 @@ def main(argv) -> int:
     result = profile.measure_profile(
       num_steps=FLAGS.profile_steps,
       num_traced=FLAGS.profile_traced_steps,
-      transport_sizes=_sizes(),
+      transport_sizes=transport_bench.sizes_up_to(FLAGS.transport_max_bytes),
       specs=FLAGS.all_reduce_specs or None,
       **given,
     )

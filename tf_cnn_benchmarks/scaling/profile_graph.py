@@ -94,7 +94,7 @@ def build_step(plan: params_lib.RunPlan) -> ProfiledStep:
     plan,
     built,
     built.tower_grads[0],
-    _tower_loss(built),
+    built.loss,
     manager.variable_prefix(0),
   )
 
@@ -114,11 +114,6 @@ def _graph_plan(plan, spec, inputs, layout) -> step_graph.StepGraphPlan:
     checkpoint_dir=None,
     writes_checkpoints=False,
   )
-
-
-def _tower_loss(built) -> tf.Tensor:
-  """The loss the tower's gradients are taken of (the forward pass's end)."""
-  return built.loss
 
 
 def session_config(plan: params_lib.RunPlan):

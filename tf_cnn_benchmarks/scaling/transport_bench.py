@@ -22,8 +22,14 @@ from variable_mgr import allreduce
 
 tf1 = tf.compat.v1
 
+
+def sizes_up_to(max_bytes: int) -> tuple:
+  """Message sizes 64 B, 256 B, ... (by 4x) up to `max_bytes`."""
+  return tuple(s for s in (64 * 4**k for k in range(16)) if s <= max_bytes)
+
+
 # Message sizes profiled by default: 64 B .. 64 MiB, by 4x.
-DEFAULT_SIZES = tuple(64 * 4**k for k in range(12))
+DEFAULT_SIZES = sizes_up_to(64 << 20)
 
 
 @dataclasses.dataclass(frozen=True)
