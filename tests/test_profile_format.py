@@ -1,0 +1,216 @@
+"""The profile file: its reader's one-line errors, the transport model, the
+line fit and profile_host.py's flag errors (no TensorFlow run here)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tf_cnn_benchmarks.scaling import profile_format as fmt
+from tf_cnn_benchmarks.scaling import profile_stats
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _profile_dict():
+  """A small valid profile (the contract's example)."""
+  return {
+    'profile_version': 1,
+    'created': '2026-11-24T21:00:00Z',
+    'host': {
+      'cpu_model': 'AMD EPYC',
+      'cpu_cores': 2,
+      'tf_version': '2.21.0',
+      'device': 'cpu',
+      'device_name': 'AMD EPYC',
+      'num_devices_profiled': 1,
+    },
+    'run': {
+      'model': 'resnet20',
+      'data_name': 'cifar10',
+      'batch_size': 32,
+      'data_format': 'NHWC',
+      'use_fp16': False,
+      'optimizer': 'sgd',
+      'num_steps': 40,
+    },
+    'compute': {
+      'step_ms': 52.1,
+      'step_ms_p10': 50.0,
+      'step_ms_p90': 55.3,
+      'forward_ms': 17.0,
+      'backward_ms': 33.5,
+      'cores_busy': 1.8,
+    },
+    'gradients': [
+      {
+        'name': 'conv0/kernel',
+        'shape': [3, 3, 3, 16],
+        'dtype': 'float32',
+        'bytes': 1728,
+        'ready_ms': 48.7,
+      }
+    ],
+    'apply': {
+      'worker': {'fixed_ms': 0.01, 'ms_per_mb': 0.2},
+      'ps': {'fixed_ms': 0.02, 'ms_per_mb': 0.25},
+    },
+    'chunks': {'repacking=0': [1728], 'spec=xring': [1728]},
+    'chunk_algorithms': {'spec=xring': ['xring']},
+    'transports': {
+      'grpc': {
+        'latency_us': 180.0,
+        'bytes_per_us': 900.0,
+        'table': [[64, 170.0], [1024, 175.0], [65536, 260.0]],
+        'fit_from_bytes': 65536,
+        'measured': 'loopback, 2 tasks',
+      }
+    },
+    'a_later_key': {'ignored': True},
+  }
+
+
+def _write(tmp_path, data, name='p.json'):
+  path = tmp_path / name
+  path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+  return str(path)
+
+
+def test_contract_example_loads_and_round_trips(tmp_path):
+  path = _write(tmp_path, _profile_dict())
+  p = fmt.load_profile(path)
+  assert p.gradients[0] == fmt.Gradient(
+    'conv0/kernel', (3, 3, 3, 16), 'float32', 1728, 48.7
+  )
+  assert p.total_gradient_bytes == 1728
+  out = str(tmp_path / 'out.json')
+  fmt.save_profile(p, out)
+  assert fmt.load_profile(out) == p
+
+
+def _broken(**change):
+  """The example with `change` applied: 'a.b' -> value (None deletes)."""
+  data = _profile_dict()
+  for dotted, value in change.items():
+    *parents, leaf = dotted.split('.')
+    target = data
+    for key in parents:
+      target = target[int(key)] if isinstance(target, list) else target[key]
+    if value is None:
+      del target[leaf]
+    else:
+      target[leaf] = value
+  return data
+
+
+@pytest.mark.parametrize(
+  'data,key',
+  [
+    (_broken(**{'compute.step_ms': 'fast'}), "'compute.step_ms'"),
+    (_broken(**{'compute.cores_busy': None}), "'compute.cores_busy'"),
+    (_broken(profile_version=2), "'profile_version'"),
+    (_broken(gradients=[]), "'gradients'"),
+    (
+      _broken(**{'gradients.0.bytes': -1}),
+      "'gradients[0].bytes'",
+    ),
+    (
+      _broken(**{'gradients.0.shape': [3, 'x']}),
+      "'gradients[0].shape'",
+    ),
+    (_broken(**{'chunks.repacking=0': [0]}), "'chunks.repacking=0'"),
+    (
+      _broken(**{'chunk_algorithms.spec=xring': ['xring', 'xring']}),
+      "'chunk_algorithms.spec=xring'",
+    ),
+    (
+      _broken(**{'transports.grpc.bytes_per_us': 0}),
+      "'transports.grpc.bytes_per_us'",
+    ),
+    (
+      _broken(**{'transports.grpc.table': [[1024, 1.0], [64, 1.0]]}),
+      "'transports.grpc.table'",
+    ),
+    (_broken(**{'compute.step_ms_p10': 60.0}), "'compute.step_ms'"),
+    ([1, 2], "'(top)'"),
+  ],
+)
+def test_bad_values_are_one_line_naming_file_and_key(tmp_path, data, key):
+  path = _write(tmp_path, data)
+  with pytest.raises(fmt.ProfileError) as info:
+    fmt.load_profile(path)
+  message = str(info.value)
+  assert '\n' not in message
+  assert message.startswith(path + ': ')
+  assert key in message
+
+
+def test_unreadable_and_non_json_files_are_one_line(tmp_path):
+  missing = str(tmp_path / 'missing.json')
+  for path in (missing, _write(tmp_path, '{"profile_version": 1,')):
+    with pytest.raises(fmt.ProfileError) as info:
+      fmt.load_profile(path)
+    assert '\n' not in str(info.value)
+    assert str(info.value).startswith(path + ': ')
+
+
+def test_transport_interpolates_its_table_then_the_line():
+  t = fmt.Transport(
+    latency_us=100.0,
+    bytes_per_us=1000.0,
+    table=((64, 50.0), (1024, 70.0), (65536, 160.0)),
+    fit_from_bytes=65536,
+  )
+  assert t.time_us(10) == 50.0
+  assert t.time_us(544) == pytest.approx(60.0)
+  assert t.time_us(65536) == pytest.approx(100.0 + 65.536)
+  assert t.time_us(1 << 20) == pytest.approx(100.0 + 1048.576)
+  assert fmt.ApplyCost(0.5, 2.0).ms(3e6) == pytest.approx(6.5)
+
+
+def test_line_fit():
+  assert profile_stats.fit_line([1, 2, 3], [3, 5, 7]) == pytest.approx((1, 2))
+  # A falling line is no size term: the mean as intercept.
+  assert profile_stats.fit_line([1, 2], [4, 2]) == (3.0, 0.0)
+  # A negative intercept: through the origin.
+  a, b = profile_stats.fit_line([1, 2, 3], [0.0, 2.0, 4.0])
+  assert a == 0.0 and b == pytest.approx(16 / 14)
+  assert profile_stats.percentile([1, 2, 3, 4, 5], 10) == pytest.approx(1.4)
+
+
+@pytest.mark.parametrize(
+  'args,flag',
+  [
+    (['--model=trivial'], '--out'),
+    (['--out=/no/such/dir/p.json'], '--out'),
+    (['--out=p.json', '--profile_steps=1'], '--profile_steps'),
+    (['--out=p.json', '--batch_size=x'], 'batch_size'),
+    (['--out=p.json', '--all_reduce_specs=xring:bad'], '--all_reduce_specs'),
+    (['--out=p.json', '--model=no_such_model'], '--model'),
+  ],
+)
+def test_profile_host_bad_flags_are_one_line(tmp_path, args, flag):
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'scripts', 'profile_host.py'), *args],
+    capture_output=True,
+    text=True,
+    cwd=str(tmp_path),
+    timeout=300,
+  )
+  assert proc.returncode == 2
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and flag in lines[0], proc.stderr
+
+
+def test_profile_host_help_lists_its_flags():
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'scripts', 'profile_host.py'), '-h'],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert proc.returncode == 0
+  for name in ('--out', '--profile_steps', '--transport_max_bytes'):
+    assert name in proc.stdout

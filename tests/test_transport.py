@@ -1,0 +1,68 @@
+"""Transport microbenchmarks (tf_cnn_benchmarks/scaling/transport*.py).
+
+One short real run over gRPC tasks on 127.0.0.1 with small messages; the
+rest checks the fit and the chains' graphs. No assertion on how long
+anything took.
+"""
+
+import pytest
+import tensorflow as tf
+
+from tf_cnn_benchmarks.scaling import transport
+from tf_cnn_benchmarks.scaling import transport_bench
+from tf_cnn_benchmarks.training import optimizers
+
+tf1 = tf.compat.v1
+
+
+def test_fit_recovers_a_line_and_keeps_the_small_sizes_as_a_table():
+  # 50 us + bytes / 1000 from 64 KiB up; small sizes flat at 40-45 us.
+  rows = [[64, 40.0, 39.0, 41.0], [4096, 45.0, 44.0, 46.0]]
+  rows += [
+    [n, 50.0 + n / 1000.0, 0.0, 0.0] for n in (1 << 16, 1 << 20, 1 << 24)
+  ]
+  t = transport.fit_transport(rows, 'test')
+  assert t.latency_us == pytest.approx(50.0)
+  assert t.bytes_per_us == pytest.approx(1000.0)
+  assert t.fit_from_bytes == 1 << 16
+  assert t.table == ((64, 40.0), (4096, 45.0), (65536, 50.0 + 65.536))
+  assert t.time_us(64) == 40.0
+  assert t.samples[0] == (64, 40.0, 39.0, 41.0)
+
+
+def test_fit_without_a_size_term_records_no_bandwidth_limit():
+  rows = [[n, 2.0, 1.0, 3.0] for n in (1 << 16, 1 << 20, 1 << 24)]
+  t = transport.fit_transport(rows, 'flat')
+  assert t.latency_us == pytest.approx(2.0)
+  assert t.bytes_per_us == transport.NO_SIZE_TERM_BYTES_PER_US
+
+
+def test_pass_chain_alternates_the_two_devices():
+  devices = ['/job:ps/task:0/device:CPU:0', '/job:worker/task:0/device:CPU:0']
+  with tf.Graph().as_default() as g:
+    with tf.device(devices[0]):
+      start = tf.zeros([16])
+    transport_bench.pass_chain(start, devices, 3)
+  hops = [op.device for op in g.get_operations() if op.type == 'Identity']
+  assert [tf.DeviceSpec.from_string(d).job for d in hops] == [
+    'worker',
+    'ps',
+    'worker',
+  ]
+
+
+def test_real_transports_over_grpc_tasks():
+  measured = transport.measure_transports(
+    sizes=(64, 4096),
+    apply_shapes=[(10,), (100, 10)],
+    optimizer_config=optimizers.OptimizerConfig(),
+    timeout=600,
+  )
+  assert set(measured.transports) == {'grpc', 'collective', 'local_copy'}
+  for t in measured.transports.values():
+    assert [s[0] for s in t.samples] == [64, 4096]
+    assert all(s[2] <= s[1] <= s[3] for s in t.samples)
+    assert t.latency_us >= 0 and t.bytes_per_us > 0
+    assert t.measured
+  assert [b for b, _ in measured.ps_apply_samples] == [40, 4000]
+  assert all(ms >= 0 for _, ms in measured.ps_apply_samples)

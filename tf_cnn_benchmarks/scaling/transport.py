@@ -1,0 +1,200 @@
+"""Transport profile: start the tasks, collect hop times, fit each transport.
+
+Three processes on 127.0.0.1 (transport_task.py): ps 0 and worker 1 serve,
+worker 0 measures. Each transport's hop times are fitted as
+time(bytes) = latency_us + bytes / bytes_per_us on the sizes from
+FIT_FROM_BYTES up (weighing each size by its relative error, so one slow
+big message does not decide the line alone); the smaller sizes, where one
+latency fits badly, are kept as a table the cost model interpolates.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from tf_cnn_benchmarks.scaling import profile_format as fmt
+from tf_cnn_benchmarks.scaling import profile_stats as stats
+from tf_cnn_benchmarks.scaling import transport_bench
+
+# Below this size the table is used; the line is fitted from here up.
+FIT_FROM_BYTES = 64 << 10
+# A transport without a measurable size term (logical CPUs of one process
+# hand tensors over without a copy): bytes/us recorded as this.
+NO_SIZE_TERM_BYTES_PER_US = 1e9
+
+DESCRIPTIONS = {
+  'grpc': 'TF gRPC send/recv between two tasks (separate processes) on '
+  '127.0.0.1: a tensor passed ps<->worker by identity ops, per hop',
+  'collective': 'CollectiveReduceV2 (the harness collective algorithm) '
+  'over two worker tasks on 127.0.0.1, per all-reduce of the size',
+  'local_copy': 'a tensor passed between two logical CPU devices of one '
+  'process, per hop',
+}
+
+_ROOT = os.path.dirname(
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
+
+
+class TransportProfileError(RuntimeError):
+  """The transport tasks failed; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TransportProfile:
+  """The fitted transports and the ps-side apply samples."""
+
+  transports: dict  # name -> fmt.Transport
+  ps_apply_samples: tuple  # (bytes, ms) per variable
+
+
+def free_ports(count: int) -> list:
+  """`count` TCP ports free on 127.0.0.1 right now."""
+  sockets = []
+  try:
+    for _ in range(count):
+      s = socket.socket()
+      s.bind(('127.0.0.1', 0))
+      sockets.append(s)
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+def fit_transport(rows, measured: str, fit_from=FIT_FROM_BYTES):
+  """The fmt.Transport of [bytes, median, p10, p90] rows (sorted by bytes).
+
+  The line is fitted on sizes >= fit_from (all sizes when fewer than two
+  are); the table holds the medians of the sizes up to fit_from.
+  """
+  rows = sorted(rows)
+  big = [r for r in rows if r[0] >= fit_from]
+  if len(big) < 2:
+    big, fit_from = rows, rows[0][0]
+  latency, slope = stats.fit_line(
+    [r[0] for r in big], [r[1] for r in big], relative=True
+  )
+  return fmt.Transport(
+    latency_us=latency,
+    bytes_per_us=1.0 / slope if slope > 0 else NO_SIZE_TERM_BYTES_PER_US,
+    table=tuple((int(r[0]), float(r[1])) for r in rows if r[0] <= fit_from),
+    fit_from_bytes=int(fit_from),
+    measured=measured,
+    samples=tuple(
+      (int(r[0]), float(r[1]), float(r[2]), float(r[3])) for r in rows
+    ),
+  )
+
+
+def _die_with_parent() -> None:
+  """Popen preexec_fn: the kernel kills the child when this process ends
+  (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing, the serving tasks then
+  notice their parent's end themselves)."""
+  try:
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+  except (OSError, AttributeError):
+    pass
+
+
+def _spawn(args, **kwargs):
+  env = dict(os.environ)
+  env['PYTHONPATH'] = _ROOT + os.pathsep + env.get('PYTHONPATH', '')
+  command = [sys.executable, '-m', 'tf_cnn_benchmarks.scaling.transport_task']
+  return subprocess.Popen(
+    command + args,
+    env=env,
+    cwd=_ROOT,
+    text=True,
+    preexec_fn=_die_with_parent,
+    **kwargs,
+  )
+
+
+def _run_tasks(spec: dict, request: dict, timeout: float) -> dict:
+  """Starts the serving tasks, runs the measuring one; its JSON result."""
+  spec_text = json.dumps(spec)
+  servers = [
+    _spawn(
+      ['serve', spec_text, job, str(task)],
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL,
+    )
+    for job, task in (('ps', 0), ('worker', 1))
+  ]
+  try:
+    measurer = _spawn(
+      ['measure', spec_text, json.dumps(request)],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+    )
+    try:
+      out, err = measurer.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+      measurer.kill()
+      measurer.communicate()
+      raise TransportProfileError(
+        'transport profile: no result within %d s' % timeout
+      ) from None
+  finally:
+    for proc in servers:
+      proc.kill()
+      proc.wait()
+  lines = out.strip().splitlines()
+  if measurer.returncode != 0 or not lines:
+    raise TransportProfileError(
+      'transport profile: the measuring task failed (status %s): %s'
+      % (measurer.returncode, _error_line(err))
+    )
+  return json.loads(lines[-1])
+
+
+def _error_line(stderr: str) -> str:
+  """The exception line of a child's traceback (else its last line)."""
+  lines = [line.strip() for line in (stderr or '').splitlines() if line]
+  errors = [
+    line
+    for line in lines
+    if line.split(':')[0].endswith(('Error', 'Exception', 'Interrupt'))
+  ]
+  return (errors or lines or ['no output'])[-1][:300]
+
+
+def measure_transports(
+  sizes=transport_bench.DEFAULT_SIZES,
+  apply_shapes=(),
+  optimizer_config=None,
+  timeout: float = 900.0,
+) -> TransportProfile:
+  """Measures and fits every transport (and the ps apply of `apply_shapes`).
+
+  Args:
+    sizes: message sizes in bytes.
+    apply_shapes: variable shapes whose optimizer apply is timed on the ps
+      task (empty: not measured).
+    optimizer_config: a training.optimizers.OptimizerConfig (with
+      apply_shapes).
+    timeout: seconds the measuring task may take.
+  """
+  host = '127.0.0.1:%d'
+  ports = free_ports(3)
+  spec = {'ps': [host % ports[0]], 'worker': [host % p for p in ports[1:]]}
+  request = {'sizes': [int(s) for s in sizes]}
+  if apply_shapes:
+    request['apply_shapes'] = [list(s) for s in apply_shapes]
+    request['optimizer'] = dataclasses.asdict(optimizer_config)
+  result = _run_tasks(spec, request, timeout)
+  transports = {
+    name: fit_transport(result[name], measured)
+    for name, measured in DESCRIPTIONS.items()
+  }
+  return TransportProfile(
+    transports, tuple(tuple(row) for row in result.get('ps_apply', ()))
+  )

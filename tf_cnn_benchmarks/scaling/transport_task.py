@@ -1,0 +1,105 @@
+"""The processes of the transport profile: `serve` and `measure` tasks.
+
+    python -m tf_cnn_benchmarks.scaling.transport_task serve SPEC JOB TASK
+    python -m tf_cnn_benchmarks.scaling.transport_task measure SPEC REQUEST
+
+SPEC is the cluster's JSON ({"ps": [addr], "worker": [addr, addr]}, all on
+127.0.0.1). `serve` starts that task's tf.distribute.Server and waits (it
+exits when its parent goes). `measure` is worker 0: it starts its server,
+measures gRPC passes between ps 0 and itself, collective all-reduces
+between worker 0 and worker 1, copies between two logical CPUs of one
+process, and the optimizer apply on ps 0, and prints one JSON line.
+transport.py starts these processes; every figure crosses a real gRPC
+channel between separate processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import tensorflow as tf
+
+from tf_cnn_benchmarks.cluster import servers
+from tf_cnn_benchmarks.scaling import transport_apply
+from tf_cnn_benchmarks.scaling import transport_bench as bench
+from tf_cnn_benchmarks.training import optimizers
+
+tf1 = tf.compat.v1
+
+
+def _server(spec: dict, job: str, task: int):
+  return tf.distribute.Server(
+    tf.train.ClusterSpec(spec),
+    job_name=job,
+    task_index=task,
+    protocol='grpc',
+    config=servers.server_config(1),
+    start=True,
+  )
+
+
+def serve(spec: dict, job: str, task: int) -> None:
+  """Runs the task's server until the parent process goes away.
+
+  The main thread polls the parent (Server.join would hold it in C++, deaf
+  to the parent's end); transport.py also asks the kernel to kill this
+  process with its parent (Linux).
+  """
+  parent = os.getppid()
+  server = _server(spec, job, task)
+  while os.getppid() == parent:
+    time.sleep(0.5)
+  del server
+
+
+def _rows(samples) -> list:
+  return [[s.nbytes, s.median_us, s.p10_us, s.p90_us] for s in samples]
+
+
+def measure(spec: dict, request: dict) -> dict:
+  """Every transport's HopSamples and the ps apply samples, as JSON."""
+  server = _server(spec, 'worker', 0)
+  config = bench.plain_config()
+  config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
+  ps = '/job:ps/replica:0/task:0/device:CPU:0'
+  workers = ['/job:worker/replica:0/task:%d/device:CPU:0' % t for t in (0, 1)]
+  sizes = request['sizes']
+  out = {
+    'grpc': _rows(
+      bench.measure_pass(server.target, config, [ps, workers[0]], sizes)
+    ),
+    'collective': _rows(
+      bench.measure_collective(server.target, config, workers, sizes)
+    ),
+  }
+  local = bench.plain_config(tf1.ConfigProto(device_count={'CPU': 2}))
+  out['local_copy'] = _rows(
+    bench.measure_pass('', local, ['/cpu:0', '/cpu:1'], sizes)
+  )
+  if request.get('apply_shapes'):
+    out['ps_apply'] = transport_apply.measure_apply(
+      server.target,
+      config,
+      ps,
+      request['apply_shapes'],
+      optimizers.OptimizerConfig(**request['optimizer']),
+    )
+  return out
+
+
+def main(argv) -> int:
+  """The `serve` or `measure` command (see the module docstring)."""
+  command, spec = argv[1], json.loads(argv[2])
+  if command == 'serve':
+    serve(spec, argv[3], int(argv[4]))
+    return 0
+  result = measure(spec, json.loads(argv[3]))
+  print(json.dumps(result), flush=True)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))
