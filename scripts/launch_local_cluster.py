@@ -39,6 +39,8 @@ import threading
 import time
 
 import _lifetime  # beside this script
+import _netshape  # beside this script
+import measure_link  # beside this script
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = '127.0.0.1'  # servers have no authentication: never listen wider
@@ -53,6 +55,8 @@ SERVE_GRACE_S = 60.0
 # A task's classic rate line (the cluster's figure in every worker).
 _TOTAL_RE = re.compile(r'^total images/sec: (\S+)$')
 
+
+TOPOLOGIES = ('shared', 'switch')
 
 # Benchmark flags the launcher sets for each task.
 _LAUNCHER_FLAGS = (
@@ -70,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     usage='%(prog)s --num_workers=N [--num_ps=M] [--[no-]controller] '
     '[--timeout=S] -- <benchmark flags>',
   )
-  parser.add_argument('--num_workers', type=int, required=True)
+  parser.add_argument('--num_workers', type=int, default=None)
   parser.add_argument(
     '--num_ps',
     type=int,
@@ -97,6 +101,34 @@ def _parser() -> argparse.ArgumentParser:
     'loopback (unshare -rn), so no other host can reach the servers '
     '(default: when unshare works here)',
   )
+  parser.add_argument(
+    '--link_mbits',
+    default=None,
+    metavar='R',
+    help='limit the link between the tasks to R Mbit/s with a token bucket '
+    '(tc tbf) in the private network (default: unthrottled)',
+  )
+  parser.add_argument(
+    '--topology',
+    default='shared',
+    metavar='shared|switch',
+    help='shared: every task on one loopback, one link all flows share '
+    '(a hub); switch: each task in its own network namespace on a bridge '
+    'port of its own, --link_mbits each way (default: shared)',
+  )
+  parser.add_argument(
+    '--measure_link',
+    action='store_true',
+    help='start no cluster: time a TCP transfer and a 64-byte round trip '
+    'between two processes placed as two tasks would be; print the figures',
+  )
+  parser.add_argument(
+    '--measure_megabytes',
+    type=float,
+    default=None,
+    help='bytes of the --measure_link transfer, in MB (default: about 2 s '
+    'at --link_mbits)',
+  )
   parser.add_argument('--python', default=sys.executable)
   parser.add_argument(
     '--module',
@@ -115,6 +147,11 @@ def parse_args(argv):
     own, flags = argv, []
   parser = _parser()
   args = parser.parse_args(own)
+  _check_link_flags(args)
+  if args.measure_link:
+    return args, flags
+  if args.num_workers is None:
+    parser.error('the following arguments are required: --num_workers')
   if args.num_workers < 1:
     parser.error('--num_workers=%d: must be >= 1' % args.num_workers)
   if args.num_ps is not None and args.num_ps < 0:
@@ -126,6 +163,32 @@ def parse_args(argv):
     if name in _LAUNCHER_FLAGS:
       parser.error('--%s: set by the launcher; do not pass it' % name)
   return args, flags
+
+
+def _bad_flag(text):
+  """One line on stderr, exit status 2."""
+  print('error: %s' % text, file=sys.stderr)
+  sys.exit(2)
+
+
+def _check_link_flags(args):
+  """Validates --link_mbits, --topology and --measure_megabytes in place."""
+  if args.link_mbits is not None:
+    try:
+      mbits = float(args.link_mbits)
+    except ValueError:
+      mbits = float('nan')
+    if not (0 < mbits < float('inf')):
+      _bad_flag(
+        '--link_mbits=%s: must be a number of Mbit/s > 0' % args.link_mbits
+      )
+    args.link_mbits = mbits
+  if args.topology not in TOPOLOGIES:
+    _bad_flag(
+      '--topology=%s: must be one of %s' % (args.topology, '|'.join(TOPOLOGIES))
+    )
+  if args.measure_megabytes is not None and not args.measure_megabytes > 0:
+    _bad_flag('--measure_megabytes=%s: must be > 0' % args.measure_megabytes)
 
 
 def private_network_works() -> bool:
@@ -219,31 +282,41 @@ def free_ports(count):
       s.close()
 
 
-def task_commands(args, flags, num_ps, controller):
-  """{task name: argv} for every task of the cluster."""
+def task_commands(args, flags, num_ps, controller, switch=None):
+  """{task name: argv} for every task of the cluster.
+
+  With `switch` (a _netshape.SwitchNetwork), each task gets a host of its
+  own on it: its address in the host lists, its namespace around its argv.
+  """
   counts = [
     ('ps', num_ps),
     ('worker', args.num_workers),
     ('controller', 1 if controller else 0),
   ]
-  ports = iter(free_ports(sum(n for _, n in counts)))
-  hosts = {
-    job: ['%s:%d' % (HOST, next(ports)) for _ in range(n)] for job, n in counts
-  }
+  names = ['%s:%d' % (job, k) for job, n in counts for k in range(n)]
+  ports = free_ports(len(names))
+  prefixes, addresses = {}, {}
+  for index, name in enumerate(names):
+    addresses[name] = switch.add_host() if switch else HOST
+    prefixes[name] = switch.prefix(index) if switch else []
+  hosts = {job: [] for job, _ in counts}
+  for name, port in zip(names, ports):
+    hosts[name.split(':')[0]].append('%s:%d' % (addresses[name], port))
   cluster_flags = ['--worker_hosts=' + ','.join(hosts['worker'])]
   if hosts['ps']:
     cluster_flags.append('--ps_hosts=' + ','.join(hosts['ps']))
   if hosts['controller']:
     cluster_flags.append('--controller_host=' + hosts['controller'][0])
   commands = {}
-  for job, n in counts:
-    for k in range(n):
-      commands['%s:%d' % (job, k)] = (
-        [args.python, '-m', args.module]
-        + flags
-        + cluster_flags
-        + ['--job_name=' + job, '--task_index=%d' % k]
-      )
+  for name in names:
+    job, k = name.split(':')
+    commands[name] = (
+      prefixes[name]
+      + [args.python, '-m', args.module]
+      + flags
+      + cluster_flags
+      + ['--job_name=' + job, '--task_index=%s' % k]
+    )
   return commands
 
 
@@ -365,16 +438,41 @@ class Cluster:
       print(text, flush=True)
 
 
-def main(argv=None):
-  """Entry point; returns the exit status."""
-  argv = sys.argv[1:] if argv is None else argv
-  args, flags = parse_args(argv)
-  sig, parent = map(int, os.environ.pop(_DEATH_SIGNAL, '0,0').split(','))
-  if sig:
-    _lifetime.die_with(parent, sig)
-  if args.private_network is not False and not os.environ.get(
-    _IN_PRIVATE_NETWORK
-  ):
+def _network_flag(args):
+  """The flag that asks for a shaped network, as the user wrote it."""
+  if args.link_mbits is not None:
+    return '--link_mbits=%g' % args.link_mbits
+  if args.topology != 'shared':
+    return '--topology=%s' % args.topology
+  return None
+
+
+def enter_private_network(args, argv):
+  """Re-executes in the private namespace when asked and possible.
+
+  Returns (only when it does not re-execute) an exit status, or None to go
+  on here. A shaped network (--link_mbits, --topology=switch) needs the
+  namespace: without it the launcher says why in one line (status 2).
+  """
+  if os.environ.get(_IN_PRIVATE_NETWORK):
+    return None
+  shaped = _network_flag(args)
+  if shaped and args.private_network is False:
+    print(
+      'error: %s: needs the private network; drop --no-private_network'
+      % shaped,
+      file=sys.stderr,
+    )
+    return 2
+  if shaped:
+    why = _netshape.shaping_works(args.link_mbits or 1000.0)
+    if why:
+      print(
+        'error: %s: cannot shape the network here: %s' % (shaped, why),
+        file=sys.stderr,
+      )
+      return 2
+  if args.private_network is not False:
     if private_network_works():
       reexec_in_private_network(argv)
     if args.private_network:
@@ -389,12 +487,53 @@ def main(argv=None):
       'the servers listen on every interface',
       flush=True,
     )
+  return None
+
+
+def shape_network(args):
+  """Applies --link_mbits/--topology here; the SwitchNetwork or None."""
+  if args.topology == 'switch':
+    return _netshape.SwitchNetwork(args.link_mbits)
+  if args.link_mbits is not None:
+    _netshape.shape_loopback(args.link_mbits)
+  return None
+
+
+def main(argv=None):
+  """Entry point; returns the exit status."""
+  argv = sys.argv[1:] if argv is None else argv
+  args, flags = parse_args(argv)
+  sig, parent = map(int, os.environ.pop(_DEATH_SIGNAL, '0,0').split(','))
+  if sig:
+    _lifetime.die_with(parent, sig)
+  status = enter_private_network(args, argv)
+  if status is not None:
+    return status
+  switch = None
+  try:
+    switch = shape_network(args)
+    if args.measure_link:
+      return measure_link.between_tasks(args, switch)
+    return run_cluster(args, flags, switch)
+  except _netshape.ShapingError as e:
+    print(
+      'error: %s: %s' % (_network_flag(args) or '--measure_link', e),
+      file=sys.stderr,
+    )
+    return 2
+  finally:
+    if switch:
+      switch.close()
+
+
+def run_cluster(args, flags, switch):
+  """Starts the cluster's tasks and waits for them; the exit status."""
   num_ps, controller = args.num_ps, args.controller
   if num_ps is None or controller is None:
     needs_ps, needs_controller = manager_needs(flags)
     num_ps = (1 if needs_ps else 0) if num_ps is None else num_ps
     controller = needs_controller if controller is None else controller
-  commands = task_commands(args, flags, num_ps, controller)
+  commands = task_commands(args, flags, num_ps, controller, switch)
   cluster = Cluster(commands)
 
   def on_signal(signum, frame):
