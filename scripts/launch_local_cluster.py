@@ -2,7 +2,10 @@
 """Runs one multi-worker benchmark as a cluster of local processes.
 
   python scripts/launch_local_cluster.py --num_workers=N [--num_ps=M]
-      [--[no-]controller] [--timeout=S] [--module=M] -- <benchmark flags>
+      [--[no-]controller] [--timeout=S] [--module=M]
+      [--link_mbits=R] [--topology=shared|switch] -- <benchmark flags>
+  python scripts/launch_local_cluster.py --measure_link [--link_mbits=R]
+      [--topology=shared|switch] [--measure_megabytes=MB]
 
 Every task (ps:k, worker:w, controller:0) is its own
 `python -m tf_cnn_benchmarks <flags> --job_name=... --task_index=...` process
@@ -16,6 +19,17 @@ an address), so the launcher runs itself and every task in a new network
 namespace whose only interface is loopback (`unshare -rn`) when it can;
 then no other host, and no process outside the namespace, reaches them.
 --no-private_network turns that off.
+
+--link_mbits=R limits the network between the tasks to R Mbit/s with a
+token bucket (tc tbf, _netshape.py). --topology=shared (the default) puts
+every task on the namespace's loopback with one bucket on it: one link all
+flows share. --topology=switch gives each task a namespace of its own on a
+port of a bridge (10.31.0.k, inside the private namespace only), with a
+bucket on each direction of each task's link; the host lists name those
+addresses. --measure_link starts no cluster: it times a TCP transfer and a
+64-byte round trip between two processes placed as worker:0 and worker:1
+would be (measure_link.py). A network that cannot be shaped here is one line
+on stderr and exit status 2.
 
 The launcher ends when the workers (or the controller) and the tasks serving
 them have ended. Each worker prints the cluster's `total images/sec` (with a
@@ -72,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
     description=__doc__.splitlines()[0],
     usage='%(prog)s --num_workers=N [--num_ps=M] [--[no-]controller] '
-    '[--timeout=S] -- <benchmark flags>',
+    '[--timeout=S] [--link_mbits=R] [--topology=shared|switch] '
+    '-- <benchmark flags>',
   )
   parser.add_argument('--num_workers', type=int, default=None)
   parser.add_argument(

@@ -143,6 +143,14 @@ def test_burst_holds_a_frame_at_every_rate():
     assert limit >= 2 * burst
 
 
+def test_fast_buckets_hold_a_whole_segment():
+  # 500 Mbit/s with a 62.5 KB bucket carried 380-450 Mbit/s: tbf cut each
+  # 64 KiB segment into frames. Slow links keep a bucket of a few frames.
+  assert _netshape.tbf_sizes(500)[0] > _netshape.GSO_BYTES
+  assert _netshape.tbf_sizes(2000)[0] > _netshape.GSO_BYTES
+  assert _netshape.tbf_sizes(25)[0] < 8 * 1024
+
+
 class _FakeSwitch:
   """Hands out addresses and namespace prefixes as SwitchNetwork does."""
 
