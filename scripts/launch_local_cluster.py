@@ -139,7 +139,6 @@ def _parser() -> argparse.ArgumentParser:
   )
   parser.add_argument(
     '--measure_megabytes',
-    type=float,
     default=None,
     help='bytes of the --measure_link transfer, in MB (default: about 2 s '
     'at --link_mbits)',
@@ -186,24 +185,32 @@ def _bad_flag(text):
   sys.exit(2)
 
 
+def _number_at_least(args, name, low, strictly, what):
+  """args.<name> as a float (None stays None); bad: one line, exit 2."""
+  text = getattr(args, name)
+  if text is None:
+    return
+  try:
+    value = float(text)
+  except ValueError:
+    value = float('nan')
+  big_enough = value > low if strictly else value >= low
+  if not (big_enough and value < float('inf')):
+    _bad_flag('--%s=%s: must be %s' % (name, text, what))
+  setattr(args, name, value)
+
+
 def _check_link_flags(args):
   """Validates --link_mbits, --topology and --measure_megabytes in place."""
-  if args.link_mbits is not None:
-    try:
-      mbits = float(args.link_mbits)
-    except ValueError:
-      mbits = float('nan')
-    if not (0 < mbits < float('inf')):
-      _bad_flag(
-        '--link_mbits=%s: must be a number of Mbit/s > 0' % args.link_mbits
-      )
-    args.link_mbits = mbits
+  _number_at_least(
+    args, 'link_mbits', 0, True, 'a number of Mbit/s > 0 (absent: unthrottled)'
+  )
   if args.topology not in TOPOLOGIES:
     _bad_flag(
       '--topology=%s: must be one of %s' % (args.topology, '|'.join(TOPOLOGIES))
     )
-  if args.measure_megabytes is not None and not args.measure_megabytes > 0:
-    _bad_flag('--measure_megabytes=%s: must be > 0' % args.measure_megabytes)
+  # Less than a megabyte fits in the sockets' buffers: no rate to see.
+  _number_at_least(args, 'measure_megabytes', 1, False, 'a number >= 1')
 
 
 def private_network_works() -> bool:

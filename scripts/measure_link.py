@@ -180,7 +180,7 @@ def between_tasks(args, switch, port=None):
   figures.update(topology=args.topology, asked_mbits=args.link_mbits)
   print('launcher: measure_link: %s' % json.dumps(figures, sort_keys=True))
   print(
-    'launcher: %s link, asked %s: measured %.1f Mbit/s (steady %.1f), '
+    'launcher: %s link, asked %s: measured %.4g Mbit/s (steady %.4g), '
     'round trip of %d B %.3f ms (median)'
     % (
       args.topology,

@@ -79,6 +79,8 @@ def test_measured_rate_is_the_asked_rate(topology, mbits):
     ('--link_mbits=inf', '--link_mbits=inf'),
     ('--topology=ring', '--topology=ring'),
     ('--topology=', '--topology='),
+    ('--measure_megabytes=0.5', '--measure_megabytes=0.5'),
+    ('--measure_megabytes=lots', '--measure_megabytes=lots'),
   ],
 )
 def test_bad_network_flags_are_one_line(flag, named):
