@@ -61,12 +61,21 @@ def _measured(topology, mbits, megabytes):
 @pytest.mark.parametrize('mbits', [50.0, 200.0])
 def test_measured_rate_is_the_asked_rate(topology, mbits):
   # About half a second of transfer at the rate: a check of the token
-  # bucket's configuration, not a timing of the harness.
-  figures = _measured(topology, mbits, max(3.0, mbits / 16))
-  assert figures['topology'] == topology
-  assert figures['asked_mbits'] == mbits
-  assert 0.9 * mbits <= figures['mbits'] <= 1.1 * mbits, figures
-  assert figures['rtt_ms_median'] > 0
+  # bucket's configuration, not a timing of the harness. The bucket sets a
+  # ceiling; a machine whose cores are busy elsewhere can only carry less
+  # (seen once: 151 of 200 Mbit/s at load 14 on 2 cores), so up to three
+  # tries, none above the ceiling, one within 10%.
+  tries = []
+  for _ in range(3):
+    figures = _measured(topology, mbits, max(3.0, mbits / 16))
+    assert figures['topology'] == topology
+    assert figures['asked_mbits'] == mbits
+    assert figures['rtt_ms_median'] > 0
+    tries.append(figures['mbits'])
+    assert figures['mbits'] <= 1.1 * mbits, tries
+    if figures['mbits'] >= 0.9 * mbits:
+      break
+  assert 0.9 * mbits <= tries[-1] <= 1.1 * mbits, tries
 
 
 @pytest.mark.parametrize(
