@@ -116,6 +116,18 @@ def _parser() -> argparse.ArgumentParser:
     'loopback (unshare -rn), so no other host can reach the servers '
     '(default: when unshare works here)',
   )
+  _add_network_flags(parser)
+  parser.add_argument('--python', default=sys.executable)
+  parser.add_argument(
+    '--module',
+    default='tf_cnn_benchmarks',
+    help='module each task runs with python -m',
+  )
+  return parser
+
+
+def _add_network_flags(parser) -> None:
+  """--link_mbits, --topology and --measure_link (validated by parse_args)."""
   parser.add_argument(
     '--link_mbits',
     default=None,
@@ -143,13 +155,6 @@ def _parser() -> argparse.ArgumentParser:
     help='bytes of the --measure_link transfer, in MB (default: about 2 s '
     'at --link_mbits)',
   )
-  parser.add_argument('--python', default=sys.executable)
-  parser.add_argument(
-    '--module',
-    default='tf_cnn_benchmarks',
-    help='module each task runs with python -m',
-  )
-  return parser
 
 
 def parse_args(argv):
