@@ -2,7 +2,10 @@
 """Runs one multi-worker benchmark as a cluster of local processes.
 
   python scripts/launch_local_cluster.py --num_workers=N [--num_ps=M]
-      [--[no-]controller] [--timeout=S] [--module=M] -- <benchmark flags>
+      [--[no-]controller] [--timeout=S] [--module=M]
+      [--link_mbits=R] [--topology=shared|switch] -- <benchmark flags>
+  python scripts/launch_local_cluster.py --measure_link [--link_mbits=R]
+      [--topology=shared|switch] [--measure_megabytes=MB]
 
 Every task (ps:k, worker:w, controller:0) is its own
 `python -m tf_cnn_benchmarks <flags> --job_name=... --task_index=...` process
@@ -16,6 +19,17 @@ an address), so the launcher runs itself and every task in a new network
 namespace whose only interface is loopback (`unshare -rn`) when it can;
 then no other host, and no process outside the namespace, reaches them.
 --no-private_network turns that off.
+
+--link_mbits=R limits the network between the tasks to R Mbit/s with a
+token bucket (tc tbf, _netshape.py). --topology=shared (the default) puts
+every task on the namespace's loopback with one bucket on it: one link all
+flows share. --topology=switch gives each task a namespace of its own on a
+port of a bridge (10.31.0.k, inside the private namespace only), with a
+bucket on each direction of each task's link; the host lists name those
+addresses. --measure_link starts no cluster: it times a TCP transfer and a
+64-byte round trip between two processes placed as worker:0 and worker:1
+would be (measure_link.py). A network that cannot be shaped here is one line
+on stderr and exit status 2.
 
 The launcher ends when the workers (or the controller) and the tasks serving
 them have ended. Each worker prints the cluster's `total images/sec` (with a
@@ -39,6 +53,8 @@ import threading
 import time
 
 import _lifetime  # beside this script
+import _netshape  # beside this script
+import measure_link  # beside this script
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Tasks run from a checkout's root, where `-m tf_cnn_benchmarks` finds the
@@ -59,6 +75,8 @@ SERVE_GRACE_S = 60.0
 _TOTAL_RE = re.compile(r'^total images/sec: (\S+)$')
 
 
+TOPOLOGIES = ('shared', 'switch')
+
 # Benchmark flags the launcher sets for each task.
 _LAUNCHER_FLAGS = (
   'job_name',
@@ -73,9 +91,10 @@ def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
     description=__doc__.splitlines()[0],
     usage='%(prog)s --num_workers=N [--num_ps=M] [--[no-]controller] '
-    '[--timeout=S] -- <benchmark flags>',
+    '[--timeout=S] [--link_mbits=R] [--topology=shared|switch] '
+    '-- <benchmark flags>',
   )
-  parser.add_argument('--num_workers', type=int, required=True)
+  parser.add_argument('--num_workers', type=int, default=None)
   parser.add_argument(
     '--num_ps',
     type=int,
@@ -102,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     'loopback (unshare -rn), so no other host can reach the servers '
     '(default: when unshare works here)',
   )
+  _add_network_flags(parser)
   parser.add_argument('--python', default=sys.executable)
   parser.add_argument(
     '--module',
@@ -109,6 +129,37 @@ def _parser() -> argparse.ArgumentParser:
     help='module each task runs with python -m',
   )
   return parser
+
+
+def _add_network_flags(parser) -> None:
+  """--link_mbits, --topology and --measure_link (validated by parse_args)."""
+  parser.add_argument(
+    '--link_mbits',
+    default=None,
+    metavar='R',
+    help='limit the link between the tasks to R Mbit/s with a token bucket '
+    '(tc tbf) in the private network (default: unthrottled)',
+  )
+  parser.add_argument(
+    '--topology',
+    default='shared',
+    metavar='shared|switch',
+    help='shared: every task on one loopback, one link all flows share '
+    '(a hub); switch: each task in its own network namespace on a bridge '
+    'port of its own, --link_mbits each way (default: shared)',
+  )
+  parser.add_argument(
+    '--measure_link',
+    action='store_true',
+    help='start no cluster: time a TCP transfer and a 64-byte round trip '
+    'between two processes placed as two tasks would be; print the figures',
+  )
+  parser.add_argument(
+    '--measure_megabytes',
+    default=None,
+    help='bytes of the --measure_link transfer, in MB (default: about 2 s '
+    'at --link_mbits)',
+  )
 
 
 def parse_args(argv):
@@ -120,6 +171,11 @@ def parse_args(argv):
     own, flags = argv, []
   parser = _parser()
   args = parser.parse_args(own)
+  _check_link_flags(args)
+  if args.measure_link:
+    return args, flags
+  if args.num_workers is None:
+    parser.error('the following arguments are required: --num_workers')
   if args.num_workers < 1:
     parser.error('--num_workers=%d: must be >= 1' % args.num_workers)
   if args.num_ps is not None and args.num_ps < 0:
@@ -131,6 +187,40 @@ def parse_args(argv):
     if name in _LAUNCHER_FLAGS:
       parser.error('--%s: set by the launcher; do not pass it' % name)
   return args, flags
+
+
+def _bad_flag(text):
+  """One line on stderr, exit status 2."""
+  print('error: %s' % text, file=sys.stderr)
+  sys.exit(2)
+
+
+def _number_at_least(args, name, low, strictly, what):
+  """args.<name> as a float (None stays None); bad: one line, exit 2."""
+  text = getattr(args, name)
+  if text is None:
+    return
+  try:
+    value = float(text)
+  except ValueError:
+    value = float('nan')
+  big_enough = value > low if strictly else value >= low
+  if not (big_enough and value < float('inf')):
+    _bad_flag('--%s=%s: must be %s' % (name, text, what))
+  setattr(args, name, value)
+
+
+def _check_link_flags(args):
+  """Validates --link_mbits, --topology and --measure_megabytes in place."""
+  _number_at_least(
+    args, 'link_mbits', 0, True, 'a number of Mbit/s > 0 (absent: unthrottled)'
+  )
+  if args.topology not in TOPOLOGIES:
+    _bad_flag(
+      '--topology=%s: must be one of %s' % (args.topology, '|'.join(TOPOLOGIES))
+    )
+  # Less than a megabyte fits in the sockets' buffers: no rate to see.
+  _number_at_least(args, 'measure_megabytes', 1, False, 'a number >= 1')
 
 
 def private_network_works() -> bool:
@@ -224,31 +314,41 @@ def free_ports(count):
       s.close()
 
 
-def task_commands(args, flags, num_ps, controller):
-  """{task name: argv} for every task of the cluster."""
+def task_commands(args, flags, num_ps, controller, switch=None):
+  """{task name: argv} for every task of the cluster.
+
+  With `switch` (a _netshape.SwitchNetwork), each task gets a host of its
+  own on it: its address in the host lists, its namespace around its argv.
+  """
   counts = [
     ('ps', num_ps),
     ('worker', args.num_workers),
     ('controller', 1 if controller else 0),
   ]
-  ports = iter(free_ports(sum(n for _, n in counts)))
-  hosts = {
-    job: ['%s:%d' % (HOST, next(ports)) for _ in range(n)] for job, n in counts
-  }
+  names = ['%s:%d' % (job, k) for job, n in counts for k in range(n)]
+  ports = free_ports(len(names))
+  prefixes, addresses = {}, {}
+  for index, name in enumerate(names):
+    addresses[name] = switch.add_host() if switch else HOST
+    prefixes[name] = switch.prefix(index) if switch else []
+  hosts = {job: [] for job, _ in counts}
+  for name, port in zip(names, ports):
+    hosts[name.split(':')[0]].append('%s:%d' % (addresses[name], port))
   cluster_flags = ['--worker_hosts=' + ','.join(hosts['worker'])]
   if hosts['ps']:
     cluster_flags.append('--ps_hosts=' + ','.join(hosts['ps']))
   if hosts['controller']:
     cluster_flags.append('--controller_host=' + hosts['controller'][0])
   commands = {}
-  for job, n in counts:
-    for k in range(n):
-      commands['%s:%d' % (job, k)] = (
-        [args.python, '-m', args.module]
-        + flags
-        + cluster_flags
-        + ['--job_name=' + job, '--task_index=%d' % k]
-      )
+  for name in names:
+    job, k = name.split(':')
+    commands[name] = (
+      prefixes[name]
+      + [args.python, '-m', args.module]
+      + flags
+      + cluster_flags
+      + ['--job_name=' + job, '--task_index=%s' % k]
+    )
   return commands
 
 
@@ -370,16 +470,41 @@ class Cluster:
       print(text, flush=True)
 
 
-def main(argv=None):
-  """Entry point; returns the exit status."""
-  argv = sys.argv[1:] if argv is None else argv
-  args, flags = parse_args(argv)
-  sig, parent = map(int, os.environ.pop(_DEATH_SIGNAL, '0,0').split(','))
-  if sig:
-    _lifetime.die_with(parent, sig)
-  if args.private_network is not False and not os.environ.get(
-    _IN_PRIVATE_NETWORK
-  ):
+def _network_flag(args):
+  """The flag that asks for a shaped network, as the user wrote it."""
+  if args.link_mbits is not None:
+    return '--link_mbits=%g' % args.link_mbits
+  if args.topology != 'shared':
+    return '--topology=%s' % args.topology
+  return None
+
+
+def enter_private_network(args, argv):
+  """Re-executes in the private namespace when asked and possible.
+
+  Returns (only when it does not re-execute) an exit status, or None to go
+  on here. A shaped network (--link_mbits, --topology=switch) needs the
+  namespace: without it the launcher says why in one line (status 2).
+  """
+  if os.environ.get(_IN_PRIVATE_NETWORK):
+    return None
+  shaped = _network_flag(args)
+  if shaped and args.private_network is False:
+    print(
+      'error: %s: needs the private network; drop --no-private_network'
+      % shaped,
+      file=sys.stderr,
+    )
+    return 2
+  if shaped:
+    why = _netshape.shaping_works(args.link_mbits or 1000.0)
+    if why:
+      print(
+        'error: %s: cannot shape the network here: %s' % (shaped, why),
+        file=sys.stderr,
+      )
+      return 2
+  if args.private_network is not False:
     if private_network_works():
       reexec_in_private_network(argv)
     if args.private_network:
@@ -394,12 +519,53 @@ def main(argv=None):
       'the servers listen on every interface',
       flush=True,
     )
+  return None
+
+
+def shape_network(args):
+  """Applies --link_mbits/--topology here; the SwitchNetwork or None."""
+  if args.topology == 'switch':
+    return _netshape.SwitchNetwork(args.link_mbits)
+  if args.link_mbits is not None:
+    _netshape.shape_loopback(args.link_mbits)
+  return None
+
+
+def main(argv=None):
+  """Entry point; returns the exit status."""
+  argv = sys.argv[1:] if argv is None else argv
+  args, flags = parse_args(argv)
+  sig, parent = map(int, os.environ.pop(_DEATH_SIGNAL, '0,0').split(','))
+  if sig:
+    _lifetime.die_with(parent, sig)
+  status = enter_private_network(args, argv)
+  if status is not None:
+    return status
+  switch = None
+  try:
+    switch = shape_network(args)
+    if args.measure_link:
+      return measure_link.between_tasks(args, switch)
+    return run_cluster(args, flags, switch)
+  except _netshape.ShapingError as e:
+    print(
+      'error: %s: %s' % (_network_flag(args) or '--measure_link', e),
+      file=sys.stderr,
+    )
+    return 2
+  finally:
+    if switch:
+      switch.close()
+
+
+def run_cluster(args, flags, switch):
+  """Starts the cluster's tasks and waits for them; the exit status."""
   num_ps, controller = args.num_ps, args.controller
   if num_ps is None or controller is None:
     needs_ps, needs_controller = manager_needs(flags)
     num_ps = (1 if needs_ps else 0) if num_ps is None else num_ps
     controller = needs_controller if controller is None else controller
-  commands = task_commands(args, flags, num_ps, controller)
+  commands = task_commands(args, flags, num_ps, controller, switch)
   cluster = Cluster(commands)
 
   def on_signal(signum, frame):
