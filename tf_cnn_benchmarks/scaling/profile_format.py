@@ -1,0 +1,427 @@
+"""The profile of one host: its typed form and its JSON file.
+
+A profile is what the scaling prediction needs from one host's short run
+(docs/predicting_profile.md): the step's compute times, every gradient's
+size and ready time, the optimizer-apply cost, the all-reduce chunk lists
+and the transport fits. It is one JSON object with `profile_version: 1`;
+units are fixed (ms for compute, us and bytes/us for transports). Keys the
+reader does not know are ignored, so later versions can add keys.
+
+This module imports no TensorFlow: the cost model and scripts read profiles
+cheaply.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+import math
+import os
+
+PROFILE_VERSION = 1
+
+
+class ProfileError(ValueError):
+  """A profile file that cannot be read or holds a bad value.
+
+  The message is one line naming the file and the key.
+  """
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+  """The host the profile was measured on."""
+
+  cpu_model: str
+  cpu_cores: int
+  tf_version: str
+  device: str
+  device_name: str
+  num_devices_profiled: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+  """The model and settings of the profiled run."""
+
+  model: str
+  data_name: str
+  batch_size: int
+  data_format: str
+  use_fp16: bool
+  optimizer: str
+  num_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Compute:
+  """One tower's step on one device, no communication (ms)."""
+
+  step_ms: float
+  step_ms_p10: float
+  step_ms_p90: float
+  forward_ms: float
+  backward_ms: float
+  cores_busy: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Gradient:
+  """One trainable variable's gradient, in model variable order."""
+
+  name: str
+  shape: tuple
+  dtype: str
+  bytes: int
+  ready_ms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyCost:
+  """Optimizer apply time of one variable: fixed_ms + ms_per_mb * MB."""
+
+  fixed_ms: float
+  ms_per_mb: float
+
+  def ms(self, nbytes):
+    """The apply time (ms) of a variable of `nbytes` bytes."""
+    return self.fixed_ms + self.ms_per_mb * nbytes / 1e6
+
+
+@dataclasses.dataclass(frozen=True)
+class Apply:
+  """Optimizer apply cost on a worker and on a ps task."""
+
+  worker: ApplyCost
+  ps: ApplyCost
+
+
+@dataclasses.dataclass(frozen=True)
+class Transport:
+  """One transport: time(bytes) = latency_us + bytes / bytes_per_us.
+
+  Below `fit_from_bytes` the measured `table` ([bytes, us] rows, sorted by
+  bytes) is interpolated instead, where one latency fits badly.
+  """
+
+  latency_us: float
+  bytes_per_us: float
+  table: tuple = ()
+  fit_from_bytes: int = 0
+  measured: str = ''
+
+  def time_us(self, nbytes):
+    """The modelled time (us) of one message of `nbytes` bytes."""
+    if self.table and nbytes < self.fit_from_bytes:
+      sizes = [row[0] for row in self.table]
+      i = bisect.bisect_left(sizes, nbytes)
+      if i == 0:
+        return float(self.table[0][1])
+      if i < len(sizes):
+        (b0, t0), (b1, t1) = self.table[i - 1], self.table[i]
+        return t0 + (t1 - t0) * (nbytes - b0) / float(b1 - b0)
+    return self.latency_us + nbytes / self.bytes_per_us
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+  """A whole profile (one JSON file)."""
+
+  created: str
+  host: Host
+  run: RunInfo
+  compute: Compute
+  gradients: tuple
+  apply: Apply
+  chunks: dict
+  transports: dict
+  notes: str = ''
+  profile_version: int = PROFILE_VERSION
+
+  @property
+  def total_gradient_bytes(self):
+    """The bytes of all gradients together."""
+    return sum(g.bytes for g in self.gradients)
+
+
+class _Reader:
+  """Typed reads from the decoded JSON; each failure is one line."""
+
+  def __init__(self, source):
+    self.source = source
+
+  def fail(self, key, what, value):
+    shown = json.dumps(value) if _jsonable(value) else repr(value)
+    if len(shown) > 60:
+      shown = shown[:57] + '...'
+    raise ProfileError(
+      '%s: key %r: expected %s, got %s' % (self.source, key, what, shown)
+    )
+
+  def get(self, obj, key, path):
+    full = '%s.%s' % (path, key) if path else key
+    if not isinstance(obj, dict):
+      self.fail(path or '(top)', 'a JSON object', obj)
+    if key not in obj:
+      raise ProfileError('%s: key %r is missing' % (self.source, full))
+    return obj[key], full
+
+  def obj(self, obj, key, path=''):
+    value, full = self.get(obj, key, path)
+    if not isinstance(value, dict):
+      self.fail(full, 'a JSON object', value)
+    return value, full
+
+  def num(self, obj, key, path='', minimum=0.0, positive=False):
+    value, full = self.get(obj, key, path)
+    if not _is_number(value) or value < minimum or (positive and value <= 0):
+      self.fail(
+        full, 'a number %s %s' % ('>' if positive else '>=', minimum), value
+      )
+    return float(value)
+
+  def int_(self, obj, key, path='', minimum=0):
+    value, full = self.get(obj, key, path)
+    if (
+      isinstance(value, bool) or not isinstance(value, int) or (value < minimum)
+    ):
+      self.fail(full, 'an integer >= %d' % minimum, value)
+    return value
+
+  def str_(self, obj, key, path='', default=None):
+    if default is not None and isinstance(obj, dict) and key not in obj:
+      return default
+    value, full = self.get(obj, key, path)
+    if not isinstance(value, str):
+      self.fail(full, 'a string', value)
+    return value
+
+  def bool_(self, obj, key, path=''):
+    value, full = self.get(obj, key, path)
+    if not isinstance(value, bool):
+      self.fail(full, 'true or false', value)
+    return value
+
+
+def _jsonable(value):
+  try:
+    json.dumps(value)
+  except (TypeError, ValueError):
+    return False
+  return True
+
+
+def _is_number(value):
+  return (
+    isinstance(value, (int, float))
+    and not isinstance(value, bool)
+    and math.isfinite(value)
+  )
+
+
+def _read_host(r, top):
+  d, p = r.obj(top, 'host')
+  return Host(
+    cpu_model=r.str_(d, 'cpu_model', p),
+    cpu_cores=r.int_(d, 'cpu_cores', p, minimum=1),
+    tf_version=r.str_(d, 'tf_version', p),
+    device=r.str_(d, 'device', p),
+    device_name=r.str_(d, 'device_name', p, default=''),
+    num_devices_profiled=r.int_(d, 'num_devices_profiled', p, minimum=1)
+    if 'num_devices_profiled' in d
+    else 1,
+  )
+
+
+def _read_run(r, top):
+  d, p = r.obj(top, 'run')
+  return RunInfo(
+    model=r.str_(d, 'model', p),
+    data_name=r.str_(d, 'data_name', p),
+    batch_size=r.int_(d, 'batch_size', p, minimum=1),
+    data_format=r.str_(d, 'data_format', p),
+    use_fp16=r.bool_(d, 'use_fp16', p),
+    optimizer=r.str_(d, 'optimizer', p),
+    num_steps=r.int_(d, 'num_steps', p, minimum=1),
+  )
+
+
+def _read_compute(r, top):
+  d, p = r.obj(top, 'compute')
+  compute = Compute(
+    **{
+      k: r.num(d, k, p)
+      for k in (
+        'step_ms',
+        'step_ms_p10',
+        'step_ms_p90',
+        'forward_ms',
+        'backward_ms',
+        'cores_busy',
+      )
+    }
+  )
+  if not compute.step_ms_p10 <= compute.step_ms <= compute.step_ms_p90:
+    r.fail(
+      p + '.step_ms', 'step_ms_p10 <= step_ms <= step_ms_p90', compute.step_ms
+    )
+  return compute
+
+
+def _read_gradients(r, top):
+  items, p = r.get(top, 'gradients', '')
+  if not isinstance(items, list) or not items:
+    r.fail(p, 'a non-empty list of gradients', items)
+  gradients = []
+  for i, d in enumerate(items):
+    path = 'gradients[%d]' % i
+    if not isinstance(d, dict):
+      r.fail(path, 'a JSON object', d)
+    shape, full = r.get(d, 'shape', path)
+    if not isinstance(shape, list) or not all(
+      isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+      r.fail(full, 'a list of dimension sizes (integers >= 0)', shape)
+    gradients.append(
+      Gradient(
+        name=r.str_(d, 'name', path),
+        shape=tuple(shape),
+        dtype=r.str_(d, 'dtype', path),
+        bytes=r.int_(d, 'bytes', path),
+        ready_ms=r.num(d, 'ready_ms', path),
+      )
+    )
+  return tuple(gradients)
+
+
+def _read_apply(r, top):
+  d, p = r.obj(top, 'apply')
+  costs = {}
+  for where in ('worker', 'ps'):
+    c, cp = r.obj(d, where, p)
+    costs[where] = ApplyCost(
+      r.num(c, 'fixed_ms', cp), r.num(c, 'ms_per_mb', cp)
+    )
+  return Apply(**costs)
+
+
+def _read_chunks(r, top):
+  d, p = r.obj(top, 'chunks')
+  chunks = {}
+  for name, sizes in d.items():
+    full = '%s.%s' % (p, name)
+    if not isinstance(sizes, list) or not all(
+      isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes
+    ):
+      r.fail(full, 'a list of chunk sizes in bytes (integers > 0)', sizes)
+    chunks[name] = tuple(sizes)
+  return chunks
+
+
+def _read_table(r, d, path):
+  table, full = r.get(d, 'table', path) if 'table' in d else ([], path)
+  if not isinstance(table, list) or not all(
+    isinstance(row, list)
+    and len(row) == 2
+    and all(map(_is_number, row))
+    and row[0] >= 0
+    and row[1] >= 0
+    for row in table
+  ):
+    r.fail(full, 'a list of [bytes, us] rows', table)
+  if [row[0] for row in table] != sorted(row[0] for row in table):
+    r.fail(full, 'rows sorted by bytes', table)
+  return tuple((int(b), float(t)) for b, t in table)
+
+
+def _read_transports(r, top):
+  d, p = r.obj(top, 'transports')
+  transports = {}
+  for name in d:
+    t, tp = r.obj(d, name, p)
+    transports[name] = Transport(
+      latency_us=r.num(t, 'latency_us', tp),
+      bytes_per_us=r.num(t, 'bytes_per_us', tp, positive=True),
+      table=_read_table(r, t, tp),
+      fit_from_bytes=r.int_(t, 'fit_from_bytes', tp)
+      if 'fit_from_bytes' in t
+      else 0,
+      measured=r.str_(t, 'measured', tp, default=''),
+    )
+  return transports
+
+
+def profile_from_dict(data, source='<profile>'):
+  """The typed Profile of a decoded JSON object; ProfileError if bad.
+
+  Args:
+    data: the decoded JSON object.
+    source: what to name in error messages (the file's path).
+
+  Returns:
+    A Profile. Keys it does not know are ignored.
+  """
+  r = _Reader(source)
+  if not isinstance(data, dict):
+    r.fail('(top)', 'a JSON object', data)
+  version = r.int_(data, 'profile_version')
+  if version != PROFILE_VERSION:
+    r.fail('profile_version', str(PROFILE_VERSION), version)
+  return Profile(
+    created=r.str_(data, 'created'),
+    host=_read_host(r, data),
+    run=_read_run(r, data),
+    compute=_read_compute(r, data),
+    gradients=_read_gradients(r, data),
+    apply=_read_apply(r, data),
+    chunks=_read_chunks(r, data),
+    transports=_read_transports(r, data),
+    notes=r.str_(data, 'notes', default=''),
+  )
+
+
+def profile_to_dict(profile):
+  """The JSON object of `profile` (lists for tuples, fixed key names)."""
+  data = dataclasses.asdict(profile)
+  data['gradients'] = [
+    dict(g, shape=list(g['shape'])) for g in data['gradients']
+  ]
+  data['chunks'] = {k: list(v) for k, v in profile.chunks.items()}
+  data['transports'] = {
+    k: dict(dataclasses.asdict(t), table=[list(row) for row in t.table])
+    for k, t in profile.transports.items()
+  }
+  return data
+
+
+def load_profile(path):
+  """The Profile in the JSON file at `path`.
+
+  Raises:
+    ProfileError: one line naming the file (and the key) when the file
+      cannot be read, is not JSON, or holds a bad value.
+  """
+  try:
+    with open(path, encoding='utf-8') as f:
+      text = f.read()
+  except OSError as e:
+    raise ProfileError(
+      '%s: cannot read the profile: %s' % (path, e.strerror or e)
+    ) from None
+  try:
+    data = json.loads(text)
+  except ValueError as e:
+    raise ProfileError('%s: not a JSON profile: %s' % (path, e)) from None
+  return profile_from_dict(data, source=path)
+
+
+def save_profile(profile, path):
+  """Writes `profile` to `path` as indented JSON (atomically: temp+rename)."""
+  data = profile_to_dict(profile)
+  profile_from_dict(data, source=path)  # refuse to write what cannot be read
+  tmp = '%s.tmp%d' % (path, os.getpid())
+  with open(tmp, 'w', encoding='utf-8') as f:
+    json.dump(data, f, indent=1, allow_nan=False)
+    f.write('\n')
+  os.replace(tmp, path)
