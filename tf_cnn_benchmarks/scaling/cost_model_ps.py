@@ -152,8 +152,8 @@ def hybrid_step(b, threshold_bytes=1 << 20):
     )
   loss = ar.one_level(b, 'collective', 1, order, 4, barrier)
   per_worker = {}
-  for p, j, l in zip(order, ends, loss):
-    per_worker.setdefault(p[1], []).extend([j, l])
+  for p, j, loss_job in zip(order, ends, loss):
+    per_worker.setdefault(p[1], []).extend([j, loss_job])
   return st.step_end(b, per_worker)
 
 
