@@ -194,8 +194,9 @@ def _targets(args):
   ]
 
 
-def print_table(profile, target, predictions, out=sys.stdout):
+def print_table(profile, target, predictions, out=None):
   """The ranked table of one target and the margin to the runner-up."""
+  out = out or sys.stdout
   run = profile.run
   print(
     'cluster %s (profile: %s %s batch %d on %s)'
