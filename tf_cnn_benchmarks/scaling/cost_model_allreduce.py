@@ -56,12 +56,10 @@ def ring(b, places, nbytes, deps, transport, rings=1, both_ways=True):
     if both_ways and r % 2:
       order = order[::-1]
     flows = [(order[p], order[(p + 1) % n]) for p in range(n)]
-    last = b.graph.join(deps, 'ring start')
-    for step in range(2 * (n - 1)):
-      last = b.phase(flows, chunk, [last], transport, 'ring step %d' % step)
-      if step < n - 1:
-        last = b.work(order, b.add_us(chunk), [last], 'ring add')
-    ends.append(last)
+    # The 2(n-1) steps move the same flows: one job (see phase's repeat),
+    # then the n-1 adds of each position.
+    moved = b.phase(flows, chunk, deps, transport, 'ring', 2 * (n - 1))
+    ends.append(b.work(order, b.add_us(chunk) * (n - 1), [moved], 'adds'))
   return [b.graph.join(ends, 'rings')] * n
 
 

@@ -110,11 +110,15 @@ class StepBuilder:
     """Full-speed time of one element-wise add over `nbytes` (CPU only)."""
     return 0.0 if self.on_gpu else nbytes / self.add_bpu
 
-  def phase(self, flows, nbytes, deps, transport='grpc', name='phase') -> int:
+  def phase(
+    self, flows, nbytes, deps, transport='grpc', name='phase', repeat=1
+  ) -> int:
     """Concurrent messages of `nbytes` each, one per (src, dst) flow.
 
     They advance together (at the pace of the most loaded link), like one
-    step of a ring. Returns the job that finishes when all have arrived.
+    step of a ring. repeat: that many such steps back to back, as one job
+    (each step's latency and bytes counted; the shares of the links taken
+    as constant over them). Returns the job that finishes when all arrived.
     """
     flows = [(s, d) for s, d in flows if s != d]
     if not flows:
@@ -125,13 +129,13 @@ class StepBuilder:
       cap, delay = min(cap, c), max(delay, lat)
       if soft > 0:
         senders.append((src, soft))
-    if senders:
-      soft = max(s for _, s in senders)
-      deps = [self.work([p for p, _ in senders], soft, deps, name + '/rpc')]
-      delay = max(0.0, delay)
-    amount = nbytes * self.comm_scale
+    if senders:  # the transport's own work runs on the sender's host CPU
+      soft = max(s for _, s in senders) * repeat / self.compute_scale
+      hosts = [('cpu', p[1]) if p[0] == 'dev' else p for p, _ in senders]
+      deps = [self.work(hosts, soft, deps, name + '/rpc')]
+    amount = nbytes * repeat * self.comm_scale
     return self.graph.add(
-      simulate.Job(amount, demands, cap, delay, tuple(deps), name)
+      simulate.Job(amount, demands, cap, delay * repeat, tuple(deps), name)
     )
 
   def message(self, src, dst, nbytes, deps, transport='grpc', name='msg'):
