@@ -315,3 +315,51 @@ def test_naive_baselines_by_hand():
   assert baselines.daydream_images_per_sec(profile, target, ps) == (
     pytest.approx(rate(2 * size / (0.85 * 12.5)))
   )
+
+
+def test_two_level_spec_with_one_device_per_worker_is_its_inter_part():
+  """a/b: `a` inside each worker (nothing to do with one device), `b`
+  across the workers' first devices, a copy to the rest (none)."""
+  profile = _fixture()
+  target = target_lib.make_target(num_workers=3, link_mbits=100.0)
+  two = cost_model.Strategy('distributed_all_reduce', 'pscpu/xring')
+  one = cost_model.Strategy('distributed_all_reduce', 'xring')
+  cal = cal_lib.default_calibration()
+  assert cost_model.simulate_step(profile, target, two, cal) == (
+    pytest.approx(cost_model.simulate_step(profile, target, one, cal))
+  )
+
+
+def test_scaled_profile_keeps_the_ready_order_and_spread():
+  from tf_cnn_benchmarks.scaling import cost_model_paper
+
+  base = _fixture()
+  gpu = cost_model_paper.scaled_profile(
+    base,
+    32.0,
+    batch_size=64,
+    device_name='test',
+    transports=cost_model_paper.gpu_assumptions(intra_gb_s=10, inter_gbit_s=25),
+  )
+  k = 32.0 / base.compute.step_ms
+  assert gpu.compute.step_ms == 32.0 and gpu.host.device == 'gpu'
+  assert gpu.compute.step_ms_p90 == pytest.approx(base.compute.step_ms_p90 * k)
+  assert [g.ready_ms for g in gpu.gradients] == pytest.approx(
+    [g.ready_ms * k for g in base.gradients]
+  )
+  # 25 Gbit/s line rate for the collectives: 3125 bytes/us.
+  assert gpu.transports['collective'].bytes_per_us == pytest.approx(3125.0)
+
+
+def test_calibration_file_names_where_each_constant_was_fitted(tmp_path):
+  good = tmp_path / 'cal.json'
+  good.write_text(
+    '{"interference_cores": {"value": 0.5, "fitted_on": "cells A, B"}}'
+  )
+  cal = cal_lib.load_calibration(str(good))
+  assert cal.value('interference_cores') == 0.5
+  assert any('fitted on cells A, B' in line for line in cal.lines())
+  bad = tmp_path / 'bad.json'
+  bad.write_text('{"interference_cores": {"value": 0.5}}')
+  with pytest.raises(cal_lib.CalibrationError, match='fitted_on'):
+    cal_lib.load_calibration(str(bad))
