@@ -145,17 +145,21 @@ def strategies_for(args, profile, target):
   for name in names:
     if name not in allowed and not explicit:
       continue
-    for spec in specs if name in cost_model.WITH_SPEC else [None]:
-      if (
-        name == 'collective_all_reduce'
-        and spec
-        and (args.all_reduce_spec == 'all' or 'collective' not in spec)
-      ):
-        continue  # its default is collective; other specs do not apply
+    for spec in _specs_of(name, specs, args.all_reduce_spec == 'all'):
       out.append(_strategy(args, name, spec))
     if name == 'parameter_server' and cluster:
       out.append(_strategy(args, name, None, sync=False))
   return [s for s in out if _usable(s, target, profile, explicit)]
+
+
+def _specs_of(name, specs, every):
+  """The specs `name` takes from the list (None: its default)."""
+  if name not in cost_model.WITH_SPEC:
+    return [None]
+  if name == 'collective_all_reduce':  # collective[#N] only; default: that
+    mine = [s for s in specs if s and s.split('#')[0] == 'collective']
+    return [None] if every or not mine else mine
+  return specs
 
 
 def _strategy(args, name, spec, sync=True):

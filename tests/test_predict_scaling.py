@@ -130,3 +130,21 @@ def test_the_script_exits_2_with_one_line():
   assert result.returncode == 2
   assert result.stderr.strip().count('\n') == 0
   assert '--topology=hub' in result.stderr
+
+
+def test_collective_all_reduce_keeps_its_default_beside_other_specs(tmp_path):
+  out = tmp_path / 'p.jsonl'
+  status = _main(
+    [
+      '--num_workers=2',
+      '--variable_update=collective_all_reduce,distributed_all_reduce',
+      '--all_reduce_spec=xring',
+      '--json_out=%s' % out,
+    ]
+  )
+  assert status == 0
+  lines = [json.loads(x) for x in out.read_text().splitlines()]
+  assert [(x['variable_update'], x['all_reduce_spec']) for x in lines] == [
+    ('collective_all_reduce', None),
+    ('distributed_all_reduce', 'xring'),
+  ]

@@ -53,7 +53,10 @@ class StepBuilder:
       if target.intra_latency_us is not None
       else (local.latency_us if local else 0.0)
     )
-    self.add_bpu = local.bytes_per_us if local else 1e4
+    # An add streams like the optimizer's SGD apply (read two, write one):
+    # its measured ms per MB gives the rate; a local copy may be by reference.
+    per_mb = profile.apply.ps.ms_per_mb
+    self.add_bpu = 1e3 / per_mb if per_mb > 0 else self.intra_bpu
 
   # ---- resources ---------------------------------------------------------
 
