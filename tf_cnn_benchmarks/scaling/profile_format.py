@@ -95,6 +95,7 @@ class Apply:
 
   worker: ApplyCost
   ps: ApplyCost
+  measured: str = ''  # how each figure was measured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +111,8 @@ class Transport:
   table: tuple = ()
   fit_from_bytes: int = 0
   measured: str = ''
+  # [bytes, median us, p10 us, p90 us] per measured size (the spread).
+  samples: tuple = ()
 
   def time_us(self, nbytes):
     """The modelled time (us) of one message of `nbytes` bytes."""
@@ -137,6 +140,8 @@ class Profile:
   chunks: dict
   transports: dict
   notes: str = ''
+  # 'spec=...' key of `chunks` -> the algorithm of each chunk ('xring#2').
+  chunk_algorithms: dict = dataclasses.field(default_factory=dict)
   profile_version: int = PROFILE_VERSION
 
   @property
@@ -303,7 +308,7 @@ def _read_apply(r, top):
     costs[where] = ApplyCost(
       r.num(c, 'fixed_ms', cp), r.num(c, 'ms_per_mb', cp)
     )
-  return Apply(**costs)
+  return Apply(**costs, measured=r.str_(d, 'measured', p, default=''))
 
 
 def _read_chunks(r, top):
@@ -348,8 +353,34 @@ def _read_transports(r, top):
       if 'fit_from_bytes' in t
       else 0,
       measured=r.str_(t, 'measured', tp, default=''),
+      samples=_read_samples(r, t, tp),
     )
   return transports
+
+
+def _read_samples(r, d, path):
+  samples, full = r.get(d, 'samples', path) if 'samples' in d else ([], path)
+  if not isinstance(samples, list) or not all(
+    isinstance(row, list) and len(row) == 4 and all(map(_is_number, row))
+    for row in samples
+  ):
+    r.fail(full, 'a list of [bytes, median us, p10 us, p90 us] rows', samples)
+  return tuple(tuple(row) for row in samples)
+
+
+def _read_chunk_algorithms(r, top, chunks):
+  if 'chunk_algorithms' not in top:
+    return {}
+  d, p = r.obj(top, 'chunk_algorithms')
+  out = {}
+  for name, algs in d.items():
+    full = '%s.%s' % (p, name)
+    if not isinstance(algs, list) or not all(isinstance(a, str) for a in algs):
+      r.fail(full, 'a list of algorithm names', algs)
+    if name in chunks and len(algs) != len(chunks[name]):
+      r.fail(full, 'one algorithm per chunk of chunks.%s' % name, algs)
+    out[name] = tuple(algs)
+  return out
 
 
 def profile_from_dict(data, source='<profile>'):
@@ -368,6 +399,7 @@ def profile_from_dict(data, source='<profile>'):
   version = r.int_(data, 'profile_version')
   if version != PROFILE_VERSION:
     r.fail('profile_version', str(PROFILE_VERSION), version)
+  chunks = _read_chunks(r, data)
   return Profile(
     created=r.str_(data, 'created'),
     host=_read_host(r, data),
@@ -375,9 +407,10 @@ def profile_from_dict(data, source='<profile>'):
     compute=_read_compute(r, data),
     gradients=_read_gradients(r, data),
     apply=_read_apply(r, data),
-    chunks=_read_chunks(r, data),
+    chunks=chunks,
     transports=_read_transports(r, data),
     notes=r.str_(data, 'notes', default=''),
+    chunk_algorithms=_read_chunk_algorithms(r, data, chunks),
   )
 
 
@@ -389,10 +422,36 @@ def profile_to_dict(profile):
   ]
   data['chunks'] = {k: list(v) for k, v in profile.chunks.items()}
   data['transports'] = {
-    k: dict(dataclasses.asdict(t), table=[list(row) for row in t.table])
+    k: dict(
+      dataclasses.asdict(t),
+      table=[list(row) for row in t.table],
+      samples=[list(row) for row in t.samples],
+    )
     for k, t in profile.transports.items()
   }
+  data['chunk_algorithms'] = {
+    k: list(v) for k, v in profile.chunk_algorithms.items()
+  }
   return data
+
+
+def _dumps(value, indent=0):
+  """JSON text of `value`: objects one key a line, flat lists on one line."""
+  pad = ' ' * (indent + 1)
+  if isinstance(value, dict):
+    if not value:
+      return '{}'
+    items = [
+      '%s%s: %s' % (pad, json.dumps(k), _dumps(v, indent + 1))
+      for k, v in value.items()
+    ]
+    return '{\n%s\n%s}' % (',\n'.join(items), ' ' * indent)
+  if isinstance(value, list) and any(
+    isinstance(v, (dict, list)) for v in value
+  ):
+    items = ['%s%s' % (pad, _dumps(v, indent + 1)) for v in value]
+    return '[\n%s\n%s]' % (',\n'.join(items), ' ' * indent)
+  return json.dumps(value, allow_nan=False)
 
 
 def load_profile(path):
@@ -422,6 +481,5 @@ def save_profile(profile, path):
   profile_from_dict(data, source=path)  # refuse to write what cannot be read
   tmp = '%s.tmp%d' % (path, os.getpid())
   with open(tmp, 'w', encoding='utf-8') as f:
-    json.dump(data, f, indent=1, allow_nan=False)
-    f.write('\n')
+    f.write(_dumps(data) + '\n')
   os.replace(tmp, path)
