@@ -46,7 +46,11 @@ def parse_args(argv):
   p = _Parser(description=__doc__.splitlines()[0])
   p.add_argument('--profile', help='profile JSON file (scaling.profile)')
   for name in _MEASURE_FLAGS:
-    p.add_argument('--' + name, help='measure the profile first: --%s' % name)
+    p.add_argument(
+      '--' + name,
+      type=int if name == 'batch_size' else str,
+      help='measure the profile first: --%s' % name,
+    )
   p.add_argument('--num_workers', default='1', help='worker hosts: N or N,M')
   p.add_argument('--num_ps', type=int, default=0, help='ps tasks')
   p.add_argument('--devices_per_worker', type=int, default=1)
@@ -98,9 +102,16 @@ def load_or_measure(args):
     measure = profile_lib.measure_profile
   except (ImportError, AttributeError):
     raise UsageError('measuring needs scaling.profile') from None
-  if flags.get('batch_size'):
-    flags['batch_size'] = int(flags['batch_size'])
-  return measure(**flags)
+  from tf_cnn_benchmarks.platform import quiet
+
+  print('measuring the profile of %s first (a minute or more)' % flags['model'])
+  sys.stdout.flush()
+  # TensorFlow's device probes write to fd 2; replayed if measuring fails.
+  try:
+    with quiet.captured_stderr_fd():
+      return measure(**flags)
+  except (ValueError, RuntimeError) as e:  # a bad flag; the tasks failed
+    raise UsageError('measuring the profile: %s' % e) from None
 
 
 def _names(text, choices, what):
