@@ -143,10 +143,16 @@ def _registered_specs(profile, target):
 
 def strategies_for(args, profile, target):
   """The strategies asked for that run on `target` (explicit ones must)."""
+  import variable_mgr
+
   cluster = target.num_workers > 1 or target.num_ps > 0
-  allowed = cost_model.CLUSTER if cluster else cost_model.LOCAL
-  every = sorted(set(cost_model.LOCAL) | set(cost_model.CLUSTER))
-  names = _names(args.variable_update, every, 'variable_update')
+  # The registry's names for the shape; a manager the model does not know
+  # (independent: its towers never exchange gradients) is left out.
+  registered = (
+    variable_mgr.cluster_names() if cluster else (variable_mgr.local_names())
+  )
+  allowed = [n for n in registered if n in cost_model.MODELLED]
+  names = _names(args.variable_update, cost_model.MODELLED, 'variable_update')
   explicit = args.variable_update != 'all'
   if args.all_reduce_spec == 'all':
     specs = [None] + _registered_specs(profile, target)

@@ -83,6 +83,16 @@ def test_all_takes_the_registries(tmp_path):
   from variable_mgr import allreduce_spec
 
   assert specs - {None} == set(allreduce_spec.algorithm_names(cpu_only=True))
+  import variable_mgr
+
+  assert managers == set(variable_mgr.cluster_names())
+  local = tmp_path / 'local.jsonl'
+  assert _main(['--devices_per_worker=2', '--json_out=%s' % local]) == 0
+  lines = [json.loads(x) for x in local.read_text().splitlines()]
+  # independent is registered but not modelled (no gradients exchanged).
+  assert {x['variable_update'] for x in lines} == (
+    set(variable_mgr.local_names()) - {'independent'}
+  )
 
 
 @pytest.mark.parametrize(

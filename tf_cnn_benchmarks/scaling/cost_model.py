@@ -33,6 +33,9 @@ CLUSTER = (
   'collective_all_reduce',
   'hybrid',
 )
+# Every manager the model knows (independent is not one: nothing to predict
+# but one tower's rate, its towers never exchange gradients).
+MODELLED = tuple(sorted(set(LOCAL) | set(CLUSTER)))
 # Managers that reduce with --all_reduce_spec (the rest take none).
 WITH_SPEC = ('replicated', 'distributed_all_reduce', 'collective_all_reduce')
 
