@@ -277,6 +277,15 @@ def test_bad_strategies_and_targets_are_one_line_errors():
       target_lib.make_target(devices_per_worker=2),
       profile,
     )
+  for spec in ('nccl', 'xring/nccl'):
+    with pytest.raises(cost_model.StrategyError, match='inside one worker'):
+      cost_model.check_strategy(
+        cost_model.Strategy('distributed_all_reduce', spec),
+        target_lib.make_target(num_workers=2, devices_per_worker=4),
+        profile_format.load_profile(
+          'tests/data/profile_resnet50_p100_synthetic.json'
+        ),
+      )
   for bad in (
     {'num_workers': 0},
     {'topology': 'ring'},

@@ -127,6 +127,7 @@ def check_strategy(strategy: Strategy, target, profile) -> None:
   spec = parse_spec(strategy.all_reduce_spec)
   if spec is not None:
     _check_spec(strategy, spec, profile)
+    _check_nccl_in_one_worker(strategy, spec, target)
 
 
 def parse_spec(text):
@@ -151,6 +152,19 @@ def _check_spec(strategy, spec, profile):
     raise StrategyError(
       'collective_all_reduce takes --all_reduce_spec=collective[#N] only'
     )
+
+
+def _check_nccl_in_one_worker(strategy, spec, target):
+  """NCCL groups live in one process: across workers only as `nccl/b`."""
+  if target.num_workers < 2:
+    return
+  for r in spec.ranges:
+    across = r.alg.inter if r.alg.inter is not None else r.alg.intra
+    if across == 'nccl':
+      raise StrategyError(
+        'all_reduce_spec=%s: nccl runs inside one worker; across workers '
+        'use it as the intra part (nccl/xring)' % strategy.all_reduce_spec
+      )
 
 
 def _step_jobs(b, strategy, spec):
