@@ -5,7 +5,8 @@
       [--num_ps=1] [--devices_per_worker=1] [--link_mbits=25000]
       [--link_latency_us=0] [--topology=shared|switch] [--colocated]
       [--variable_update=all|NAME[,NAME]] [--all_reduce_spec=all|SPEC[,SPEC]]
-      [--gradient_repacking=0] [--calibration=FILE] [--json_out=FILE]
+      [--gradient_repacking=0] [--agg_small_grads_max_bytes=0]
+      [--calibration=FILE] [--json_out=FILE]
 
 Without --profile, --model/--data_name/--batch_size/--device measure the
 profile first (scaling.profile). Prints, per cluster shape, a ranked table
@@ -71,6 +72,8 @@ def parse_args(argv):
   p.add_argument('--variable_update', default='all')
   p.add_argument('--all_reduce_spec', default='all')
   p.add_argument('--gradient_repacking', type=int, default=0)
+  p.add_argument('--agg_small_grads_max_bytes', type=int, default=0)
+  p.add_argument('--agg_small_grads_max_group', type=int, default=10)
   p.add_argument('--hybrid_threshold_bytes', type=int, default=1 << 20)
   p.add_argument('--calibration', help='JSON of fitted constants')
   p.add_argument('--json_out', help='write one JSON line per prediction')
@@ -180,12 +183,15 @@ def _specs_of(name, specs, every):
 
 
 def _strategy(args, name, spec, sync=True):
+  packs = name in cost_model.PACKING
   return cost_model.Strategy(
     name,
     spec,
-    args.gradient_repacking if name in cost_model.WITH_SPEC else 0,
+    args.gradient_repacking if packs else 0,
     sync,
     args.hybrid_threshold_bytes,
+    args.agg_small_grads_max_bytes if packs else 0,
+    args.agg_small_grads_max_group,
   )
 
 

@@ -374,3 +374,28 @@ def test_calibration_file_names_where_each_constant_was_fitted(tmp_path):
   bad.write_text('{"interference_cores": {"value": 0.5}}')
   with pytest.raises(cal_lib.CalibrationError, match='fitted_on'):
     cal_lib.load_calibration(str(bad))
+
+
+def test_small_gradient_groups_follow_the_harness():
+  """--agg_small_grads_max_bytes=64 --agg_small_grads_max_group=10: the
+  harness groups the 100 small tensors (batch_allreduce.small_tensor_groups)
+  into 10 runs of 10, so 10 gathers and 10 scatters: 20 L + 1.024 ms (the
+  same case as the small-tensor test above)."""
+  profile = made_up_profile([(64, 0.001)] * 100, step_ms=0.001)
+  target = target_lib.make_target(
+    num_workers=2, link_mbits=100.0, cores_per_host=1
+  )
+  strategy = cost_model.Strategy(
+    'distributed_all_reduce',
+    'pscpu',
+    agg_small_grads_max_bytes=64,
+    agg_small_grads_max_group=10,
+  )
+  _, step = cost_model.simulate_step(
+    profile, target, strategy, no_interference(latency_cpu_fraction=1.0)
+  )
+  assert step == pytest.approx(20 * LATENCY_US / 1000.0 + 1.024, rel=0.01)
+  with pytest.raises(cost_model.StrategyError, match='not both'):
+    cost_model.check_strategy(
+      dataclasses.replace(strategy, gradient_repacking=2), target, profile
+    )

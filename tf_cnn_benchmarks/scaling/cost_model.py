@@ -36,6 +36,8 @@ CLUSTER = (
 # Every manager the model knows (independent is not one: nothing to predict
 # but one tower's rate, its towers never exchange gradients).
 MODELLED = tuple(sorted(set(LOCAL) | set(CLUSTER)))
+# Managers whose batch all-reduce packs (variable_mgr/batch_allreduce.py).
+PACKING = ('replicated', 'distributed_all_reduce')
 # Managers that reduce with --all_reduce_spec (the rest take none).
 WITH_SPEC = ('replicated', 'distributed_all_reduce', 'collective_all_reduce')
 
@@ -57,6 +59,8 @@ class Strategy:
   gradient_repacking: int = 0
   sync: bool = True
   hybrid_threshold_bytes: int = 1 << 20
+  agg_small_grads_max_bytes: int = 0
+  agg_small_grads_max_group: int = 10
 
   def label(self) -> str:
     """'replicated xring', 'parameter_server async (bound)'."""
@@ -65,6 +69,11 @@ class Strategy:
       text += ' ' + self.all_reduce_spec
     if self.gradient_repacking:
       text += ' repack=%d' % self.gradient_repacking
+    if self.agg_small_grads_max_bytes:
+      text += ' agg=%d:%d' % (
+        self.agg_small_grads_max_bytes,
+        self.agg_small_grads_max_group,
+      )
     if not self.sync:
       text += ' async (bound)'
     return text
@@ -88,6 +97,8 @@ class Prediction:
       'variable_update': self.strategy.variable_update,
       'all_reduce_spec': self.strategy.all_reduce_spec,
       'gradient_repacking': self.strategy.gradient_repacking,
+      'agg_small_grads_max_bytes': self.strategy.agg_small_grads_max_bytes,
+      'agg_small_grads_max_group': self.strategy.agg_small_grads_max_group,
       'cross_replica_sync': self.strategy.sync,
       'num_workers': t.num_workers,
       'devices_per_worker': t.devices_per_worker,
@@ -122,12 +133,30 @@ def check_strategy(strategy: Strategy, target, profile) -> None:
     raise StrategyError(
       '--all_reduce_spec applies to %s only' % ', '.join(WITH_SPEC)
     )
+  _check_packing(strategy)
   if not strategy.sync and name != 'parameter_server':
     raise StrategyError('the async bound is modelled for parameter_server')
   spec = parse_spec(strategy.all_reduce_spec)
   if spec is not None:
     _check_spec(strategy, spec, profile)
     _check_nccl_in_one_worker(strategy, spec, target)
+
+
+def _check_packing(strategy):
+  """Packing options: the batch all-reduce's, one at a time (as the harness)."""
+  repack = strategy.gradient_repacking
+  agg = strategy.agg_small_grads_max_bytes
+  if repack < 0 or agg < 0 or strategy.agg_small_grads_max_group < 1:
+    raise StrategyError('packing options must be >= 0 (group size >= 1)')
+  if (repack or agg) and strategy.variable_update not in PACKING:
+    raise StrategyError(
+      '--gradient_repacking / --agg_small_grads_max_bytes apply to %s only'
+      % ', '.join(PACKING)
+    )
+  if repack and agg:
+    raise StrategyError(
+      'use --gradient_repacking or --agg_small_grads_max_bytes, not both'
+    )
 
 
 def parse_spec(text):
@@ -185,6 +214,10 @@ def _step_jobs(b, strategy, spec):
     spec,
     strategy.gradient_repacking,
     collective=name == 'collective_all_reduce',
+    agg=(
+      strategy.agg_small_grads_max_bytes,
+      strategy.agg_small_grads_max_group,
+    ),
   )
 
 
