@@ -1,0 +1,401 @@
+"""The scaling cost model against hand-computed cases (no TF session).
+
+Most cases use a made-up profile whose transports are exact lines (no
+table), a link much slower than one stream, free adds, and a calibration
+with no CPU interference, so the simulated times can be derived by hand.
+"""
+
+import dataclasses
+
+import pytest
+
+from tf_cnn_benchmarks.scaling import baselines
+from tf_cnn_benchmarks.scaling import cost_model
+from tf_cnn_benchmarks.scaling import cost_model_allreduce as ar
+from tf_cnn_benchmarks.scaling import cost_model_calibration as cal_lib
+from tf_cnn_benchmarks.scaling import cost_model_graph
+from tf_cnn_benchmarks.scaling import cost_model_strategies as st
+from tf_cnn_benchmarks.scaling import profile_format
+from tf_cnn_benchmarks.scaling import simulate
+from tf_cnn_benchmarks.scaling import target as target_lib
+
+FIXTURE = 'tests/data/profile_resnet20_cpu.json'
+LATENCY_US = 100.0  # the made-up transport's per-message latency
+
+
+def _line(latency_us, bytes_per_us):
+  return {'latency_us': latency_us, 'bytes_per_us': bytes_per_us}
+
+
+def made_up_profile(gradients, *, step_ms=100.0, cores=8, latency=LATENCY_US):
+  """A profile of `gradients` = [(bytes, ready_ms)], exact transports."""
+  last = max(r for _, r in gradients)
+  data = {
+    'profile_version': 1,
+    'created': 'test',
+    'host': {
+      'cpu_model': 'test',
+      'cpu_cores': cores,
+      'tf_version': 'test',
+      'device': 'cpu',
+    },
+    'run': {
+      'model': 'made_up',
+      'data_name': 'none',
+      'batch_size': 10,
+      'data_format': 'NHWC',
+      'use_fp16': False,
+      'optimizer': 'sgd',
+      'num_steps': 1,
+    },
+    'compute': {
+      'step_ms': step_ms,
+      'step_ms_p10': step_ms,
+      'step_ms_p90': step_ms,
+      'forward_ms': 0.0,
+      'backward_ms': last,
+      'cores_busy': 1.0,
+    },
+    'gradients': [
+      {
+        'name': 'g%d' % i,
+        'shape': [n // 4],
+        'dtype': 'float32',
+        'bytes': n,
+        'ready_ms': r,
+      }
+      for i, (n, r) in enumerate(gradients)
+    ],
+    'apply': {
+      'worker': {'fixed_ms': 0.0, 'ms_per_mb': 0.0},
+      'ps': {'fixed_ms': 0.0, 'ms_per_mb': 0.0},
+    },
+    'chunks': {},
+    'transports': {
+      'grpc': _line(latency, 1e9),
+      'collective': _line(latency, 1e9),
+      'local_copy': _line(0.0, 1e12),
+    },
+  }
+  return profile_format.profile_from_dict(data)
+
+
+def no_interference(latency_cpu_fraction=0.0):
+  """Calibration without CPU interference (and, by default, latency as
+  pure wire delay)."""
+  constants = dict(cal_lib.default_calibration().constants)
+  constants['interference_cores'] = cal_lib.Constant(0.0, 'test', '')
+  constants['latency_cpu_fraction'] = cal_lib.Constant(
+    latency_cpu_fraction, 'test', ''
+  )
+  return cal_lib.Calibration(constants)
+
+
+def _run(builder):
+  return simulate.run(builder.graph, builder.capacities())
+
+
+@pytest.mark.parametrize('n', [2, 3, 4])
+def test_one_ring_matches_the_hand_formula(n):
+  """xring over n hosts (one device each), S bytes, link B, latency L.
+
+  The harness's ring (allreduce._ring_reduce) cuts the tensor into n chunks
+  of S/n; n-1 reduce-scatter steps then n-1 all-gather steps, in each of
+  which every position sends one chunk to the next at once. On a switch
+  each host's uplink and downlink carry one chunk per step, so a step takes
+  L + (S/n)/B and the ring 2(n-1)L + 2(n-1)/n * S/B.
+  """
+  size, bandwidth, wire = 1_000_000.0, 12.5, 50.0  # 100 Mbit/s
+  profile = made_up_profile([(4, 1.0)])
+  target = target_lib.make_target(
+    num_workers=n, link_mbits=100.0, link_latency_us=wire
+  )
+  b = cost_model_graph.StepBuilder(profile, target, no_interference())
+  ends = ar.ring(b, st.places(target), size, [], 'grpc')
+  latency = LATENCY_US + wire
+  expected = 2 * (n - 1) * latency + 2 * (n - 1) / n * size / bandwidth
+  assert _run(b)[ends[0]] == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize('workers', [2, 4])
+def test_ps_fan_in_shared_link_vs_switch(workers):
+  """W workers each push S/2 bytes to each of 2 ps tasks at once.
+
+  Shared link (one resource for every host): all W*S bytes cross it,
+  W*S/B. Switch: each ps port's downlink takes W*S/2 and each worker's
+  uplink S, so max(W*S/(2B), S/B). Plus one latency (the messages run
+  concurrently).
+  """
+  size, bandwidth = 400_000.0, 12.5
+  profile = made_up_profile([(4, 1.0)])
+  times = {}
+  for topology in ('shared', 'switch'):
+    target = target_lib.make_target(
+      num_workers=workers, num_ps=2, link_mbits=100.0, topology=topology
+    )
+    b = cost_model_graph.StepBuilder(profile, target, no_interference())
+    pushes = [
+      b.message(('cpu', w), ('ps', k), size / 2, [])
+      for w in range(workers)
+      for k in range(2)
+    ]
+    end = b.graph.join(pushes)
+    times[topology] = _run(b)[end]
+  assert times['shared'] == pytest.approx(
+    LATENCY_US + workers * size / bandwidth, rel=1e-6
+  )
+  assert times['switch'] == pytest.approx(
+    LATENCY_US + max(workers * size / 2, size) / bandwidth, rel=1e-6
+  )
+
+
+def test_small_tensors_are_latency_bound_and_repacking_fixes_it():
+  """100 tensors of 64 bytes, all ready at once, pscpu over 2 hosts of one
+  core each, the latency all CPU work (latency_cpu_fraction=1).
+
+  Each tensor's all-reduce is a gather (worker 1 -> worker 0's CPU) then a
+  scatter back: two messages whose latency L is work on the sender's one
+  core. The 100 gathers share worker 1's core (as threads do) and finish
+  together after 100 L; the 100 scatters then take 100 L on worker 0's
+  core; the bytes, 100 x 64 = 6400 each way at 12.5 bytes/us, add 2 x 512
+  us: 200 L + 1.024 ms. One pack (repacking=1) sends two messages of 6400
+  bytes: 2 L + 1.024 ms.
+  """
+  profile = made_up_profile([(64, 0.001)] * 100, step_ms=0.001)
+  target = target_lib.make_target(
+    num_workers=2, link_mbits=100.0, cores_per_host=1
+  )
+  cal = no_interference(latency_cpu_fraction=1.0)
+  step = {}
+  for packs in (0, 1):
+    strategy = cost_model.Strategy('distributed_all_reduce', 'pscpu', packs)
+    _, step[packs] = cost_model.simulate_step(profile, target, strategy, cal)
+  latency_ms = LATENCY_US / 1000.0
+  assert step[0] == pytest.approx(200 * latency_ms + 1.024, rel=0.01)
+  assert step[1] == pytest.approx(2 * latency_ms + 1.024, rel=0.01)
+  assert step[1] < step[0] / 5
+
+
+def test_a_gradient_ready_early_overlaps_the_backward_pass():
+  """One 625,000-byte gradient over 2 hosts at 100 Mbit/s: the ring moves
+  2(n-1)/n * S = S, 50 ms, plus 2 latencies (0.2 ms). Ready at 10 ms of a
+  100 ms backward pass, it is summed long before the pass ends: the step
+  is the compute, 100 ms, and the ring of the 4-byte gradient ready last
+  (2 latencies, 0.2 ms). Ready at the end, the step is 100 + 50.2 ms.
+  """
+  target = target_lib.make_target(num_workers=2, link_mbits=100.0)
+  strategy = cost_model.Strategy('distributed_all_reduce', 'xring')
+  steps = {}
+  for ready in (10.0, 100.0):
+    profile = made_up_profile([(625_000, ready), (4, 100.0)])
+    _, steps[ready] = cost_model.simulate_step(
+      profile, target, strategy, no_interference()
+    )
+  assert steps[10.0] == pytest.approx(100.0 + 0.2, rel=1e-3)
+  assert steps[100.0] == pytest.approx(150.2, rel=1e-3)
+
+
+def _fixture():
+  return profile_format.load_profile(FIXTURE)
+
+
+def test_one_device_predicts_the_profiled_step():
+  profile = _fixture()
+  target = target_lib.make_target()
+  for name in ('parameter_server', 'replicated'):
+    p = cost_model.predict(profile, target, cost_model.Strategy(name))
+    assert p.step_ms == pytest.approx(profile.compute.step_ms, rel=0.01)
+    assert p.low < p.images_per_sec < p.high
+
+
+CLUSTER_STRATEGIES = [
+  cost_model.Strategy('parameter_server'),
+  cost_model.Strategy('parameter_server', sync=False),
+  cost_model.Strategy('distributed_replicated'),
+  cost_model.Strategy('distributed_all_reduce', 'xring'),
+  cost_model.Strategy('distributed_all_reduce', 'pscpu/xring'),
+  cost_model.Strategy('distributed_all_reduce', 'rechd', 2),
+  cost_model.Strategy('distributed_all_reduce', 'hierarchical_copy'),
+  cost_model.Strategy('collective_all_reduce'),
+  cost_model.Strategy('hybrid', hybrid_threshold_bytes=100_000),
+]
+
+
+@pytest.mark.parametrize('strategy', CLUSTER_STRATEGIES, ids=str)
+def test_more_bandwidth_never_predicts_slower(strategy):
+  profile = _fixture()
+  rates = []
+  for mbits in (10.0, 100.0, 1000.0, 10000.0):
+    target = target_lib.make_target(
+      num_workers=2, devices_per_worker=2, num_ps=1, link_mbits=mbits
+    )
+    rates.append(cost_model.predict(profile, target, strategy).images_per_sec)
+  assert rates == sorted(rates)
+  # A worker's step is never faster than its towers' compute alone.
+  per_worker = profile.run.batch_size * 2 * 2
+  assert rates[-1] <= per_worker / profile.compute.step_ms * 1000.0 * 2
+
+
+@pytest.mark.parametrize('strategy', CLUSTER_STRATEGIES, ids=str)
+def test_predicted_step_is_at_least_the_compute_step(strategy):
+  profile = _fixture()
+  target = target_lib.make_target(num_workers=3, num_ps=2, link_mbits=1000.0)
+  p = cost_model.predict(profile, target, strategy)
+  assert p.step_ms >= profile.compute.step_ms * 0.999
+
+
+def test_colocated_workers_share_the_cores():
+  """Two colocated workers of 1.7 busy cores each on 2 cores: each tower
+  runs at 2 / 3.4 of its speed, so the step takes at least 1.7x the
+  compute (forward and backward) of one tower alone."""
+  profile = _fixture()
+  strategy = cost_model.Strategy('collective_all_reduce')
+  apart = target_lib.make_target(num_workers=2)
+  together = dataclasses.replace(apart, colocated=True)
+  a = cost_model.predict(profile, apart, strategy).step_ms
+  b = cost_model.predict(profile, together, strategy).step_ms
+  compute = max(g.ready_ms for g in profile.gradients)
+  assert b >= compute * 1.7 and b > a
+
+
+def test_greedy_placement_follows_the_harness():
+  """local.GreedyVariablePlacer: least-loaded task by bytes, ties first."""
+  assert st.greedy_placement([10, 5, 5, 1, 20], 2) == [0, 1, 1, 0, 1]
+
+
+def test_bad_strategies_and_targets_are_one_line_errors():
+  profile = _fixture()
+  with pytest.raises(cost_model.StrategyError, match='needs --num_ps'):
+    cost_model.check_strategy(
+      cost_model.Strategy('distributed_replicated'),
+      target_lib.make_target(num_workers=2),
+      profile,
+    )
+  with pytest.raises(cost_model.StrategyError, match='nccl needs a GPU'):
+    cost_model.check_strategy(
+      cost_model.Strategy('replicated', 'nccl'),
+      target_lib.make_target(devices_per_worker=2),
+      profile,
+    )
+  for spec in ('nccl', 'xring/nccl'):
+    with pytest.raises(cost_model.StrategyError, match='inside one worker'):
+      cost_model.check_strategy(
+        cost_model.Strategy('distributed_all_reduce', spec),
+        target_lib.make_target(num_workers=2, devices_per_worker=4),
+        profile_format.load_profile(
+          'tests/data/profile_resnet50_p100_synthetic.json'
+        ),
+      )
+  for bad in (
+    {'num_workers': 0},
+    {'topology': 'ring'},
+    {'link_mbits': -1.0},
+    {'colocated': 'yes'},
+    {'num_hosts': 2},
+  ):
+    with pytest.raises(target_lib.TargetError) as e:
+      target_lib.make_target(**bad)
+    assert '\n' not in str(e.value)
+
+
+def test_naive_baselines_by_hand():
+  """S = 1,078,888 bytes, B = 12.5 bytes/us, 64 ms step, 2 workers x 1.
+
+  Paleo, all-reduce: 2(n-1)/n S/B = S/B = 86.311 ms; ps-held with one ps:
+  2 W S / B = 345.24 ms. Daydream: S/(0.85 B) = 101.54 ms (ps: twice).
+  """
+  profile = _fixture()
+  target = target_lib.make_target(num_workers=2, num_ps=1, link_mbits=100.0)
+  size = profile.total_gradient_bytes
+  ring = cost_model.Strategy('distributed_all_reduce', 'xring')
+  ps = cost_model.Strategy('parameter_server')
+  images = 2 * 32
+
+  def rate(comm_us):
+    return images / (64_000.0 + comm_us) * 1e6
+
+  assert baselines.paleo_images_per_sec(profile, target, ring) == (
+    pytest.approx(rate(size / 12.5))
+  )
+  assert baselines.paleo_images_per_sec(profile, target, ps) == (
+    pytest.approx(rate(4 * size / 12.5))
+  )
+  assert baselines.daydream_images_per_sec(profile, target, ring) == (
+    pytest.approx(rate(size / (0.85 * 12.5)))
+  )
+  assert baselines.daydream_images_per_sec(profile, target, ps) == (
+    pytest.approx(rate(2 * size / (0.85 * 12.5)))
+  )
+
+
+def test_two_level_spec_with_one_device_per_worker_is_its_inter_part():
+  """a/b: `a` inside each worker (nothing to do with one device), `b`
+  across the workers' first devices, a copy to the rest (none)."""
+  profile = _fixture()
+  target = target_lib.make_target(num_workers=3, link_mbits=100.0)
+  two = cost_model.Strategy('distributed_all_reduce', 'pscpu/xring')
+  one = cost_model.Strategy('distributed_all_reduce', 'xring')
+  cal = cal_lib.default_calibration()
+  assert cost_model.simulate_step(profile, target, two, cal) == (
+    pytest.approx(cost_model.simulate_step(profile, target, one, cal))
+  )
+
+
+def test_scaled_profile_keeps_the_ready_order_and_spread():
+  from tf_cnn_benchmarks.scaling import cost_model_paper
+
+  base = _fixture()
+  gpu = cost_model_paper.scaled_profile(
+    base,
+    32.0,
+    batch_size=64,
+    device_name='test',
+    transports=cost_model_paper.gpu_assumptions(intra_gb_s=10, inter_gbit_s=25),
+  )
+  k = 32.0 / base.compute.step_ms
+  assert gpu.compute.step_ms == 32.0 and gpu.host.device == 'gpu'
+  assert gpu.compute.step_ms_p90 == pytest.approx(base.compute.step_ms_p90 * k)
+  assert [g.ready_ms for g in gpu.gradients] == pytest.approx(
+    [g.ready_ms * k for g in base.gradients]
+  )
+  # 25 Gbit/s line rate for the collectives: 3125 bytes/us.
+  assert gpu.transports['collective'].bytes_per_us == pytest.approx(3125.0)
+
+
+def test_calibration_file_names_where_each_constant_was_fitted(tmp_path):
+  good = tmp_path / 'cal.json'
+  good.write_text(
+    '{"interference_cores": {"value": 0.5, "fitted_on": "cells A, B"}}'
+  )
+  cal = cal_lib.load_calibration(str(good))
+  assert cal.value('interference_cores') == 0.5
+  assert any('fitted on cells A, B' in line for line in cal.lines())
+  bad = tmp_path / 'bad.json'
+  bad.write_text('{"interference_cores": {"value": 0.5}}')
+  with pytest.raises(cal_lib.CalibrationError, match='fitted_on'):
+    cal_lib.load_calibration(str(bad))
+
+
+def test_small_gradient_groups_follow_the_harness():
+  """--agg_small_grads_max_bytes=64 --agg_small_grads_max_group=10: the
+  harness groups the 100 small tensors (batch_allreduce.small_tensor_groups)
+  into 10 runs of 10, so 10 gathers and 10 scatters: 20 L + 1.024 ms (the
+  same case as the small-tensor test above)."""
+  profile = made_up_profile([(64, 0.001)] * 100, step_ms=0.001)
+  target = target_lib.make_target(
+    num_workers=2, link_mbits=100.0, cores_per_host=1
+  )
+  strategy = cost_model.Strategy(
+    'distributed_all_reduce',
+    'pscpu',
+    agg_small_grads_max_bytes=64,
+    agg_small_grads_max_group=10,
+  )
+  _, step = cost_model.simulate_step(
+    profile, target, strategy, no_interference(latency_cpu_fraction=1.0)
+  )
+  assert step == pytest.approx(20 * LATENCY_US / 1000.0 + 1.024, rel=0.01)
+  with pytest.raises(cost_model.StrategyError, match='not both'):
+    cost_model.check_strategy(
+      dataclasses.replace(strategy, gradient_repacking=2), target, profile
+    )

@@ -1,0 +1,122 @@
+"""The cost model's calibration constants, each with where it came from.
+
+Nothing here is fitted on a cluster the model is scored on. The defaults
+are assumptions (stated as such); a calibration file (JSON,
+{"name": {"value": x, "fitted_on": "cells ..."}}) can replace them with
+values fitted on cells kept out of the scored set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+
+class CalibrationError(ValueError):
+  """A calibration file or value that cannot be used (one line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Constant:
+  """One constant: its value and where it was fitted (or 'assumed: why')."""
+
+  value: float
+  source: str
+  meaning: str
+
+
+_DEFAULTS = {
+  'interference_cores': Constant(
+    1.0,
+    'assumed, not fitted: a gRPC or collective stream at its full rate '
+    'keeps one core busy, half on each end (loopback transfers are '
+    'CPU-bound)',
+    'cores a software transfer takes from compute while it runs',
+  ),
+  'latency_cpu_fraction': Constant(
+    0.1,
+    'chosen (not fitted by a search) from 1.0, 0.5, 0.25, 0.1, 0 by '
+    'comparing the cluster/local ratios of results/cluster_overhead.md '
+    '(resnet20 and lenet, 2 colocated workers x 1 tower, unthrottled '
+    'loopback): keep those cells out of the scored set',
+    "share of a message's software latency spent as CPU work on the sender",
+  ),
+  'model_error': Constant(
+    0.10,
+    'assumed, not fitted: the middle of the 5-15% error published for '
+    'predicting a new scale from one node (vTrain, Echo)',
+    'relative width added to every band for what the model leaves out',
+  ),
+  'daydream_efficiency': Constant(
+    0.85,
+    'from the baseline definition (issue 31): size / (0.85 x bandwidth)',
+    'share of the link bandwidth the Daydream-style baseline assumes',
+  ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """The constants the model uses, by name."""
+
+  constants: dict = dataclasses.field(default_factory=lambda: dict(_DEFAULTS))
+
+  def value(self, name: str) -> float:
+    """The value of constant `name`."""
+    return self.constants[name].value
+
+  def lines(self) -> list:
+    """One printable line per constant: name, value, where it came from."""
+    return [
+      '%s = %g (%s): %s' % (name, c.value, c.meaning, c.source)
+      for name, c in sorted(self.constants.items())
+    ]
+
+
+def default_calibration() -> Calibration:
+  """The assumed constants (nothing fitted)."""
+  return Calibration()
+
+
+def _checked(name, entry, path):
+  if name not in _DEFAULTS:
+    raise CalibrationError(
+      '%s: unknown constant %r; known: %s'
+      % (path, name, ', '.join(sorted(_DEFAULTS)))
+    )
+  value = entry.get('value') if isinstance(entry, dict) else None
+  source = entry.get('fitted_on') if isinstance(entry, dict) else None
+  if (
+    not isinstance(value, (int, float))
+    or isinstance(value, bool)
+    or not math.isfinite(value)
+    or value < 0
+  ):
+    raise CalibrationError(
+      '%s: %s.value: want a number >= 0, got %r' % (path, name, value)
+    )
+  if not isinstance(source, str) or not source:
+    raise CalibrationError(
+      '%s: %s.fitted_on: want the cells it was fitted on' % (path, name)
+    )
+  return Constant(float(value), 'fitted on ' + source, _DEFAULTS[name].meaning)
+
+
+def load_calibration(path: str) -> Calibration:
+  """The defaults with the constants of the JSON file at `path` replaced."""
+  try:
+    with open(path, encoding='utf-8') as f:
+      data = json.load(f)
+  except OSError as e:
+    raise CalibrationError(
+      '%s: cannot read: %s' % (path, e.strerror or e)
+    ) from None
+  except ValueError as e:
+    raise CalibrationError('%s: not JSON: %s' % (path, e)) from None
+  if not isinstance(data, dict):
+    raise CalibrationError('%s: want a JSON object of constants' % path)
+  constants = dict(_DEFAULTS)
+  for name, entry in data.items():
+    constants[name] = _checked(name, entry, path)
+  return Calibration(constants)

@@ -1,0 +1,223 @@
+"""The pieces one step is simulated from: places, links, messages, work.
+
+A place is where a tensor lives or an op runs:
+  ('dev', w, d)   tower device d of worker w
+  ('cpu', w)      worker w's CPU (its packed transfers, local means)
+  ('ps', k)       ps task k
+Each worker and each ps task is its own host (unless the target is
+colocated: then every place computes on the profiled host's cores).
+
+StepBuilder adds jobs to a simulate.Graph: a tower's compute in segments
+that end where gradients become ready, messages (a software part that is
+CPU work on the sender, then the bytes on the links they cross), phases
+(concurrent equal messages that advance together, e.g. one ring step) and
+plain work (adds, optimizer applies).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+from tf_cnn_benchmarks.scaling import simulate
+
+# What a tower computes on: the profile's device kind.
+_GPU_KINDS = ('gpu', 'cuda', 'rocm')
+
+
+def host_of(place) -> str:
+  """The host a place is on: 'w0', 'p1'."""
+  return 'p%d' % place[1] if place[0] == 'ps' else 'w%d' % place[1]
+
+
+class StepBuilder:
+  """Builds one step's jobs for a profile, a target and a calibration.
+
+  compute_scale multiplies compute times and comm_scale transfer amounts
+  (the uncertainty band runs the step at both ends).
+  """
+
+  def __init__(
+    self, profile, target, calibration, *, compute_scale=1.0, comm_scale=1.0
+  ):
+    self.profile, self.target, self.cal = profile, target, calibration
+    self.compute_scale, self.comm_scale = compute_scale, comm_scale
+    self.graph = simulate.Graph()
+    self.on_gpu = profile.host.device.lower() in _GPU_KINDS
+    self.cores = target.cores_per_host or profile.host.cpu_cores
+    local = profile.transports.get('local_copy')
+    self.intra_bpu = target.intra_bytes_per_us or (
+      local.bytes_per_us if local else 1e4
+    )
+    self.intra_latency = (
+      target.intra_latency_us
+      if target.intra_latency_us is not None
+      else (local.latency_us if local else 0.0)
+    )
+    # An add streams like the optimizer's SGD apply (read two, write one):
+    # its measured ms per MB gives the rate; a local copy may be by reference.
+    per_mb = profile.apply.ps.ms_per_mb
+    self.add_bpu = 1e3 / per_mb if per_mb > 0 else self.intra_bpu
+
+  # ---- resources ---------------------------------------------------------
+
+  def cpu(self, place) -> str:
+    """The CPU resource a place's host work runs on."""
+    return 'cpu' if self.target.colocated else 'cpu:' + host_of(place)
+
+  def link_bpu(self, transport: str) -> float:
+    """Bandwidth of a host link, bytes/us."""
+    if self.target.link_mbits is not None:
+      return self.target.link_mbits / 8.0
+    return self.transport(transport).bytes_per_us
+
+  def capacities(self) -> Dict[str, float]:
+    """Every resource a job may name, with its capacity."""
+    t = self.target
+    hosts = ['w%d' % w for w in range(t.num_workers)]
+    hosts += ['p%d' % k for k in range(t.num_ps)]
+    link = self.link_bpu('grpc')
+    caps = {'cpu': float(self.profile.host.cpu_cores), 'link': link}
+    for h in hosts:
+      caps.update({'cpu:' + h: float(self.cores), 'intra:' + h: self.intra_bpu})
+      caps.update({'up:' + h: link, 'down:' + h: link})
+    for w in range(t.num_workers):
+      for d in range(t.devices_per_worker):
+        caps['dev:w%d:%d' % (w, d)] = 1.0
+    return caps
+
+  def transport(self, name):
+    """The profile's transport `name` (grpc when it has no such one)."""
+    transports = self.profile.transports
+    return transports.get(name) or transports['grpc']
+
+  # ---- jobs --------------------------------------------------------------
+
+  def work(self, places: Sequence, us: float, deps, name='work') -> int:
+    """Work of `us` full-speed microseconds at each of `places` at once."""
+    demands: Dict[str, float] = {}
+    for p in places:
+      r = self._work_resource(p)
+      demands[r] = demands.get(r, 0.0) + 1.0
+    return self.graph.add(
+      simulate.Job(
+        us * self.compute_scale, demands, cap=1.0, deps=tuple(deps), name=name
+      )
+    )
+
+  def _work_resource(self, place) -> str:
+    if place[0] == 'dev' and self.on_gpu:
+      return 'dev:w%d:%d' % (place[1], place[2])
+    return self.cpu(place)
+
+  def add_us(self, nbytes: float) -> float:
+    """Full-speed time of one element-wise add over `nbytes` (CPU only)."""
+    return 0.0 if self.on_gpu else nbytes / self.add_bpu
+
+  def phase(
+    self, flows, nbytes, deps, transport='grpc', name='phase', repeat=1
+  ) -> int:
+    """Concurrent messages of `nbytes` each, one per (src, dst) flow.
+
+    They advance together (at the pace of the most loaded link), like one
+    step of a ring. repeat: that many such steps back to back, as one job
+    (each step's latency and bytes counted; the shares of the links taken
+    as constant over them). Returns the job that finishes when all arrived.
+    """
+    flows = [(s, d) for s, d in flows if s != d]
+    if not flows:
+      return self.graph.join(deps, name)
+    demands, cap, delay, senders = {}, float('inf'), 0.0, []
+    for src, dst in flows:
+      c, lat, soft = self._flow(src, dst, transport, nbytes, demands)
+      cap, delay = min(cap, c), max(delay, lat)
+      if soft > 0:
+        senders.append((src, soft))
+    if senders:  # the transport's own work runs on the sender's host CPU
+      soft = max(s for _, s in senders) * repeat / self.compute_scale
+      hosts = [('cpu', p[1]) if p[0] == 'dev' else p for p, _ in senders]
+      deps = [self.work(hosts, soft, deps, name + '/rpc')]
+    amount = nbytes * repeat * self.comm_scale
+    return self.graph.add(
+      simulate.Job(amount, demands, cap, delay * repeat, tuple(deps), name)
+    )
+
+  def message(self, src, dst, nbytes, deps, transport='grpc', name='msg'):
+    """One message (a phase of one flow)."""
+    return self.phase([(src, dst)], nbytes, deps, transport, name)
+
+  def _flow(self, src, dst, transport, nbytes, demands):
+    """Adds one flow's link demands; returns (cap, wire delay, cpu us)."""
+
+    def use(r, amount):
+      demands[r] = demands.get(r, 0.0) + amount
+
+    hs, hd = host_of(src), host_of(dst)
+    if hs == hd:  # one process: a device link, or a copy in host memory
+      if self.on_gpu and 'dev' in (src[0], dst[0]):
+        use('intra:' + hs, 1.0)  # PCIe / NVLink between a GPU and the host
+        return self.intra_bpu, self.intra_latency, 0.0
+      # Logical CPU devices of one process share host memory: a tensor
+      # crosses by reference, only the executor's hop costs time.
+      return float('inf'), self.intra_latency, 0.0
+    t = self.transport(transport)
+    if self.target.topology == 'shared':
+      use('link', 1.0)
+    else:
+      use('up:' + hs, 1.0)
+      use('down:' + hd, 1.0)
+    per_core = self.cal.value('interference_cores') / (2.0 * t.bytes_per_us)
+    use(self.cpu(src), per_core)
+    use(self.cpu(dst), per_core)
+    latency = max(0.0, t.time_us(nbytes) - nbytes / t.bytes_per_us)
+    soft = latency * self.cal.value('latency_cpu_fraction')
+    wire = latency - soft + self.target.link_latency_us
+    return t.bytes_per_us, wire, soft
+
+  # ---- a tower's compute -------------------------------------------------
+
+  def tower(self, w: int, d: int, deps) -> tuple:
+    """Tower d of worker w: (job per gradient ready, the last job).
+
+    The forward and backward pass run as segments cut at the gradients'
+    profiled ready times (scaled by compute_scale); gradient i is ready
+    when the segment ending at its ready time finishes.
+    """
+    grads = self.profile.gradients
+    ends = sorted({g.ready_ms for g in grads} | {self.compute_ms()})
+    place = ('dev', w, d)
+    demands = {self._work_resource(place): self._tower_cores()}
+    job_at, last, start = {}, self.graph.join(deps, 'start'), 0.0
+    for end in ends:
+      last = self.graph.add(
+        simulate.Job(
+          (end - start) * 1000.0 * self.compute_scale,
+          demands,
+          cap=1.0,
+          deps=(last,),
+          name='compute w%d d%d' % (w, d),
+        )
+      )
+      job_at[end], start = last, end
+    return [job_at[g.ready_ms] for g in grads], last
+
+  def _tower_cores(self) -> float:
+    if self.on_gpu:
+      return 1.0
+    return max(self.profile.compute.cores_busy, 1e-3)
+
+  def compute_ms(self) -> float:
+    """Forward and backward of one tower: until the last gradient is ready."""
+    c = self.profile.compute
+    last = max(g.ready_ms for g in self.profile.gradients)
+    return max(last, c.forward_ms + c.backward_ms)
+
+  def apply_ms(self, where: str, gradients) -> float:
+    """The optimizer apply of `gradients` on a worker or a ps task."""
+    cost = getattr(self.profile.apply, where)
+    return sum(cost.ms(g.bytes) for g in gradients)
+
+  def overhead_ms(self) -> float:
+    """What the profiled step spends beyond compute and apply (fixed)."""
+    grads = self.profile.gradients
+    rest = self.profile.compute.step_ms - self.compute_ms()
+    return max(0.0, rest - self.apply_ms('worker', grads))

@@ -1,0 +1,194 @@
+"""The ps-held strategies' step as jobs (see cost_model_strategies).
+
+parameter_server, distributed_replicated and hybrid share the push: after
+every gradient of the worker, its towers are averaged on its CPU and the
+means cross to each ps task (one packed message per task with sync and
+more than one worker; one message per variable otherwise), are accumulated
+there, and applied once every worker pushed (sync) or per push (async).
+"""
+
+from __future__ import annotations
+
+from tf_cnn_benchmarks.scaling import cost_model_allreduce as ar
+from tf_cnn_benchmarks.scaling import cost_model_strategies as st
+
+
+def _by_ps(b, indices):
+  """{ps task: [gradient indices]} for the variables `indices` (greedy)."""
+  grads = b.profile.gradients
+  where = st.greedy_placement(
+    [grads[i].bytes for i in indices], b.target.num_ps
+  )
+  out = {}
+  for i, k in zip(indices, where):
+    out.setdefault(k, []).append(i)
+  return out
+
+
+def _bytes(b, indices):
+  return sum(b.profile.gradients[i].bytes for i in indices)
+
+
+def _local_means(b, w, last, indices):
+  """Worker w's towers averaged on its CPU after all their gradients."""
+  cpu, nbytes = ('cpu', w), _bytes(b, indices)
+  mine = [p for p in last if p[1] == w]
+  flows = [(p, cpu) for p in mine]
+  moved = b.phase(flows, nbytes, [last[p] for p in mine], 'grpc', 'to cpu')
+  adds = b.add_us(nbytes) * (len(mine) - 1)
+  return b.work([cpu], adds, [moved], 'local means')
+
+
+def push_and_apply(b, last, indices, sync=True):
+  """The push of `indices`' gradients to their ps tasks and the apply.
+
+  Returns {worker: the job after which its step's update is done}.
+  """
+  grads, t = b.profile.gradients, b.target
+  placed = _by_ps(b, indices)
+  packed = sync and t.num_workers > 1
+  means = {w: _local_means(b, w, last, indices) for w in range(t.num_workers)}
+  accumulated = {k: [] for k in placed}
+  for w in range(t.num_workers):
+    for k, members in placed.items():
+      parts = [members] if packed else [[i] for i in members]
+      for part in parts:
+        nbytes = _bytes(b, part)
+        sent = b.message(('cpu', w), ('ps', k), nbytes, [means[w]])
+        acc = b.work([('ps', k)], b.add_us(nbytes), [sent], 'accumulate')
+        accumulated[k].append((w, part, acc))
+  if not sync:
+    return _async_applies(b, placed, accumulated)
+  applies = [
+    b.work(
+      [('ps', k)],
+      b.apply_ms('ps', [grads[i] for i in members]) * 1000.0,
+      [j for _, _, j in accumulated[k]],
+      'ps apply',
+    )
+    for k, members in placed.items()
+  ]
+  done = {0: b.graph.join(applies, 'update')}
+  for w in range(1, t.num_workers):  # the token from ps 0 to each worker
+    done[w] = b.message(('ps', 0), ('cpu', w), 4, applies, name='token')
+  return done
+
+
+def _async_applies(b, placed, accumulated):
+  """Each worker's own gradients applied on the ps as they arrive."""
+  grads, done = b.profile.gradients, {}
+  for k in placed:
+    for w, part, acc in accumulated[k]:
+      us = b.apply_ms('ps', [grads[i] for i in part]) * 1000.0
+      job = b.work([('ps', k)], us, [acc], 'ps apply')
+      done.setdefault(w, []).append(job)
+  return {w: b.graph.join(jobs, 'update') for w, jobs in done.items()}
+
+
+def _reads(b, indices, after=None):
+  """{worker: job} when worker w's CPU holds the values (packed per ps)."""
+  placed = _by_ps(b, indices)
+  out = {}
+  for w in range(b.target.num_workers):
+    deps = [after[w]] if after else []
+    jobs = [
+      b.message(('ps', k), ('cpu', w), _bytes(b, members), deps, name='read')
+      for k, members in placed.items()
+    ]
+    out[w] = b.graph.join(jobs or deps, 'reads')
+  return out
+
+
+def parameter_server_step(b, sync=True):
+  """Reads, compute, push, apply (and the token)."""
+  everything = list(range(len(b.profile.gradients)))
+  reads = _reads(b, everything)
+  start = {}
+  for place in st.places(b.target):
+    w = place[1]
+    # Every tower of the worker reads the worker's one packed copy.
+    copy = b.message(('cpu', w), place, _bytes(b, everything), [reads[w]])
+    start.setdefault(w, []).append(copy)
+  _, last = st.towers(b, start)
+  done = push_and_apply(b, last, everything, sync)
+  return st.step_end(b, {w: [j] for w, j in done.items()})
+
+
+def distributed_replicated_step(b):
+  """Compute, push, apply, read back, assign to every tower."""
+  everything = list(range(len(b.profile.gradients)))
+  _, last = st.towers(b, {})
+  done = push_and_apply(b, last, everything, True)
+  back = _reads(b, everything, done)
+  nbytes, ends = _bytes(b, everything), {}
+  for place in st.places(b.target):
+    w = place[1]
+    copied = b.message(('cpu', w), place, nbytes, [back[w]], name='assign')
+    assign = b.work([place], b.add_us(nbytes), [copied], 'assign')
+    ends.setdefault(w, []).append(assign)
+  return st.step_end(b, ends)
+
+
+def hybrid_step(b, threshold_bytes=1 << 20):
+  """Big variables on the ps, small ones all-reduced with collectives."""
+  grads = b.profile.gradients
+  big = [i for i, g in enumerate(grads) if g.bytes > threshold_bytes]
+  small = [i for i, g in enumerate(grads) if g.bytes <= threshold_bytes]
+  order = st.places(b.target)
+  start = _tower_reads(b, big, order)
+  _, last = st.towers(b, start)
+  barrier = list(last.values())
+  updates = {p: [] for p in order}
+  for i in small:
+    outs = ar.one_level(b, 'collective', 1, order, grads[i].bytes, barrier)
+    for p, j in zip(order, outs):
+      updates[p].append(j)
+  apply_us = b.apply_ms('worker', [grads[i] for i in small]) * 1000.0
+  ends = [b.work([p], apply_us, updates[p] + barrier, 'apply') for p in order]
+  if big:
+    done = push_and_apply(b, last, big, True)
+    ends = ar.one_level(
+      b, 'collective', 1, order, 4, ends + list(done.values())
+    )
+  loss = ar.one_level(b, 'collective', 1, order, 4, barrier)
+  per_worker = {}
+  for p, j, loss_job in zip(order, ends, loss):
+    per_worker.setdefault(p[1], []).extend([j, loss_job])
+  return st.step_end(b, per_worker)
+
+
+def _tower_reads(b, big, order):
+  """Every tower reads each ps-held variable itself (one message each)."""
+  if not big:
+    return {}
+  placed = _by_ps(b, big)
+  start = {}
+  for place in order:
+    for k, members in placed.items():
+      for i in members:
+        nbytes = b.profile.gradients[i].bytes
+        start.setdefault(place[1], []).append(
+          b.message(('ps', k), place, nbytes, [], name='read')
+        )
+  return start
+
+
+def local_parameter_server_step(b):
+  """One process: variables on its CPU; each gradient summed there.
+
+  The mean of a gradient is taken next to its variable as soon as every
+  tower has it (outside the update's barrier); the apply waits for all.
+  """
+  grads, order = b.profile.gradients, st.places(b.target)
+  total = sum(g.bytes for g in grads)
+  cpu = ('cpu', 0)
+  start = {0: [b.phase([(cpu, p) for p in order], total, [], name='read')]}
+  ready, last = st.towers(b, start)
+  sums = []
+  for i, g in enumerate(grads):
+    deps = [ready[p][i] for p in order]
+    moved = b.phase([(p, cpu) for p in order], g.bytes, deps, name='grad')
+    sums.append(b.work([cpu], b.add_us(g.bytes) * (len(order) - 1), [moved]))
+  apply_us = b.apply_ms('worker', grads) * 1000.0
+  end = b.work([cpu], apply_us, sums + list(last.values()), 'apply')
+  return st.step_end(b, {0: [end]})

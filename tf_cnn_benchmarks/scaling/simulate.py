@@ -1,0 +1,146 @@
+"""A small discrete-event simulation of jobs sharing resources.
+
+A job is work of some `amount` (bytes for a transfer, microseconds of
+full-speed work for compute) that starts `delay_us` after all its
+dependencies finished (the delay is a message's latency: it holds no
+resource). While it runs it progresses at
+
+    rate = min(cap, min over its resources r of capacity[r] / load[r])
+
+where load[r] sums demand[j][r] over every running job j: a resource is
+shared in proportion to what its jobs ask of it (processor sharing). A
+transfer asks 1 unit of each link per byte; a compute job asks `cores_busy`
+cores per microsecond of progress; a job crossing several links runs at the
+pace of its most loaded one. The simulation runs until every job finished
+and returns each job's finish time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import Dict, List, Sequence, Tuple
+
+_EPS = 1e-9
+
+
+@dataclasses.dataclass
+class Job:
+  """One piece of work; see the module docstring.
+
+  amount: work units (bytes or full-speed microseconds); 0 finishes at once.
+  demands: resource -> resource units per unit of progress.
+  cap: the fastest progress rate alone (units per microsecond).
+  delay_us: fixed wait after the dependencies, holding no resource.
+  deps: indices of jobs that must finish first.
+  name: for debugging and tests.
+  """
+
+  amount: float
+  demands: Dict[str, float] = dataclasses.field(default_factory=dict)
+  cap: float = float('inf')
+  delay_us: float = 0.0
+  deps: Tuple[int, ...] = ()
+  name: str = ''
+
+
+class Graph:
+  """Jobs in the order they were added (a job only depends on earlier ones)."""
+
+  def __init__(self):
+    self.jobs: List[Job] = []
+
+  def add(self, job: Job) -> int:
+    """Adds `job`; returns its index."""
+    for d in job.deps:
+      if not 0 <= d < len(self.jobs):
+        raise ValueError('job %r depends on unknown job %d' % (job.name, d))
+    self.jobs.append(job)
+    return len(self.jobs) - 1
+
+  def join(self, deps: Sequence[int], name: str = 'join') -> int:
+    """A zero-work job finishing when all of `deps` finished."""
+    return self.add(Job(0.0, deps=tuple(sorted(set(deps))), name=name))
+
+
+def _rates(jobs, running, capacity):
+  """The progress rate of each running job (see the module docstring)."""
+  load: Dict[str, float] = {}
+  for j in running:
+    for r, d in jobs[j].demands.items():
+      load[r] = load.get(r, 0.0) + d
+  rates = {}
+  for j in running:
+    rate = jobs[j].cap
+    for r, d in jobs[j].demands.items():
+      if d > 0:
+        rate = min(rate, capacity[r] / load[r])
+    rates[j] = rate
+  return rates
+
+
+def _dependents(jobs):
+  waiting = [len(set(j.deps)) for j in jobs]
+  after: List[List[int]] = [[] for _ in jobs]
+  for i, job in enumerate(jobs):
+    for d in set(job.deps):
+      after[d].append(i)
+  return waiting, after
+
+
+def run(graph: Graph, capacity: Dict[str, float]) -> List[float]:
+  """Simulates `graph`; returns every job's finish time (microseconds).
+
+  capacity: resource -> units per microsecond (bytes/us for a link, cores
+  for a CPU). A resource a job names must be in it.
+  """
+  jobs = graph.jobs
+  for job in jobs:
+    for r in job.demands:
+      if r not in capacity or capacity[r] <= 0:
+        raise ValueError('job %r uses unknown resource %r' % (job.name, r))
+  waiting, after = _dependents(jobs)
+  remaining = [max(0.0, j.amount) for j in jobs]
+  finish = [float('nan')] * len(jobs)
+  starts: List[Tuple[float, int]] = [
+    (jobs[i].delay_us, i) for i in range(len(jobs)) if waiting[i] == 0
+  ]
+  heapq.heapify(starts)
+  running: set = set()
+  now, left = 0.0, len(jobs)
+  while left:
+    while starts and starts[0][0] <= now + _EPS:
+      running.add(heapq.heappop(starts)[1])
+    done = [j for j in running if remaining[j] <= _EPS]
+    if not done:
+      now = _advance(jobs, running, remaining, capacity, starts, now)
+      continue
+    for j in done:
+      running.discard(j)
+      finish[j], left = now, left - 1
+      for k in after[j]:
+        waiting[k] -= 1
+        if waiting[k] == 0:
+          heapq.heappush(starts, (now + jobs[k].delay_us, k))
+  return finish
+
+
+def _advance(jobs, running, remaining, capacity, starts, now):
+  """Moves time to the next finish or start; returns the new time."""
+  rates = _rates(jobs, running, capacity)
+  unbounded = [j for j in running if rates[j] == float('inf')]
+  if unbounded:  # no cap and no resource: done at once
+    for j in unbounded:
+      remaining[j] = 0.0
+    return now
+  step = starts[0][0] - now if starts else float('inf')
+  for j in running:
+    if rates[j] > 0:
+      step = min(step, remaining[j] / rates[j])
+  if step == float('inf'):
+    raise ValueError('the simulation is stuck (a job with rate 0)')
+  for j in running:
+    remaining[j] -= rates[j] * step
+    if remaining[j] <= _EPS * max(1.0, rates[j] * step):
+      remaining[j] = 0.0
+  return now + step
