@@ -63,3 +63,13 @@ def launch_local_cluster() -> int:
 def make_fake_data() -> int:
   """tf-cnn-benchmarks-make-fake-data: scripts/make_fake_data.py."""
   return run_script('make_fake_data')
+
+
+def profile_host() -> int:
+  """tf-cnn-benchmarks-profile: scripts/profile_host.py."""
+  return run_script('profile_host')
+
+
+def predict_scaling() -> int:
+  """tf-cnn-benchmarks-predict: scripts/predict_scaling.py."""
+  return run_script('predict_scaling')

@@ -63,9 +63,12 @@ def quiet_env(**extra) -> dict:
 
 def task_env() -> dict:
   """The environment of a launched task: quiet, unbuffered output (lines
-  arrive as printed) and no TF_CONFIG of the caller's."""
+  arrive as printed) and no TF_CONFIG or Slurm step of the caller's (a
+  suite run inside srun must not turn the tasks into a Slurm cluster)."""
   env = quiet_env(PYTHONUNBUFFERED='1')
   env.pop('TF_CONFIG', None)
+  for name in [n for n in env if n.startswith('SLURM_')]:
+    env.pop(name)
   return env
 
 

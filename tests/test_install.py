@@ -39,6 +39,10 @@ COMMANDS = {
   'tf-cnn-benchmarks-make-fake-data': (
     'tf_cnn_benchmarks_scripts._console:make_fake_data'
   ),
+  'tf-cnn-benchmarks-profile': 'tf_cnn_benchmarks_scripts._console:profile_host',
+  'tf-cnn-benchmarks-predict': (
+    'tf_cnn_benchmarks_scripts._console:predict_scaling'
+  ),
 }
 # What each command's --help starts with (its usage line).
 USAGE = {
@@ -49,6 +53,8 @@ USAGE = {
   'tf-cnn-benchmarks-report': 'usage: ',
   'tf-cnn-benchmarks-launch': 'usage: ',
   'tf-cnn-benchmarks-make-fake-data': 'usage: ',
+  'tf-cnn-benchmarks-profile': 'Measures this host',
+  'tf-cnn-benchmarks-predict': 'usage: ',
 }
 _COPIED = ('tf_cnn_benchmarks', 'variable_mgr', 'models', 'scripts')
 
