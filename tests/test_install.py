@@ -39,7 +39,9 @@ COMMANDS = {
   'tf-cnn-benchmarks-make-fake-data': (
     'tf_cnn_benchmarks_scripts._console:make_fake_data'
   ),
-  'tf-cnn-benchmarks-profile': 'tf_cnn_benchmarks_scripts._console:profile_host',
+  'tf-cnn-benchmarks-profile': (
+    'tf_cnn_benchmarks_scripts._console:profile_host'
+  ),
   'tf-cnn-benchmarks-predict': (
     'tf_cnn_benchmarks_scripts._console:predict_scaling'
   ),
