@@ -99,20 +99,15 @@ def load_or_measure(args):
   flags = {k: getattr(args, k) for k in _MEASURE_FLAGS if getattr(args, k)}
   if not flags.get('model'):
     raise UsageError('give --profile=FILE, or --model=... to measure one')
-  try:
-    from tf_cnn_benchmarks.scaling import profile as profile_lib
-
-    measure = profile_lib.measure_profile
-  except (ImportError, AttributeError):
-    raise UsageError('measuring needs scaling.profile') from None
   from tf_cnn_benchmarks.platform import quiet
+  from tf_cnn_benchmarks.scaling import profile as profile_lib
 
   print('measuring the profile of %s first (a minute or more)' % flags['model'])
   sys.stdout.flush()
   # TensorFlow's device probes write to fd 2; replayed if measuring fails.
   try:
     with quiet.captured_stderr_fd():
-      return measure(**flags)
+      return profile_lib.measure_profile(**flags)
   except (ValueError, RuntimeError) as e:  # a bad flag; the tasks failed
     raise UsageError('measuring the profile: %s' % e) from None
 

@@ -117,17 +117,11 @@ def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
   assert err.count('\n') == 1 and needle in err, err
 
 
-def test_measuring_without_the_profile_module_says_so(capsys):
-  """Until scaling.profile (measure_profile) is there: one line, exit 2."""
-  try:
-    from tf_cnn_benchmarks.scaling import profile  # noqa: F401
-  except ImportError:
-    pass
-  else:
-    pytest.skip('scaling.profile is there: measuring is its own tests')
-  status = predict_scaling.main(['--model=trivial', '--batch_size=8'])
+def test_measuring_an_unknown_model_is_one_line_exit_2(capsys):
+  """The measuring path checks the model flags before it measures."""
+  status = predict_scaling.main(['--model=nosuch', '--batch_size=8'])
   err = capsys.readouterr().err
-  assert status == 2 and 'measuring needs scaling.profile' in err
+  assert status == 2 and err.count('\n') == 1 and '--model' in err, err
 
 
 def test_the_script_exits_2_with_one_line():

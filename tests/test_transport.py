@@ -51,6 +51,7 @@ def test_pass_chain_alternates_the_two_devices():
   ]
 
 
+@pytest.mark.slow  # three TensorFlow tasks, ~35 s on 2 loaded cores
 def test_real_transports_over_grpc_tasks():
   measured = transport.measure_transports(
     sizes=(64, 4096),
