@@ -324,4 +324,13 @@ def make_auto_plan(out=None, **overrides) -> tuple:
   values, choice = choose(overrides)
   for line in choice.lines():
     print(line, file=out or sys.stdout)
+  model = overrides.get('model') or params_lib.Params().model
+  if choice.run is not None and choice.run.model != model:
+    print(
+      'warning: --scaling_profile=%s profiles --model=%s, this run is '
+      '--model=%s: the ranking is of that model'
+      % (choice.profile, choice.run.model, model),
+      file=sys.stderr,
+      flush=True,
+    )
   return params_lib.make_plan(**values), choice
