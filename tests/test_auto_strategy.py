@@ -14,10 +14,12 @@ import sys
 import jsonschema
 import pytest
 
+from tests.helpers import LAUNCHER
 from tests.helpers import ROOT
 from tests.helpers import TRIVIAL_FLAGS
 from tests.helpers import cli_status
 from tests.helpers import run_benchmark
+from tests.helpers import run_python
 from tests.helpers import task_env
 from tf_cnn_benchmarks.scaling import auto
 from tf_cnn_benchmarks.scaling import auto_launch
@@ -238,3 +240,34 @@ def test_auto_measures_a_short_profile_then_runs(tmp_path):
     (line,) = [json.loads(x) for x in f if x.strip()]
   assert line['prediction']['profile'] == 'measured'
   assert line['prediction']['variable_update'] == line['variable_update']
+
+
+@pytest.mark.slow
+def test_a_launched_cluster_runs_the_one_choice(tmp_path):
+  path = str(tmp_path / 'c.jsonl')
+  proc = run_python(
+    [
+      LAUNCHER,
+      '--num_workers=2',
+      '--timeout=600',
+      '--',
+      *TRIVIAL_FLAGS,
+      '--num_batches=3',
+      '--variable_update=auto',
+      '--scaling_profile=' + PROFILE,
+      '--result_file=' + path,
+    ],
+    env=task_env(),
+    timeout=900,
+  )
+  assert proc.returncode == 0, proc.stderr
+  with open(path) as f:
+    (line,) = [json.loads(x) for x in f if x.strip()]
+  running = [
+    ln.split('] ', 1)[1].split(', predicted')[0]
+    for ln in proc.stdout.splitlines()
+    if '--variable_update=auto: running' in ln
+  ]
+  assert len(running) >= 2 and len(set(running)) == 1, running
+  assert line['prediction']['variable_update'] == line['variable_update']
+  assert line['prediction']['cluster'].startswith('2x1')
