@@ -7,6 +7,7 @@ cluster gets the same profile and so the same choice.
 """
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -99,6 +100,34 @@ def test_a_cluster_shape_resolves_to_the_top_prediction_of_its_managers():
   record = choice.record()
   assert record['cluster'] == target.shape_text()
   assert record['profile'] == PROFILE
+
+
+def test_a_tf_config_cluster_is_the_shape_predicted(monkeypatch):
+  monkeypatch.setenv(
+    'TF_CONFIG',
+    json.dumps(
+      {
+        'cluster': {
+          'worker': ['localhost:1', 'localhost:2', 'localhost:3'],
+        },
+        'task': {'type': 'worker', 'index': 1},
+      }
+    ),
+  )
+  values, choice = auto.choose(dict(RESNET20))
+  # Three workers, no ps task and no controller: only the collective ring.
+  assert values['variable_update'] == 'collective_all_reduce'
+  assert choice.best.target.num_workers == 3
+  assert choice.runner_up is None
+
+
+def test_the_python_api_without_the_resolution_says_where_it_is():
+  from tf_cnn_benchmarks.config import params as params_lib
+
+  with pytest.raises(params_lib.ParamsError, match='make_auto_plan'):
+    params_lib.make_params(model='trivial', variable_update='auto')
+  plan, choice = auto.make_auto_plan(out=io.StringIO(), **RESNET20)
+  assert plan.params.variable_update == choice.best.strategy.variable_update
 
 
 def test_a_cluster_without_a_profile_file_is_refused():
