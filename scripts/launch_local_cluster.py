@@ -31,6 +31,12 @@ addresses. --measure_link starts no cluster: it times a TCP transfer and a
 would be (measure_link.py). A network that cannot be shaped here is one line
 on stderr and exit status 2.
 
+With --variable_update=auto the launcher resolves it once: it measures a
+short profile (or takes --scaling_profile), starts the cluster shape (ps
+tasks, controller) of the predicted best strategy, and gives every task the
+same --scaling_profile (and --link_mbits/--topology as --link_mbits/
+--link_topology), so every task predicts and runs the same strategy.
+
 The launcher ends when the workers (or the controller) and the tasks serving
 them have ended. Each worker prints the cluster's `total images/sec` (with a
 label line saying so); when every task exited 0 the launcher closes with one
@@ -558,13 +564,67 @@ def main(argv=None):
       switch.close()
 
 
+def resolve_auto(args, flags, workdir):
+  """--variable_update=auto, once for every task: (the tasks' flags, ps
+  tasks, controller?). The tasks get one --scaling_profile (measured here
+  when not given) and this launcher's link, so each predicts the same
+  ranking (tf_cnn_benchmarks/scaling/auto_launch.py)."""
+  sys.path.insert(0, REPO_ROOT)
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.platform import quiet
+
+  quiet.load_tensorflow()
+  from tf_cnn_benchmarks.scaling import auto_launch
+
+  overrides = auto_launch.overrides_from_argv(flags)
+  path = auto_launch.profile_for(
+    overrides, os.path.join(workdir, 'scaling_profile.json')
+  )
+  extra = ['--scaling_profile=' + path, '--tasks_colocated=true']
+  if args.link_mbits and overrides.get('link_mbits') is None:
+    extra.append('--link_mbits=%s' % args.link_mbits)
+    extra.append('--link_topology=%s' % args.topology)
+  kept = [f for f in flags if not f.startswith('--scaling_profile=')]
+  overrides = auto_launch.overrides_from_argv(kept + extra)
+  num_ps, controller, best = auto_launch.best_shape(
+    overrides, args.num_workers, args.num_ps, args.controller
+  )
+  print(
+    'launcher: --variable_update=auto: %s predicted best (%.1f images/sec); '
+    'starting %d ps task(s)%s'
+    % (
+      best.strategy.label(),
+      best.images_per_sec,
+      num_ps,
+      ' and a controller' if controller else '',
+    ),
+    flush=True,
+  )
+  return kept + extra, num_ps, controller
+
+
 def run_cluster(args, flags, switch):
   """Starts the cluster's tasks and waits for them; the exit status."""
   num_ps, controller = args.num_ps, args.controller
+  if _flag_value(flags, 'variable_update') == 'auto':
+    import tempfile  # pylint: disable=g-import-not-at-top
+
+    with tempfile.TemporaryDirectory(prefix='auto_profile_') as workdir:
+      try:
+        flags, num_ps, controller = resolve_auto(args, flags, workdir)
+      except ValueError as e:  # AutoError, ProfileError, ParamsError
+        print('error: %s' % str(e).splitlines()[0], file=sys.stderr)
+        return 2
+      return _start_and_wait(args, flags, switch, num_ps, controller)
   if num_ps is None or controller is None:
     needs_ps, needs_controller = manager_needs(flags)
     num_ps = (1 if needs_ps else 0) if num_ps is None else num_ps
     controller = needs_controller if controller is None else controller
+  return _start_and_wait(args, flags, switch, num_ps, controller)
+
+
+def _start_and_wait(args, flags, switch, num_ps, controller):
+  """Starts the tasks of this shape and waits for them; the exit status."""
   commands = task_commands(args, flags, num_ps, controller, switch)
   cluster = Cluster(commands)
 

@@ -117,7 +117,7 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   if slurm_problem:
     return _usage_error(slurm_problem)
   quiet.load_tensorflow()  # before any import that loads TensorFlow
-  plan, status = _plan_from_flags()
+  plan, status, prediction = _plan_from_flags()
   if plan is None:
     return status
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
@@ -128,7 +128,7 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
   from tf_cnn_benchmarks.reporting import outputs
 
   try:
-    return _dispatch(plan, reports_results)
+    return _dispatch(plan, reports_results, prediction)
   except _bad_input_errors() as e:
     return _usage_error(str(e).splitlines()[0])
   except evaluator_task.EvaluatorTimeout as e:  # the chief never marked
@@ -143,25 +143,35 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
 
 
 def _plan_from_flags() -> tuple:
-  """(the run plan, None) after its warning lines, or (None, 2) after the
-  one error line of a bad flag (for --device=gpu without a GPU, TensorFlow's
-  reasons before it)."""
+  """(the run plan, None, the auto prediction or None) after its warning
+  lines, or (None, 2, None) after the one error line of a bad flag (for
+  --device=gpu without a GPU, TensorFlow's reasons before it).
+
+  --variable_update=auto is resolved here, before the plan (and so the
+  manager) is made: scaling/auto.py prints its ranking and picks.
+  """
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.config import params as params_lib
   from tf_cnn_benchmarks.platform import gpu_runtime
+  from tf_cnn_benchmarks.scaling import auto
 
   try:
-    plan = params_lib.plan_from_flags(FLAGS)
+    values = {name: FLAGS[name].value for name in params_lib.FIELDS}
+    plan, choice = auto.make_auto_plan(**values)
     for line in classic_flags.check_command_line(FLAGS):
       print(line, file=sys.stderr, flush=True)
     for line in gpu_runtime.cpu_warnings(plan.params) + list(plan.warnings):
       print(line, file=sys.stderr, flush=True)
-  except (params_lib.ParamsError, classic_flags.ClassicFlagError) as e:
+  except (
+    params_lib.ParamsError,
+    classic_flags.ClassicFlagError,
+    auto.AutoError,
+  ) as e:
     if _gpu_asked_for_and_missing(str(e)):
       _print_why_no_gpu()
-    return None, _usage_error(str(e))
+    return None, _usage_error(str(e)), None
   _warn_if_gpu_expected()
-  return plan, None
+  return plan, None, choice and choice.record()
 
 
 def _gpu_asked_for_and_missing(error: str) -> bool:
@@ -259,8 +269,11 @@ def _bad_input_errors() -> tuple:
   )
 
 
-def _dispatch(plan, reports_results) -> int:
-  """Runs the plan: a local run, a cluster client, or a serve-only task."""
+def _dispatch(plan, reports_results, prediction=None) -> int:
+  """Runs the plan: a local run, a cluster client, or a serve-only task.
+
+  prediction: --variable_update=auto's record for the results line.
+  """
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks import benchmark_cnn
   from tf_cnn_benchmarks.cluster import roles
@@ -271,7 +284,9 @@ def _dispatch(plan, reports_results) -> int:
   cluster, p = plan.cluster, plan.params
 
   def run() -> int:
-    benchmark_cnn.run_benchmark(plan, reports_results=reports_results)
+    benchmark_cnn.run_benchmark(
+      plan, reports_results=reports_results, prediction=prediction
+    )
     return 0
 
   if cluster is None:

@@ -563,7 +563,11 @@ class BenchmarkCNN:
 
 
 def run_benchmark(
-  plan, out: TextIO = sys.stdout, *, reports_results: bool | None = None
+  plan,
+  out: TextIO = sys.stdout,
+  *,
+  reports_results: bool | None = None,
+  prediction: dict | None = None,
 ) -> results.BenchmarkResult:
   """Runs one benchmark; appends its JSON line(s) to --result_file if set.
 
@@ -571,6 +575,8 @@ def run_benchmark(
   result of the last evaluation (one line per evaluated checkpoint is
   written, each when it is done). With --build_only, returns the
   placement.PlacementReport of the built graph (nothing runs).
+  prediction: --variable_update=auto's choice (scaling/auto.py
+  Choice.record()), recorded as the results line's `prediction`.
   """
   bench = BenchmarkCNN(plan, out=out, reports_results=reports_results)
   p = bench.params
@@ -590,6 +596,8 @@ def run_benchmark(
     result, failed_write = e.result, e
   if bench.reports_results:
     record = result.to_record()
+    if prediction is not None:  # beside the measured figure
+      record['prediction'] = prediction
     if p.result_file:
       outputs.write_results(p.result_file, [record])
     outputs.write_benchmark_log(p, [record])

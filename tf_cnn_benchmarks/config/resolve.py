@@ -41,6 +41,12 @@ NOT_CNN_MODELS = {
   'runs CNNs',
   'ssd300': 'ssd300 (coco) is not available yet',
 }
+# --variable_update=auto is resolved before the plan, above this layer
+# (tf_cnn_benchmarks/scaling/auto.py); a plan made directly gets this line.
+AUTO_UNRESOLVED = (
+  '--variable_update=auto: resolved by `python -m tf_cnn_benchmarks`; from '
+  'Python, tf_cnn_benchmarks.scaling.auto.make_auto_plan(**flags)'
+)
 # Classic --variable_update=horovod (issue 15, item 7): Horovod is a C++
 # extension built from source against the installed TensorFlow. Its last
 # release (0.28.1) does not compile against TF 2.21: the wheel's XLA headers
@@ -306,6 +312,7 @@ def _checked_model(p: params_lib.Params, data_name: str):
       % (p.model, data_name, ', '.join(models.names(data_name)))
     )
   _require(p.variable_update != 'horovod', HOROVOD_UNAVAILABLE)
+  _require(p.variable_update != 'auto', AUTO_UNRESOLVED)
   if p.variable_update not in variable_mgr.names():
     raise params_lib.ParamsError(
       '--variable_update=%s: must be one of %s'

@@ -99,7 +99,41 @@ class RunFields:
 
   # How variables are kept and updated.
   variable_update: str = _strategy_graph_field(
-    'parameter_server', 'Variable manager; see variable_mgr.names().'
+    'parameter_server',
+    'Variable manager; see variable_mgr.names(). auto: measure a short '
+    'profile (or read --scaling_profile), predict every strategy for this '
+    "run's towers and cluster, print the ranking and run the best "
+    '(docs/predicting.md).',
+  )
+  scaling_profile: Optional[str] = fields.field(
+    None,
+    '--variable_update=auto: predict from this profile file '
+    '(scripts/profile_host.py) instead of measuring one first; required in '
+    'a hand-started cluster, so that every task makes the same choice.',
+    topic=fields.STRATEGY,
+    classic=False,
+  )
+  link_mbits: Optional[float] = fields.field(
+    None,
+    "--variable_update=auto: bandwidth of each host's link, Mbit/s, for the "
+    "prediction (default: the profile's loopback transport rate).",
+    topic=fields.STRATEGY,
+    classic=False,
+  )
+  link_topology: str = fields.field(
+    'switch',
+    '--variable_update=auto: shared: every host on one link; switch: a '
+    'switch port per host.',
+    ('shared', 'switch'),
+    topic=fields.STRATEGY,
+    classic=False,
+  )
+  tasks_colocated: Optional[bool] = fields.field(
+    None,
+    "--variable_update=auto in a cluster: every task shares one host's "
+    "cores (default: when every task's address names the same host).",
+    topic=fields.STRATEGY,
+    classic=False,
   )
   local_parameter_device: Optional[str] = _strategy_graph_field(
     None,

@@ -1,0 +1,84 @@
+"""--variable_update=auto for a launcher that starts every task itself.
+
+A launcher (scripts/launch_local_cluster.py) resolves auto once, before it
+starts the tasks: it measures one profile (or takes --scaling_profile),
+picks the cluster shape (ps tasks, a controller) the best strategy needs,
+then gives every task the same --scaling_profile, so each predicts the same
+ranking and runs the same strategy (auto.py).
+"""
+
+from __future__ import annotations
+
+from absl import flags as absl_flags
+
+from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.config import params_value
+from tf_cnn_benchmarks.scaling import auto
+from tf_cnn_benchmarks.scaling import auto_profile
+from tf_cnn_benchmarks.scaling import profile_format
+
+
+def overrides_from_argv(argv: list) -> dict:
+  """The benchmark flag values `argv` (--name=value ...) gives, typed as
+  the benchmark's own flags (unknown flags are left to the tasks)."""
+  values = absl_flags.FlagValues()
+  params_value.define_flags(values)
+  try:
+    values(['benchmark'] + list(argv), known_only=True)
+  except absl_flags.Error as e:
+    raise auto.AutoError(str(e).splitlines()[0]) from None
+  return {name: values[name].value for name in params_value.FIELDS}
+
+
+def profile_for(overrides: dict, save_to: str) -> str:
+  """The profile file every task reads: --scaling_profile, else one
+  measured now (auto_profile.py) and saved at `save_to`."""
+  if overrides.get('scaling_profile'):
+    auto.load_profile(overrides)  # a bad file: one line here, not per task
+    return overrides['scaling_profile']
+  profile = auto_profile.measure_short(overrides)
+  profile_format.save_profile(profile, save_to)
+  return save_to
+
+
+def _cluster(num_workers: int, num_ps: int, controller: bool):
+  """A stand-in Cluster of the shape (the addresses are not used)."""
+  return cluster_spec.Cluster(
+    job_name='worker',
+    task_index=0,
+    worker_hosts=tuple('localhost:%d' % k for k in range(num_workers)),
+    ps_hosts=tuple('localhost:%d' % (100 + k) for k in range(num_ps)),
+    controller_host='localhost:200' if controller else None,
+  )
+
+
+def best_shape(
+  overrides: dict, num_workers: int, num_ps=None, controller=None
+) -> tuple:
+  """(ps tasks, controller?, the best Prediction) over the cluster shapes
+  the launcher may start: without ps tasks, with a controller, and with
+  `num_ps` (default 1) ps tasks; a shape fixed by the caller is kept."""
+  profile = profile_format.load_profile(overrides['scaling_profile'])
+  shapes = []
+  for ps, ctrl in ((0, False), (0, True), (num_ps or 1, False)):
+    if num_ps is not None and ps != num_ps:
+      continue
+    if controller is not None and ctrl != controller:
+      continue
+    shapes.append((ps, ctrl))
+  best = None
+  for ps, ctrl in shapes:
+    cluster = _cluster(num_workers, ps, ctrl)
+    target = auto.target_for(overrides, cluster)
+    strategies = auto.candidates(overrides, profile, target, cluster)
+    if not strategies:
+      continue
+    top = auto.rank(profile, target, strategies)[0]
+    if best is None or top.images_per_sec > best[2].images_per_sec:
+      best = (ps, ctrl, top)
+  if best is None:
+    raise auto.AutoError(
+      '--variable_update=auto: no modelled strategy runs on %d workers '
+      'with these --num_ps/--controller' % num_workers
+    )
+  return best
