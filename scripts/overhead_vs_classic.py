@@ -118,18 +118,32 @@ def select(names, quick: bool, error) -> tuple:
   return tuple(c for c in CONFIGS if c.name in wanted)
 
 
+# The /proc/cpuinfo flags that decide which kernels oneDNN runs.
+ISA_FLAGS = (
+  ('avx2', 'AVX2'),
+  ('avx512f', 'AVX-512'),
+  ('avx512_bf16', 'AVX512_BF16'),
+  ('amx_tile', 'AMX'),
+)
+
+
 def cpu_name(path: str = '/proc/cpuinfo') -> str:
-  """This machine's CPU model and core count."""
-  model, cores = platform.processor() or 'unknown CPU', os.cpu_count()
+  """This machine's CPU model, its peak ISA flags and its logical CPUs."""
+  model, flags = platform.processor() or 'unknown CPU', set()
   try:
     with open(path) as f:
       for line in f:
-        if line.startswith('model name'):
-          model = line.split(':', 1)[1].strip()
+        key, _, value = line.partition(':')
+        if key.strip() == 'model name' and flags == set():
+          model = value.strip()
+        elif key.strip() == 'flags':
+          flags = set(value.split())
           break
   except OSError:
     pass
-  return '%s, %d logical CPUs' % (model, cores or 0)
+  isa = [name for flag, name in ISA_FLAGS if flag in flags]
+  return '%s (%s), %d logical CPUs' % (
+    model, ', '.join(isa) or 'no AVX2', os.cpu_count() or 0)  # fmt: skip
 
 
 def run_flags(config: Config, args, trace_file: str | None = None) -> list:
