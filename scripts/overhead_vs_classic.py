@@ -83,6 +83,10 @@ def parse_args(argv):
   parser.add_argument('--classic_python', default=None)
   parser.add_argument('--classic_script', default=None)
   parser.add_argument('--ours_python', default=sys.executable)
+  parser.add_argument(
+    '--before_dir', default=None,
+    help='a checkout of this harness to measure too (its "before")',
+  )  # fmt: skip
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--num_warmup_batches', type=int, default=10)
   parser.add_argument(
@@ -164,7 +168,8 @@ def command(harness: str, args) -> tuple:
     return [args.classic_python, args.classic_script], {
       'TF_USE_LEGACY_KERAS': '1'
     }, cwd  # fmt: skip
-  return [args.ours_python, '-m', 'tf_cnn_benchmarks'], {}, REPO_ROOT
+  root = args.before_dir if harness == 'before' else REPO_ROOT
+  return [args.ours_python, '-m', 'tf_cnn_benchmarks'], {}, root
 
 
 def run_once(harness: str, flags: list, args) -> float | None:
@@ -240,13 +245,13 @@ def median(values: list) -> float | None:
 def measure(config: Config, args, reference: dict, tmp: str) -> dict:
   """One configuration's row: A B B A rounds, then one traced step each."""
   live = bool(args.classic_python)
-  runs = {'ours': [], 'classic': []}
+  harnesses = ['classic'] if live else []
+  harnesses += ['before'] if args.before_dir else []
+  harnesses.append('ours')
+  runs = {h: [] for h in ('ours', 'classic', *harnesses)}
   for r in range(args.repeats):
-    order = ('classic', 'ours') if r % 2 == 0 or not live else (
-      'ours', 'classic')  # fmt: skip
-    for harness in order:
-      if harness == 'classic' and not live:
-        continue
+    # A B B A: each harness runs as often early as late in a round pair.
+    for harness in harnesses if r % 2 == 0 else harnesses[::-1]:
       runs[harness].append(run_once(harness, run_flags(config, args), args))
   row = {'config': config.name, 'flags': list(config.flags)}
   ref = reference.get(config.name, {})
@@ -260,6 +265,14 @@ def measure(config: Config, args, reference: dict, tmp: str) -> dict:
       if row['classic'] and median(runs['ours']) else None
     )  # fmt: skip
   row['ours'] = median(runs['ours'])
+  if args.before_dir:
+    row['before'] = median(runs['before'])
+    row['ratio_before'] = (
+      median_ratio(runs['before'], runs['classic']) if live
+      else round(row['before'] / row['classic'], 3)
+      if row['before'] and row['classic'] else None
+    )  # fmt: skip
+    row['after_vs_before'] = median_ratio(runs['ours'], runs['before'])
   row['runs'] = runs
   if not args.no_trace:
     row['ours_trace'] = traced('ours', config, args, tmp)
@@ -280,25 +293,33 @@ def line(row: dict) -> str:
   def num(v):
     return '%.1f' % v if v else '-'
 
-  return '%-22s ours %9s  classic %9s  ratio %6s  busy ours %s classic %s' % (
+  text = '%-22s ours %8s  classic %8s  ratio %6s  busy ours %s classic %s' % (
     row['config'], num(row['ours']), num(row['classic']),
-    row['ratio'] if row['ratio'] else '-',
+    row['ratio'] or '-',
     _busy(row.get('ours_trace')), _busy(row.get('classic_trace')),
   )  # fmt: skip
+  if 'before' in row:
+    text += '  | before %s ratio %s, after/before %s' % (
+      num(row['before']), row['ratio_before'] or '-',
+      row['after_vs_before'] or '-')  # fmt: skip
+  return text
 
 
 def markdown(rows: list) -> list:
   """The rows as a Markdown table."""
-  out = [
-    '| config | ours img/s | classic img/s | ours / classic | cores busy'
-    ' ours | cores busy classic |',
-    '|---|---:|---:|---:|---:|---:|',
-  ]
+  before = any('before' in r for r in rows)
+  head = '| config | ours img/s | classic img/s | ours / classic |'
+  rule = '|---|---:|---:|---:|'
+  if before:
+    head += ' before / classic | after / before |'
+    rule += '---:|---:|'
+  out = [head + ' cores busy ours | cores busy classic |', rule + '---:|---:|']
   for r in rows:
-    out.append('| %s | %s | %s | %s | %s | %s |' % (
-      r['config'], r['ours'] or '-', r['classic'] or '-', r['ratio'] or '-',
-      _busy(r.get('ours_trace')), _busy(r.get('classic_trace')),
-    ))  # fmt: skip
+    cells = [r['config'], r['ours'], r['classic'], r['ratio']]
+    if before:
+      cells += [r.get('ratio_before'), r.get('after_vs_before')]
+    cells += [_busy(r.get('ours_trace')), _busy(r.get('classic_trace'))]
+    out.append('| %s |' % ' | '.join(str(c or '-') for c in cells))
   return out
 
 
