@@ -70,8 +70,18 @@ CONFIGS = (
                                  '--all_reduce_spec=xring')),
   Config('alexnet_b32', ('--model=alexnet', '--batch_size=32', PS), 20),
   Config('resnet50_b16', ('--model=resnet50', '--batch_size=16', PS), 10),
+  # A step's fixed cost: a graph of almost no work, so the harness's own
+  # per-step work (fetches, Python) is most of the step.
+  Config('trivial_b1_fixed_cost', ('--model=trivial', '--data_name=cifar10',
+                                   '--batch_size=1', PS), 3000),
 )  # fmt: skip
-QUICK = ('resnet20_b64', 'trivial_b32', 'lenet_b64', 'resnet20_2x32_pscpu')
+QUICK = (
+  'resnet20_b64',
+  'trivial_b32',
+  'lenet_b64',
+  'resnet20_2x32_pscpu',
+  'trivial_b1_fixed_cost',
+)
 TOTAL_LINE = re.compile(r'^total images/sec: ([0-9.]+)\s*$', re.M)
 
 
