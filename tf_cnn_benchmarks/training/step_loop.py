@@ -77,6 +77,33 @@ def _wait_for_shared(
     time.sleep(0.2)
 
 
+@dataclasses.dataclass(frozen=True)
+class StepFetches:
+  """What every step fetches: the step op, the loss, the step table's values.
+
+  names[i] names tensors[i]; a summarised step fetches the summary op last.
+  """
+
+  names: tuple
+  tensors: list
+
+  @classmethod
+  def of(cls, built: step_graph.BuiltGraph, recorder) -> 'StepFetches':
+    """The fetches of `built`'s steps (recorder: the step table's)."""
+    named = {'step': built.step_op, 'loss': built.loss}
+    named.update(recorder.fetches())
+    if built.worker_loss is not None:
+      named['worker_loss'] = built.worker_loss
+    return cls(tuple(named), list(named.values()))
+
+  def named(self, values) -> dict:
+    """name -> value of one step's results (the summary under 'summary')."""
+    got = dict(zip(self.names, values))
+    if len(values) > len(self.names):
+      got['summary'] = values[-1]
+    return got
+
+
 class StepLoop:
   """Warm-up and timed steps, with the periodic work between them.
 
@@ -118,6 +145,15 @@ class StepLoop:
     self.during = settings.during_training(global_step=lambda: self.step)
     if self.during is not None:
       self.evals = self.during.evals
+    self.step_fetches = StepFetches.of(built, self.recorder)
+    # Built once: a step is then one call with no fetch structure to parse,
+    # the per-step Python work the timed path can spare (issue 27).
+    self._run_step = sess.make_callable(self.step_fetches.tensors)
+    self._run_step_summarised = None
+    if self.writer is not None:
+      self._run_step_summarised = sess.make_callable(
+        self.step_fetches.tensors + [built.summary_op]
+      )
 
   def time_to_accuracy(self) -> results.TimeToAccuracy | None:
     """--stop_at_top_1_accuracy's result (None without it)."""
@@ -174,21 +210,23 @@ class StepLoop:
 
   def _one_step(self):
     """Runs one step and the periodic work due after it; (loss, seconds)."""
-    p, built = self.params, self.built
-    fetches = {'step': built.step_op, 'loss': built.loss}
-    fetches.update(self.recorder.fetches())
-    if built.worker_loss is not None:
-      fetches['worker_loss'] = built.worker_loss
+    p = self.params
     summarise = (
       self.writer is not None and (self.step + 1) % p.save_summaries_steps == 0
     )
-    if summarise:
-      fetches['summary'] = built.summary_op
+    run = self._run_step_summarised if summarise else self._run_step
     start = time.perf_counter()
-    got = self.sess.run(fetches)
+    values = run()
     seconds = time.perf_counter() - start
     self.step += 1
     self.throughput.add(seconds)
+    got = self.step_fetches.named(values)
+    self._after_step(got, summarise)
+    return got['loss'], seconds
+
+  def _after_step(self, got: dict, summarise: bool) -> None:
+    """The bookkeeping of a step just run (outside its timing)."""
+    p, built = self.params, self.built
     if self.compliance is not None:
       self.compliance.step_done(self.step)
     self.losses.append(float(got['loss']))
@@ -204,7 +242,6 @@ class StepLoop:
       path = built.checkpointer.step_done(self.sess)
       if path:
         self.settings.print_line('Saved checkpoint %s' % path)
-    return got['loss'], seconds
 
   def reached_goal(self) -> bool:
     """Whether the run met its goal: its steps, or its accuracy target."""
