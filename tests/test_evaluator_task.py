@@ -390,6 +390,7 @@ def test_evaluator_evaluates_every_checkpoint_of_a_two_worker_run(tmp_path):
   assert (train['num_workers'], train['num_steps']) == (2, 6)
 
 
+@pytest.mark.slow  # three processes to the end of 200 steps (~36 s loaded)
 def test_killed_evaluator_never_stops_training(tmp_path):
   procs = _two_workers_and_evaluator(
     tmp_path,

@@ -137,6 +137,7 @@ def test_device_gpu_prints_tensorflows_reason_before_the_error(tmp_path):
   assert not result_file.exists()
 
 
+@pytest.mark.slow  # a run plus a verbose TensorFlow re-probe (~20 s loaded)
 def test_gpu_expected_but_missing_warns_and_picks_the_cpu(tmp_path):
   """--device unset, nvidia-smi lists a GPU, TensorFlow sees none."""
   fake_bin = tmp_path / 'bin'
