@@ -211,7 +211,11 @@ def test_resume_skips_cells_in_the_jsonl(tmp_path):
   assert new['measured_median'] == 102.0
   assert new['scored'] is True
   assert new['predicted']['model']['images_per_sec'] > 0
-  assert (tmp_path / 'v.md').exists()
+  md = (tmp_path / 'v.md').read_text()
+  # One summary row per predictor; both cells in the cell table.
+  for name in ('model', 'paleo', 'daydream'):
+    assert md.count('\n| %s | 2 | ' % name) == 1
+  assert md.count('| trivial | 2 |') == 2
 
 
 def test_without_resume_the_jsonl_starts_again(tmp_path):
