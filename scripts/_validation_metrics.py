@@ -144,24 +144,34 @@ def _prediction(record, predictor):
   return record['predicted'][predictor]['images_per_sec']
 
 
-def groups(records) -> dict:
-  """{group key: [records]} of the scored records, groups of >= 2 only."""
+def counted(record, noisy: bool = False) -> bool:
+  """True if `record` counts: scored; with `noisy` also a cell not scored
+  only for its spread (still never a calibration or failed cell)."""
+  if record.get('scored'):
+    return True
+  reason = record.get('unscored_reason', '')
+  return noisy and reason.startswith('spread ') and 'predicted' in record
+
+
+def groups(records, noisy: bool = False) -> dict:
+  """{group key: [records]} of the counted records, groups of >= 2 only."""
   out = {}
   for r in records:
-    if r.get('scored'):
+    if counted(r, noisy):
       out.setdefault(group_key(r['cell']), []).append(r)
   return {k: v for k, v in out.items() if len(v) >= 2}
 
 
-def summarize(records, predictor: str) -> dict:
-  """The figures of one predictor over the scored records."""
-  scored = [r for r in records if r.get('scored')]
+def summarize(records, predictor: str, noisy: bool = False) -> dict:
+  """The figures of one predictor over the scored records (`noisy`: and
+  the cells not scored only for their spread, see counted())."""
+  scored = [r for r in records if counted(r, noisy)]
   errors = [
     abs_error_pct(_prediction(r, predictor), r['measured_median'])
     for r in scored
   ]
   regrets, taus = {}, {}
-  for key, members in sorted(groups(records).items()):
+  for key, members in sorted(groups(records, noisy).items()):
     pred = [_prediction(r, predictor) for r in members]
     meas = [r['measured_median'] for r in members]
     regrets[key] = top1_regret(pred, meas)

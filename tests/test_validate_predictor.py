@@ -89,6 +89,7 @@ def _record(strategy, measured, model_pred, paleo, link=25.0):
   reason = vm.unscored_reason(cell, measured)
   return {
     'cell': cell,
+    'unscored_reason': reason,
     'measured': measured,
     'measured_median': sorted(measured)[len(measured) // 2],
     'scored': reason is None,
@@ -212,9 +213,9 @@ def test_resume_skips_cells_in_the_jsonl(tmp_path):
   assert new['scored'] is True
   assert new['predicted']['model']['images_per_sec'] > 0
   md = (tmp_path / 'v.md').read_text()
-  # One summary row per predictor; both cells in the cell table.
+  # One row per predictor in each summary (scored; with noisy cells).
   for name in ('model', 'paleo', 'daydream'):
-    assert md.count('\n| %s | 2 | ' % name) == 1
+    assert md.count('\n| %s | 2 | ' % name) == 2
   assert md.count('| trivial | 2 |') == 2
 
 
@@ -251,3 +252,20 @@ def test_bad_flags_one_line_exit_2(flag, capsys, tmp_path):
   err = capsys.readouterr().err
   assert err.count('\n') == 1
   assert err.startswith('validate_predictor.py: error: ')
+
+
+def test_noisy_view_puts_back_only_spread_cells():
+  noisy = _record('c', [100, 150, 200], 165, 1)  # spread 66%: error 10%
+  calibration = _record('d', [100, 100, 100], 1, 1)
+  calibration['cell']['model'] = 'lenet'
+  calibration['cell']['link_mbits'] = None
+  calibration['scored'] = False
+  calibration['unscored_reason'] = 'calibration cell'
+  records = [_record('a', [100, 100, 100], 110, 50), noisy, calibration]
+  assert vm.summarize(records, 'model')['cells'] == 1
+  both = vm.summarize(records, 'model', noisy=True)
+  assert both['cells'] == 2
+  assert both['median_abs_error_pct'] == pytest.approx(10.0)
+  # a (110 predicted, 100 measured) vs c (165, 150): same order, no regret.
+  assert list(both['tau_by_group'].values()) == [1.0]
+  assert list(both['regret_by_group'].values()) == [0.0]
