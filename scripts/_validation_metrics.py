@@ -10,7 +10,8 @@ metrics here compare predicted images/sec with the measured median:
   topology): the share of the measured best's throughput lost by running the
   strategy predicted best instead;
 - Kendall's tau-b between the predicted and the measured order of a group's
-  strategies (ties count for neither side; None when one side is all ties).
+  strategies (ties count for neither side; None when one side is all ties,
+  counted as 0 in the mean over groups).
 """
 
 from __future__ import annotations
@@ -176,7 +177,10 @@ def summarize(records, predictor: str, noisy: bool = False) -> dict:
     meas = [r['measured_median'] for r in members]
     regrets[key] = top1_regret(pred, meas)
     taus[key] = kendall_tau_b(pred, meas)
-  defined = [t for t in taus.values() if t is not None]
+  # A predictor that ties every strategy of a group ranks nothing: its
+  # undefined tau counts as 0 in the mean, not left out (which would favour
+  # the baselines, whose ps-held strategies always tie).
+  taus_or_zero = [0.0 if t is None else t for t in taus.values()]
   within = [g for g in regrets.values() if g <= 0.05]
   return {
     'cells': len(scored),
@@ -186,5 +190,5 @@ def summarize(records, predictor: str, noisy: bool = False) -> dict:
     'tau_by_group': taus,
     'groups': len(regrets),
     'groups_regret_within_5pct': len(within),
-    'mean_tau': statistics.mean(defined) if defined else None,
+    'mean_tau': statistics.mean(taus_or_zero) if taus_or_zero else None,
   }

@@ -364,7 +364,8 @@ def header_lines(records, args) -> list:
     % (vm.CALIBRATION_RULE, 100 * vm.MAX_SPREAD, vm.MIN_REPEATS),
     '- Error: |predicted - measured median| / measured median. Regret: the'
     ' share of the measured best lost by running the predicted best, per'
-    ' group of >= 2 scored strategies. tau: Kendall tau-b per group.',
+    ' group of >= 2 scored strategies. tau: Kendall tau-b per group (an'
+    ' all-tied prediction: undefined, "-", counted 0 in the mean).',
   ]
 
 

@@ -269,3 +269,14 @@ def test_noisy_view_puts_back_only_spread_cells():
   # a (110 predicted, 100 measured) vs c (165, 150): same order, no regret.
   assert list(both['tau_by_group'].values()) == [1.0]
   assert list(both['regret_by_group'].values()) == [0.0]
+
+
+def test_mean_tau_counts_an_all_tied_prediction_as_zero():
+  records = [
+    _record('a', [100, 100, 100], 110, 50),
+    _record('b', [200, 200, 200], 180, 50),  # paleo ties a and b
+  ]
+  assert vm.summarize(records, 'model')['mean_tau'] == 1.0
+  paleo = vm.summarize(records, 'paleo')
+  assert list(paleo['tau_by_group'].values()) == [None]
+  assert paleo['mean_tau'] == 0.0
