@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""Checks the scaling predictor against real clusters on this machine.
+
+  python scripts/validate_predictor.py [--models=trivial,lenet,resnet20]
+      [--workers=2] [--ps=1] [--link_mbits=none,100,25]
+      [--topologies=shared] [--strategies=parameter_server,...]
+      [--repeats=3] [--num_batches=20] [--out_prefix=results/...]
+      [--profile_dir=results/profiles] [--dry_run] [--resume]
+
+Runs every cell of the grid (model x workers x ps x link x topology x
+strategy) as a real cluster of local processes through
+scripts/launch_local_cluster.py, --repeats times one after the other, and
+predicts it from the model's profile (PROFILE_DIR/<model>_<data>_b<batch>_cpu
+.json, measured separately by scripts/profile_host.py) with the cost model
+(every task colocated on this host's cores), the Paleo-style and the
+Daydream-style baselines. Writes OUT_PREFIX.jsonl (one line per cell, after
+each cell) and OUT_PREFIX.md (the figures, from the whole jsonl).
+
+ps: the strategies that need a ps task (parameter_server,
+distributed_replicated, hybrid) run with each --ps value > 0; the all-reduce
+ones (distributed_all_reduce, collective_all_reduce) with 0 ps only.
+Scored: a cell with >= 3 repeats whose spread (max - min) / median is at most
+10%, and not a calibration cell (the rule is printed). --resume skips the
+cells already in the jsonl. --report_only rewrites the md from the jsonl.
+Bad flags: one line on stderr, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import _validation_metrics as vm  # (beside this script)
+import _validation_report as vr  # (beside this script)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+LAUNCHER = os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
+
+DATA_NAME = {'lenet': 'imagenet'}  # else cifar10
+NEEDS_PS = ('parameter_server', 'distributed_replicated', 'hybrid')
+STRATEGIES = (
+  'parameter_server',
+  'distributed_replicated',
+  'distributed_all_reduce',
+  'collective_all_reduce',
+  'hybrid',
+)
+TOPOLOGIES = ('shared', 'switch')
+PROG = 'validate_predictor.py'
+
+
+class UsageError(ValueError):
+  """A bad flag: one line on stderr, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+  def error(self, message):
+    raise UsageError(message)
+
+
+def _ints(text, flag, minimum):
+  try:
+    values = [int(v) for v in text.split(',')]
+  except ValueError:
+    raise UsageError(
+      '--%s=%s: want integers, e.g. 2,3' % (flag, text)
+    ) from None
+  if any(v < minimum for v in values):
+    raise UsageError('--%s=%s: want integers >= %d' % (flag, text, minimum))
+  return values
+
+
+def _links(text):
+  out = []
+  for v in text.split(','):
+    if v.lower() in ('none', '0'):
+      out.append(None)
+      continue
+    try:
+      rate = float(v)
+    except ValueError:
+      rate = -1.0
+    if not rate > 0:
+      raise UsageError(
+        "--link_mbits=%s: want Mbit/s > 0, or 0 or 'none' (unthrottled)" % text
+      )
+    out.append(rate)
+  return out
+
+
+def _names(text, flag, choices):
+  names = [v for v in text.split(',') if v]
+  bad = [v for v in names if v not in choices]
+  if bad or not names:
+    raise UsageError(
+      '--%s=%s: one or more of %s' % (flag, text, ', '.join(choices))
+    )
+  return names
+
+
+def parse_args(argv):
+  """The options, checked (UsageError names the flag)."""
+  p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
+  p.add_argument('--models', default='trivial,lenet,resnet20')
+  p.add_argument('--workers', default='2')
+  p.add_argument('--ps', default='1')
+  p.add_argument('--link_mbits', default='none,100,25')
+  p.add_argument('--topologies', default='shared')
+  p.add_argument(
+    '--strategies', default='parameter_server,collective_all_reduce'
+  )
+  p.add_argument('--repeats', default='3')
+  p.add_argument('--num_batches', default='20')
+  p.add_argument('--num_warmup_batches', default='5')
+  p.add_argument('--batch_size', default='32')
+  p.add_argument('--timeout', default='900')
+  p.add_argument('--out_prefix', default='results/predictor_validation')
+  p.add_argument('--profile_dir', default='results/profiles')
+  p.add_argument('--dry_run', action='store_true')
+  p.add_argument('--resume', action='store_true')
+  p.add_argument('--report_only', action='store_true')
+  args = p.parse_args(argv)
+  args.models = [m for m in args.models.split(',') if m]
+  if not args.models:
+    raise UsageError('--models: want one or more model names')
+  args.workers = _ints(args.workers, 'workers', 2)
+  args.ps = _ints(args.ps, 'ps', 0)
+  args.link_mbits = _links(args.link_mbits)
+  args.topologies = _names(args.topologies, 'topologies', TOPOLOGIES)
+  args.strategies = _names(args.strategies, 'strategies', STRATEGIES)
+  for flag in ('repeats', 'num_batches', 'batch_size', 'timeout'):
+    setattr(args, flag, _ints(getattr(args, flag), flag, 1)[0])
+  args.num_warmup_batches = _ints(
+    args.num_warmup_batches, 'num_warmup_batches', 0
+  )[0]
+  return args
+
+
+def profile_path(args, model) -> str:
+  """The profile file of `model` at the grid's batch size."""
+  return os.path.join(
+    args.profile_dir,
+    '%s_%s_b%d_cpu.json'
+    % (model, DATA_NAME.get(model, 'cifar10'), args.batch_size),
+  )
+
+
+def _ps_values(args, strategy) -> list:
+  """The ps counts `strategy` runs with: --ps values > 0, or 0 (all-reduce)."""
+  if strategy in NEEDS_PS:
+    return sorted({p for p in args.ps if p > 0})
+  return [0]
+
+
+def grid(args) -> list:
+  """Every cell of the grid, in run order (a list of dicts)."""
+  cells = []
+  for model in args.models:
+    for workers in args.workers:
+      for link in args.link_mbits:
+        for topology in args.topologies:
+          for strategy in args.strategies:
+            for ps in _ps_values(args, strategy):
+              cells.append(
+                {
+                  'model': model,
+                  'num_workers': workers,
+                  'num_ps': ps,
+                  'link_mbits': link,
+                  'topology': topology,
+                  'strategy': strategy,
+                  'batch_size': args.batch_size,
+                  'num_batches': args.num_batches,
+                }
+              )
+  return cells
+
+
+def cell_id(cell) -> str:
+  """A stable key of a cell (what --resume compares)."""
+  keys = ('model', 'num_workers', 'num_ps', 'link_mbits', 'topology')
+  keys += ('strategy', 'batch_size')
+  return json.dumps({k: cell[k] for k in keys}, sort_keys=True)
+
+
+def cell_text(cell) -> str:
+  """'lenet 2w+1ps 100Mbit/s shared parameter_server'."""
+  link = cell['link_mbits']
+  return '%s %dw+%dps %s %s %s' % (
+    cell['model'],
+    cell['num_workers'],
+    cell['num_ps'],
+    'unthrottled' if link is None else '%gMbit/s' % link,
+    cell['topology'],
+    cell['strategy'],
+  )
+
+
+def predict(profiles, cell) -> dict:
+  """{'model': {...}, 'paleo': {...}, 'daydream': {...}} for one cell."""
+  from tf_cnn_benchmarks.scaling import baselines
+  from tf_cnn_benchmarks.scaling import cost_model
+  from tf_cnn_benchmarks.scaling import target as target_lib
+
+  profile = profiles[cell['model']]
+  target = target_lib.make_target(
+    num_workers=cell['num_workers'],
+    num_ps=cell['num_ps'],
+    link_mbits=cell['link_mbits'],
+    topology=cell['topology'],
+    colocated=True,
+  )
+  strategy = cost_model.Strategy(cell['strategy'])
+  pred = cost_model.predict(profile, target, strategy)
+  return {
+    'model': {
+      'images_per_sec': round(pred.images_per_sec, 3),
+      'low': round(pred.low, 3),
+      'high': round(pred.high, 3),
+    },
+    'paleo': {
+      'images_per_sec': round(
+        baselines.paleo_images_per_sec(profile, target, strategy), 3
+      )
+    },
+    'daydream': {
+      'images_per_sec': round(
+        baselines.daydream_images_per_sec(profile, target, strategy), 3
+      )
+    },
+  }
+
+
+def cluster_command(args, cell, result_file) -> list:
+  """The launcher command of one run of `cell`."""
+  argv = [
+    sys.executable,
+    LAUNCHER,
+    '--num_workers=%d' % cell['num_workers'],
+    '--num_ps=%d' % cell['num_ps'],
+    '--timeout=%d' % args.timeout,
+    '--topology=%s' % cell['topology'],
+  ]
+  if cell['link_mbits'] is not None:
+    argv.append('--link_mbits=%g' % cell['link_mbits'])
+  return argv + [
+    '--',
+    '--device=cpu',
+    '--model=%s' % cell['model'],
+    '--data_name=%s' % DATA_NAME.get(cell['model'], 'cifar10'),
+    '--batch_size=%d' % cell['batch_size'],
+    '--num_batches=%d' % cell['num_batches'],
+    '--num_warmup_batches=%d' % args.num_warmup_batches,
+    '--display_every=1000',
+    '--peak_tflops_per_device=none',
+    '--num_gpus=1',
+    '--variable_update=%s' % cell['strategy'],
+    '--result_file=%s' % result_file,
+  ]
+
+
+def run_once(args, cell) -> float:
+  """Runs `cell` once as a real cluster; its total images/sec."""
+  from tf_cnn_benchmarks.reporting import result_lines
+
+  result_file = '%s.run.jsonl' % args.out_prefix
+  if os.path.exists(result_file):
+    os.remove(result_file)
+  argv = cluster_command(args, cell, os.path.abspath(result_file))
+  proc = subprocess.run(
+    argv,
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=args.timeout + 60,
+  )
+  if proc.returncode != 0 or not os.path.exists(result_file):
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+    raise RuntimeError('exit %d: %s' % (proc.returncode, tail))
+  records = result_lines.read_json_lines(result_file)
+  os.remove(result_file)
+  return float(records[0][1]['images_per_sec'])
+
+
+def measure_cell(args, cell, run) -> dict:
+  """The cell's record: repeats, median, scored or why not (no predictions)."""
+  load_before = os.getloadavg()[0]
+  measured, error = [], None
+  for _ in range(args.repeats):
+    try:
+      measured.append(round(run(args, cell), 3))
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+      error = str(e).splitlines()[0][:300]
+      break
+  record = {
+    'cell': cell,
+    'measured': measured,
+    'measured_median': statistics.median(measured) if measured else None,
+    'spread': round(vm.spread(measured), 4) if measured else None,
+    'load_average': [round(load_before, 2), round(os.getloadavg()[0], 2)],
+  }
+  if error:
+    record['error'] = error
+  reason = 'run failed: %s' % error if error else None
+  reason = reason or vm.unscored_reason(cell, measured)
+  record['scored'] = reason is None
+  if reason:
+    record['unscored_reason'] = reason
+  return record
+
+
+def read_records(path) -> list:
+  """The records of the jsonl at `path` ([] if there is none)."""
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding='utf-8') as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def load_profiles(args) -> dict:
+  """{model: Profile} of every model of the grid."""
+  from tf_cnn_benchmarks.scaling import profile_format
+
+  out = {}
+  for model in args.models:
+    path = profile_path(args, model)
+    if not os.path.exists(path):
+      raise UsageError(
+        '--models=%s: no profile %s (measure it with scripts/profile_host.py, '
+        'or give --profile_dir)' % (model, path)
+      )
+    try:
+      out[model] = profile_format.load_profile(path)
+    except profile_format.ProfileError as e:
+      raise UsageError(str(e)) from None
+  return out
+
+
+def header_lines(records, args) -> list:
+  """What the md says before the tables: the machine, the rules."""
+  loads = [x for r in records for x in r.get('load_average', [])]
+  load = (
+    'load average (1 min) during the runs: %.1f-%.1f, median %.1f'
+    % (min(loads), max(loads), statistics.median(loads))
+    if loads
+    else 'no runs yet'
+  )
+  return [
+    'Real clusters of local processes on this machine (2 cores, every task',
+    'colocated), through scripts/launch_local_cluster.py, against the cost',
+    'model (`colocated` target) and the two naive baselines, each predicted',
+    'from the profiles in %s. Made by `scripts/validate_predictor.py`.'
+    % args.profile_dir,
+    '',
+    '- The machine was shared with other jobs: %s (2 cores).' % load,
+    '  Other jobs running at the same time distort the measured figures.',
+    '- Not scored: %s; cells whose repeats spread (max-min)/median over'
+    ' %.0f%%; cells with fewer than %d repeats.'
+    % (vm.CALIBRATION_RULE, 100 * vm.MAX_SPREAD, vm.MIN_REPEATS),
+    '- Error: |predicted - measured median| / measured median. Regret: the'
+    ' share of the measured best lost by running the predicted best, per'
+    ' group of >= 2 scored strategies. tau: Kendall tau-b per group (an'
+    ' all-tied prediction: undefined, "-", counted 0 in the mean).',
+  ]
+
+
+def write_report(args, records) -> str:
+  """Writes OUT_PREFIX.md from `records`; returns its path."""
+  path = args.out_prefix + '.md'
+  with open(path, 'w', encoding='utf-8') as f:
+    f.write(vr.markdown(records, header_lines(records, args)))
+  return path
+
+
+def _prediction_line(cell, predicted, skip) -> str:
+  m = predicted['model']
+  return '%-58s predicted %8.1f (%.1f-%.1f) paleo %8.1f daydream %8.1f%s' % (
+    cell_text(cell),
+    m['images_per_sec'],
+    m['low'],
+    m['high'],
+    predicted['paleo']['images_per_sec'],
+    predicted['daydream']['images_per_sec'],
+    skip,
+  )
+
+
+def run_grid(args, run=run_once, out=sys.stdout) -> list:
+  """Runs (or with --dry_run prints) the grid; returns the records."""
+  profiles = load_profiles(args)
+  path = args.out_prefix + '.jsonl'
+  records = read_records(path) if (args.resume or args.report_only) else []
+  if args.report_only:
+    write_report(args, records)
+    return records
+  done = {cell_id(r['cell']) for r in records}
+  cells = grid(args)
+  print('rule: %s' % vm.CALIBRATION_RULE, file=out)
+  print('grid: %d cells x %d repeats' % (len(cells), args.repeats), file=out)
+  if not args.resume and not args.dry_run and os.path.exists(path):
+    os.remove(path)
+  for i, cell in enumerate(cells):
+    predicted = predict(profiles, cell)
+    skip = ' [calibration: not scored]' if vm.is_calibration_cell(cell) else ''
+    if cell_id(cell) in done:
+      skip += ' [done: skipped]'
+    print(
+      'cell %d/%d: %s'
+      % (i + 1, len(cells), _prediction_line(cell, predicted, skip)),
+      file=out,
+    )
+    out.flush()
+    if args.dry_run or cell_id(cell) in done:
+      continue
+    record = measure_cell(args, cell, run)
+    record['predicted'] = predicted
+    records.append(record)
+    with open(path, 'a', encoding='utf-8') as f:
+      f.write(json.dumps(record, sort_keys=True) + '\n')
+    print(
+      '  measured %s median %s %s'
+      % (
+        record['measured'],
+        record['measured_median'],
+        'scored' if record['scored'] else record['unscored_reason'],
+      ),
+      file=out,
+    )
+    write_report(args, records)
+  if not args.dry_run:
+    write_report(args, records)
+  return records
+
+
+def main(argv=None) -> int:
+  """Entry point; bad input: one line on stderr, exit status 2."""
+  try:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from tf_cnn_benchmarks.platform import quiet
+
+    with quiet.captured_stderr_fd():
+      import variable_mgr  # noqa: F401
+    run_grid(args)
+  except UsageError as e:
+    print('%s: error: %s' % (PROG, e), file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,282 @@
+"""scripts/validate_predictor.py without a real cluster: the metrics against
+hand-computed cases, the scoring rules, --dry_run, --resume and bad flags
+(a fake runner stands in for the launcher)."""
+
+import io
+import json
+import math
+from pathlib import Path
+import sys
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / 'scripts'))
+
+import _validation_metrics as vm  # noqa: E402
+import validate_predictor as vp  # noqa: E402
+
+
+def _cell(model='trivial', workers=2, ps=1, link=25.0, strategy='x'):
+  return {
+    'model': model,
+    'num_workers': workers,
+    'num_ps': ps,
+    'link_mbits': link,
+    'topology': 'shared',
+    'strategy': strategy,
+  }
+
+
+# Kendall's tau-b.
+
+
+def test_tau_same_and_reversed_order():
+  assert vm.kendall_tau_b([1, 2, 3], [10, 20, 30]) == 1.0
+  assert vm.kendall_tau_b([1, 2, 3], [30, 20, 10]) == -1.0
+
+
+def test_tau_one_swap_of_three():
+  # Pairs: (a,b) C, (a,c) C, (b,c) D: (2 - 1) / 3.
+  assert vm.kendall_tau_b([1, 2, 3], [1, 3, 2]) == pytest.approx(1 / 3)
+
+
+def test_tau_b_with_a_tie_on_one_side():
+  # (a,b) C, (a,c) C, (b,c) tied in x only: 2 / sqrt((3 - 1) * (3 - 0)).
+  assert vm.kendall_tau_b([1, 2, 2], [1, 2, 3]) == pytest.approx(
+    2 / math.sqrt(6)
+  )
+
+
+def test_tau_b_with_ties_on_both_sides():
+  # (a,b) C, (a,c) D, (b,c) tied in both, (a,d)... four items:
+  # xs = [1, 2, 2, 3], ys = [1, 3, 3, 2]
+  # (0,1) C, (0,2) C, (0,3) C, (1,2) tie both, (1,3) D, (2,3) D.
+  # C=3, D=2, pairs 6, tied_x 1, tied_y 1: 1 / sqrt(5 * 5).
+  assert vm.kendall_tau_b([1, 2, 2, 3], [1, 3, 3, 2]) == pytest.approx(0.2)
+
+
+def test_tau_undefined_when_one_side_all_tied():
+  assert vm.kendall_tau_b([5, 5], [1, 2]) is None
+
+
+# Errors and regret.
+
+
+def test_percentile_interpolates_between_ranks():
+  values = list(range(1, 11))
+  assert vm.percentile(values, 90) == pytest.approx(9.1)
+  assert vm.percentile(values, 50) == pytest.approx(5.5)
+  assert vm.percentile([7.0], 90) == 7.0
+
+
+def test_abs_error_is_percent_of_measured():
+  assert vm.abs_error_pct(110.0, 100.0) == pytest.approx(10.0)
+  assert vm.abs_error_pct(80.0, 100.0) == pytest.approx(20.0)
+
+
+def test_regret_of_predicted_best():
+  assert vm.top1_regret([3, 2, 1], [90, 100, 80]) == pytest.approx(0.1)
+  assert vm.top1_regret([1, 3], [90, 100]) == 0.0
+
+
+def test_regret_of_a_predicted_tie_takes_the_worse():
+  assert vm.top1_regret([2, 2], [100, 90]) == pytest.approx(0.1)
+
+
+def _record(strategy, measured, model_pred, paleo, link=25.0):
+  cell = _cell(strategy=strategy, link=link)
+  reason = vm.unscored_reason(cell, measured)
+  return {
+    'cell': cell,
+    'unscored_reason': reason,
+    'measured': measured,
+    'measured_median': sorted(measured)[len(measured) // 2],
+    'scored': reason is None,
+    'predicted': {
+      'model': {'images_per_sec': model_pred},
+      'paleo': {'images_per_sec': paleo},
+      'daydream': {'images_per_sec': paleo},
+    },
+  }
+
+
+def test_summarize_by_hand():
+  records = [
+    _record('a', [100, 100, 100], 110, 50),  # error 10%, paleo 50%
+    _record('b', [200, 200, 200], 180, 300),  # error 10%, paleo 50%
+    _record('c', [100, 150, 200], 1, 1),  # spread 100%: not scored
+  ]
+  model = vm.summarize(records, 'model')
+  assert model['cells'] == 2
+  assert model['median_abs_error_pct'] == pytest.approx(10.0)
+  assert model['p90_abs_error_pct'] == pytest.approx(10.0)
+  assert model['groups'] == 1
+  assert list(model['regret_by_group'].values()) == [0.0]
+  assert list(model['tau_by_group'].values()) == [1.0]
+  paleo = vm.summarize(records, 'paleo')
+  assert paleo['median_abs_error_pct'] == pytest.approx(50.0)
+  assert list(paleo['regret_by_group'].values()) == [0.0]
+
+
+# Scoring rules.
+
+
+def test_spread_over_ten_percent_is_not_scored():
+  assert vm.unscored_reason(_cell(), [100, 105, 111]).startswith(
+    'spread 10.5% > 10%'
+  )
+  assert vm.unscored_reason(_cell(), [100, 105, 109]) is None
+
+
+def test_calibration_cells_are_not_scored():
+  for model in ('lenet', 'resnet20'):
+    cell = _cell(model=model, link=None)
+    assert vm.is_calibration_cell(cell)
+    assert vm.unscored_reason(cell, [100, 100, 100]).startswith('calibration')
+  assert not vm.is_calibration_cell(_cell(model='lenet', link=100.0))
+  assert not vm.is_calibration_cell(_cell(model='trivial', link=None))
+  assert not vm.is_calibration_cell(_cell(model='lenet', workers=3, link=None))
+
+
+def test_fewer_than_three_repeats_are_not_scored():
+  assert vm.unscored_reason(_cell(), [100, 100]) == 'fewer than 3 repeats'
+
+
+# The script: grid, --dry_run, --resume, bad flags.
+
+
+def _args(tmp_path, *extra):
+  return vp.parse_args(
+    [
+      '--models=trivial',
+      '--link_mbits=25',
+      '--strategies=parameter_server,collective_all_reduce',
+      '--profile_dir=%s' % (REPO / 'results' / 'profiles'),
+      '--out_prefix=%s' % (tmp_path / 'v'),
+      *extra,
+    ]
+  )
+
+
+def test_grid_gives_all_reduce_zero_ps(tmp_path):
+  cells = vp.grid(_args(tmp_path, '--ps=1,2'))
+  assert [(c['strategy'], c['num_ps']) for c in cells] == [
+    ('parameter_server', 1),
+    ('parameter_server', 2),
+    ('collective_all_reduce', 0),
+  ]
+
+
+def test_dry_run_prints_the_grid_and_runs_nothing(tmp_path):
+  out = io.StringIO()
+
+  def runner(args, cell):
+    raise AssertionError('dry run ran a cluster')
+
+  vp.run_grid(_args(tmp_path, '--dry_run'), run=runner, out=out)
+  lines = out.getvalue().splitlines()
+  assert lines[0].startswith('rule: cells of model resnet20/lenet')
+  assert lines[1] == 'grid: 2 cells x 3 repeats'
+  assert lines[2].startswith(
+    'cell 1/2: trivial 2w+1ps 25Mbit/s shared parameter_server'
+  )
+  assert lines[3].startswith(
+    'cell 2/2: trivial 2w+0ps 25Mbit/s shared collective_all_reduce'
+  )
+  assert ' predicted ' in lines[2] and ' paleo ' in lines[2]
+  assert not (tmp_path / 'v.jsonl').exists()
+
+
+def test_resume_skips_cells_in_the_jsonl(tmp_path):
+  args = _args(tmp_path, '--resume')
+  first = vp.grid(args)[0]
+  (tmp_path / 'v.jsonl').write_text(
+    json.dumps(
+      _record('parameter_server', [90, 90, 90], 95, 95) | {'cell': first}
+    )
+    + '\n'
+  )
+  calls = []
+
+  def runner(args, cell):
+    calls.append(cell['strategy'])
+    return 100.0 + len(calls)
+
+  records = vp.run_grid(args, run=runner, out=io.StringIO())
+  assert calls == ['collective_all_reduce'] * 3
+  lines = (tmp_path / 'v.jsonl').read_text().splitlines()
+  assert len(lines) == 2 and len(records) == 2
+  new = json.loads(lines[1])
+  assert new['measured'] == [101.0, 102.0, 103.0]
+  assert new['measured_median'] == 102.0
+  assert new['scored'] is True
+  assert new['predicted']['model']['images_per_sec'] > 0
+  md = (tmp_path / 'v.md').read_text()
+  # One row per predictor in each summary (scored; with noisy cells).
+  for name in ('model', 'paleo', 'daydream'):
+    assert md.count('\n| %s | 2 | ' % name) == 2
+  assert md.count('| trivial | 2 |') == 2
+
+
+def test_without_resume_the_jsonl_starts_again(tmp_path):
+  (tmp_path / 'v.jsonl').write_text('{"cell": {}}\n')
+  vp.run_grid(_args(tmp_path), run=lambda a, c: 50.0, out=io.StringIO())
+  assert len((tmp_path / 'v.jsonl').read_text().splitlines()) == 2
+
+
+def test_a_failed_run_is_recorded_not_scored(tmp_path):
+  def runner(args, cell):
+    raise RuntimeError('exit 1: boom')
+
+  records = vp.run_grid(_args(tmp_path), run=runner, out=io.StringIO())
+  assert records[0]['scored'] is False
+  assert records[0]['unscored_reason'] == 'run failed: exit 1: boom'
+
+
+@pytest.mark.parametrize(
+  'flag',
+  [
+    '--topologies=hub',
+    '--link_mbits=-3',
+    '--workers=1',
+    '--strategies=replicated',
+    '--repeats=0',
+    '--models=nosuch',
+    '--bogus',
+  ],
+)
+def test_bad_flags_one_line_exit_2(flag, capsys, tmp_path):
+  argv = ['--dry_run', '--out_prefix=%s' % (tmp_path / 'v'), flag]
+  assert vp.main(argv) == 2
+  err = capsys.readouterr().err
+  assert err.count('\n') == 1
+  assert err.startswith('validate_predictor.py: error: ')
+
+
+def test_noisy_view_puts_back_only_spread_cells():
+  noisy = _record('c', [100, 150, 200], 165, 1)  # spread 66%: error 10%
+  calibration = _record('d', [100, 100, 100], 1, 1)
+  calibration['cell']['model'] = 'lenet'
+  calibration['cell']['link_mbits'] = None
+  calibration['scored'] = False
+  calibration['unscored_reason'] = 'calibration cell'
+  records = [_record('a', [100, 100, 100], 110, 50), noisy, calibration]
+  assert vm.summarize(records, 'model')['cells'] == 1
+  both = vm.summarize(records, 'model', noisy=True)
+  assert both['cells'] == 2
+  assert both['median_abs_error_pct'] == pytest.approx(10.0)
+  # a (110 predicted, 100 measured) vs c (165, 150): same order, no regret.
+  assert list(both['tau_by_group'].values()) == [1.0]
+  assert list(both['regret_by_group'].values()) == [0.0]
+
+
+def test_mean_tau_counts_an_all_tied_prediction_as_zero():
+  records = [
+    _record('a', [100, 100, 100], 110, 50),
+    _record('b', [200, 200, 200], 180, 50),  # paleo ties a and b
+  ]
+  assert vm.summarize(records, 'model')['mean_tau'] == 1.0
+  paleo = vm.summarize(records, 'paleo')
+  assert list(paleo['tau_by_group'].values()) == [None]
+  assert paleo['mean_tau'] == 0.0
