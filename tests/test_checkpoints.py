@@ -307,6 +307,7 @@ def test_sigkill_during_a_save_leaves_a_usable_checkpoint(tmp_path):
   assert np.all(np.isfinite(resumed.losses))
 
 
+@pytest.mark.slow  # default-suite budget (20 min); runs with -m slow
 def test_eval_interval_evaluates_each_new_checkpoint(tmp_path):
   """--eval_interval_secs: a running evaluator picks up a later checkpoint."""
   train_dir = str(tmp_path / 'train')

@@ -718,6 +718,7 @@ RESUME_MODES = [
 @pytest.mark.parametrize(
   'mode,launcher_flags,extra', RESUME_MODES, ids=[m[0] for m in RESUME_MODES]
 )
+@pytest.mark.slow  # default-suite budget (20 min); runs with -m slow
 def test_cluster_run_resumes_from_its_checkpoint(
   tmp_path, mode, launcher_flags, extra
 ):

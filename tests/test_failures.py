@@ -84,6 +84,7 @@ def _assert_flat(counts, low, high):
   assert abs(counts[high] - counts[low]) <= 0.1 * counts[low], counts
 
 
+@pytest.mark.slow  # default-suite budget (20 min); runs with -m slow
 def test_collective_workers_do_not_leak_threads():
   counts = worker_threads_at_steps('collective_all_reduce', (50, 300))
   _assert_flat(counts, 50, 300)

@@ -369,6 +369,7 @@ def test_compound_axis_sets_flags_together(tmp_path):
   assert proc.returncode == 2 and 'needs 2 parts' in proc.stderr
 
 
+@pytest.mark.slow  # default-suite budget (20 min); runs with -m slow
 def test_real_benchmark_sweep_then_compare(tmp_path):
   """sweep.py drives the real benchmark; compare.py reads what it wrote."""
   common = [
