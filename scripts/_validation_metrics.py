@@ -148,6 +148,8 @@ def _prediction(record, predictor):
 def counted(record, noisy: bool = False) -> bool:
   """True if `record` counts: scored; with `noisy` also a cell not scored
   only for its spread (still never a calibration or failed cell)."""
+  if record['cell']['strategy'] == 'auto':  # judged by its pick instead
+    return False
   if record.get('scored'):
     return True
   reason = record.get('unscored_reason', '')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _validation_auto as va  # (beside this script)
 import _validation_metrics as vm  # (beside this script)
 
 TARGETS = (
@@ -22,14 +23,17 @@ def _link(cell):
 def _cell_row(r) -> str:
   c = r['cell']
   p = r.get('predicted', {})
-  model = p.get('model', {})
-  return '| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
+  model = p.get('model') or p.get(va.AUTO) or {}
+  strategy = c['strategy']
+  if va.is_auto(c):
+    strategy = 'auto: ran %s' % va.pick_text(r.get('auto_pick'))
+  return '| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
     c['model'],
     c['num_workers'],
-    c['num_ps'],
+    '-' if c['num_ps'] is None else c['num_ps'],
     _link(c),
     c['topology'],
-    c['strategy'],
+    strategy,
     ', '.join('%.1f' % v for v in r.get('measured', [])) or '-',
     _fmt(r.get('measured_median')),
     _fmt(model.get('images_per_sec')),
@@ -112,7 +116,8 @@ def markdown(records, header_lines) -> str:
   out += _summary_rows(records, noisy=True)
   out += ['']
   out += _group_rows(records, noisy=True)
-  out += ['', '## Cells', '']
+  out += [''] + va.markdown_rows(records)
+  out += ['## Cells', '']
   out += [
     '| model | workers | ps | link Mbit/s | topology | strategy '
     '| measured images/sec | median | predicted | band | paleo / daydream '

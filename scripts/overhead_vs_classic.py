@@ -9,13 +9,18 @@
 Runs a fixed set of CPU configurations (CONFIGS; --quick: QUICK) with both
 harnesses, alternating A B B A within each round (--repeats rounds), and
 prints for each: both images/sec (medians), the median of the per-round
-ratios ours / classic, and the cores-busy figure of each harness (the sum of
-the op durations of one traced step over the step's wall time: 2.0 on two
-cores means no core waited). Without --classic_python the classic figures
-come from the committed reference (results/overhead_reference.json, made on
-the CPU it names by --write_reference), so the ratios are only meaningful
-on that CPU; with it, from runs in the same script, which is the only
-comparison this shared-machine project trusts.
+ratios ours / classic, and two figures of how busy each harness keeps the
+cores: "op time / step", the sum of the op durations of one traced step over
+the step's wall time (an op that runs on both cores through oneDNN's own
+threads counts once, so a chain of such ops reads 1.0 with both cores
+full), and "CPU busy", the CPU seconds of the harness's process (every
+thread) over the wall seconds from its first step line to its total line
+(2.0 on two cores: no core ever idle; medians over the rounds). Without
+--classic_python the classic figures come from the committed reference
+(results/overhead_reference.json, made on the CPU it names by
+--write_reference), so the ratios are only meaningful on that CPU; with
+it, from runs in the same script, which is the only comparison this
+shared-machine project trusts.
 
 The classic harness runs as `PY PATH <flags>` with TF_USE_LEGACY_KERAS=1
 (it needs tf_keras); this one as `python -m tf_cnn_benchmarks <flags>` with
@@ -83,6 +88,8 @@ QUICK = (
   'trivial_b1_fixed_cost',
 )
 TOTAL_LINE = re.compile(r'^total images/sec: ([0-9.]+)\s*$', re.M)
+# A step line of either harness ("10\timages/sec: ..."): the timed loop runs.
+STEP_LINE = re.compile(r'^\s*\d+\s+images/sec:')
 
 
 def parse_args(argv):
@@ -182,20 +189,79 @@ def command(harness: str, args) -> tuple:
   return [args.ours_python, '-m', 'tf_cnn_benchmarks'], {}, root
 
 
-def run_once(harness: str, flags: list, args) -> float | None:
-  """images/sec of one run (None: it failed; its last stderr line shown)."""
+def process_cpu_seconds(pid: int) -> float | None:
+  """CPU time (user + system, every thread) process `pid` has used."""
+  try:
+    with open('/proc/%d/stat' % pid) as f:
+      fields = f.read().rpartition(')')[2].split()
+  except OSError:
+    return None
+  # Fields 14 and 15 of proc(5), counted from the state (field 3) here.
+  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One run: its images/sec, and the cores its process kept busy from its
+  first step line to its total line (CPU seconds / wall seconds)."""
+
+  images_per_sec: float
+  cpu_busy: float | None = None
+
+
+def run_once(harness: str, flags: list, args) -> Run | None:
+  """One run (None: it failed; its last stderr line shown)."""
   argv, env, cwd = command(harness, args)
-  proc = subprocess.run(
-    argv + flags, cwd=cwd, env={**os.environ, **env}, capture_output=True,
-    text=True, timeout=args.timeout, check=False,
-  )  # fmt: skip
-  found = TOTAL_LINE.findall(proc.stdout)
+  env = {**os.environ, **env, 'PYTHONUNBUFFERED': '1'}
+  with tempfile.TemporaryFile('w+') as err:
+    proc = subprocess.Popen(
+      argv + flags, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err,
+      text=True,
+    )  # fmt: skip
+    try:
+      out, busy = _read_timed(proc, args.timeout)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      proc.wait()
+      out, busy = '', None
+    err.seek(0)
+    stderr = err.read()
+  found = TOTAL_LINE.findall(out)
   if proc.returncode or not found:
-    tail = (proc.stderr.strip().splitlines() or ['(no stderr)'])[-1]
-    print('  %s failed (status %d): %s' % (harness, proc.returncode, tail),
+    tail = (stderr.strip().splitlines() or ['(no stderr)'])[-1]
+    print('  %s failed (status %s): %s' % (harness, proc.returncode, tail),
           file=sys.stderr, flush=True)  # fmt: skip
     return None
-  return float(found[-1])
+  return Run(float(found[-1]), busy)
+
+
+def _read_timed(proc, timeout: float) -> tuple:
+  """(its stdout, CPU seconds / wall seconds between its first step line
+  and its total line, or None); waits for the process to end."""
+  import time  # pylint: disable=g-import-not-at-top
+
+  deadline = time.monotonic() + timeout
+  lines, first, busy = [], None, None
+  for text in proc.stdout:
+    lines.append(text)
+    now, cpu = time.monotonic(), process_cpu_seconds(proc.pid)
+    if first is None and STEP_LINE.match(text) and cpu is not None:
+      first = (now, cpu)
+    elif first and TOTAL_LINE.match(text.rstrip('\n')) and cpu is not None:
+      busy = round((cpu - first[1]) / max(now - first[0], 1e-9), 3)
+    if now > deadline:
+      raise subprocess.TimeoutExpired(proc.args, timeout)
+  proc.wait(timeout=max(deadline - time.monotonic(), 1))
+  return ''.join(lines), busy
+
+
+def _speed(run) -> float | None:
+  """images/sec of a run (a Run, a bare figure, or None)."""
+  return run.images_per_sec if isinstance(run, Run) else run
+
+
+def _cpu(run) -> float | None:
+  return run.cpu_busy if isinstance(run, Run) else None
 
 
 def cores_busy(trace_path: str) -> dict | None:
@@ -235,7 +301,7 @@ def cores_busy(trace_path: str) -> dict | None:
 def traced(harness: str, config: Config, args, tmp: str) -> dict | None:
   """cores_busy() of one traced step of `harness` on `config`."""
   path = os.path.join(tmp, '%s_%s.json' % (harness, config.name))
-  if run_once(harness, run_flags(config, args, path), args) is None:
+  if _speed(run_once(harness, run_flags(config, args, path), args)) is None:
     return None
   return cores_busy(path)
 
@@ -259,11 +325,15 @@ def measure(config: Config, args, reference: dict, tmp: str) -> dict:
   harnesses += ['before'] if args.before_dir else []
   harnesses.append('ours')
   runs = {h: [] for h in ('ours', 'classic', *harnesses)}
+  cpu = {h: [] for h in harnesses}
   for r in range(args.repeats):
     # A B B A: each harness runs as often early as late in a round pair.
     for harness in harnesses if r % 2 == 0 else harnesses[::-1]:
-      runs[harness].append(run_once(harness, run_flags(config, args), args))
+      run = run_once(harness, run_flags(config, args), args)
+      runs[harness].append(_speed(run))
+      cpu[harness].append(_cpu(run))
   row = {'config': config.name, 'flags': list(config.flags)}
+  row['cpu_busy'] = {h: median(v) for h, v in cpu.items() if median(v)}
   ref = reference.get(config.name, {})
   if live:
     row['classic'] = median(runs['classic'])
@@ -303,10 +373,13 @@ def line(row: dict) -> str:
   def num(v):
     return '%.1f' % v if v else '-'
 
-  text = '%-22s ours %8s  classic %8s  ratio %6s  busy ours %s classic %s' % (
+  cpu = row.get('cpu_busy', {})
+  text = ('%-22s ours %8s  classic %8s  ratio %6s  op/step ours %s classic %s'
+          '  cpu ours %s classic %s') % (
     row['config'], num(row['ours']), num(row['classic']),
     row['ratio'] or '-',
     _busy(row.get('ours_trace')), _busy(row.get('classic_trace')),
+    cpu.get('ours', '-'), cpu.get('classic', '-'),
   )  # fmt: skip
   if 'before' in row:
     text += '  | before %s ratio %s, after/before %s' % (
@@ -323,12 +396,15 @@ def markdown(rows: list) -> list:
   if before:
     head += ' before / classic | after / before |'
     rule += '---:|---:|'
-  out = [head + ' cores busy ours | cores busy classic |', rule + '---:|---:|']
+  head += ' op time / step ours | classic | CPU busy ours | classic |'
+  out = [head, rule + '---:|---:|---:|---:|']
   for r in rows:
     cells = [r['config'], r['ours'], r['classic'], r['ratio']]
     if before:
       cells += [r.get('ratio_before'), r.get('after_vs_before')]
     cells += [_busy(r.get('ours_trace')), _busy(r.get('classic_trace'))]
+    cpu = r.get('cpu_busy', {})
+    cells += [cpu.get('ours'), cpu.get('classic')]
     out.append('| %s |' % ' | '.join(str(c or '-') for c in cells))
   return out
 

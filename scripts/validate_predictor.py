@@ -3,25 +3,33 @@
 
   python scripts/validate_predictor.py [--models=trivial,lenet,resnet20]
       [--workers=2] [--ps=1] [--link_mbits=none,100,25]
-      [--topologies=shared] [--strategies=parameter_server,...]
+      [--topologies=shared] [--strategies=parameter_server,...,auto]
       [--repeats=3] [--num_batches=20] [--out_prefix=results/...]
       [--profile_dir=results/profiles] [--dry_run] [--resume]
+      [--report_only [--repredict]]
 
 Runs every cell of the grid (model x workers x ps x link x topology x
 strategy) as a real cluster of local processes through
-scripts/launch_local_cluster.py, --repeats times one after the other, and
-predicts it from the model's profile (PROFILE_DIR/<model>_<data>_b<batch>_cpu
-.json, measured separately by scripts/profile_host.py) with the cost model
-(every task colocated on this host's cores), the Paleo-style and the
-Daydream-style baselines. Writes OUT_PREFIX.jsonl (one line per cell, after
-each cell) and OUT_PREFIX.md (the figures, from the whole jsonl).
+scripts/launch_local_cluster.py, --repeats times in passes (every cell once,
+then every cell again, so that a slow drift of the machine's speed spreads
+over all cells instead of landing on a few), and predicts it from the
+model's profile (PROFILE_DIR/<model>_<data>_b<batch>_cpu.json, measured
+separately by scripts/profile_host.py) with the cost model (every task
+colocated on this host's cores), the Paleo-style and the Daydream-style
+baselines. Writes OUT_PREFIX.jsonl (one line per cell, after the last pass;
+the runs so far are kept in OUT_PREFIX.partial.json, which --resume
+continues) and OUT_PREFIX.md (the figures, from the whole jsonl).
 
 ps: the strategies that need a ps task (parameter_server,
 distributed_replicated, hybrid) run with each --ps value > 0; the all-reduce
-ones (distributed_all_reduce, collective_all_reduce) with 0 ps only.
+ones (distributed_all_reduce, collective_all_reduce) with 0 ps only; `auto`
+(--variable_update=auto) with the ps tasks the launcher picks, and is scored
+by its pick's regret against the group's measured best (_validation_auto.py).
 Scored: a cell with >= 3 repeats whose spread (max - min) / median is at most
 10%, and not a calibration cell (the rule is printed). --resume skips the
-cells already in the jsonl. --report_only rewrites the md from the jsonl.
+cells already in the jsonl. --report_only rewrites the md from the jsonl;
+with --repredict it first predicts every record again from --profile_dir
+with the current cost model (the measured figures stay as they are).
 Bad flags: one line on stderr, exit status 2.
 """
 
@@ -34,6 +42,7 @@ import statistics
 import subprocess
 import sys
 
+import _validation_auto as va  # (beside this script)
 import _validation_metrics as vm  # (beside this script)
 import _validation_report as vr  # (beside this script)
 
@@ -49,6 +58,7 @@ STRATEGIES = (
   'distributed_all_reduce',
   'collective_all_reduce',
   'hybrid',
+  va.AUTO,
 )
 TOPOLOGIES = ('shared', 'switch')
 PROG = 'validate_predictor.py'
@@ -106,25 +116,67 @@ def _names(text, flag, choices):
 def parse_args(argv):
   """The options, checked (UsageError names the flag)."""
   p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
-  p.add_argument('--models', default='trivial,lenet,resnet20')
-  p.add_argument('--workers', default='2')
-  p.add_argument('--ps', default='1')
-  p.add_argument('--link_mbits', default='none,100,25')
-  p.add_argument('--topologies', default='shared')
-  p.add_argument(
-    '--strategies', default='parameter_server,collective_all_reduce'
+  add = p.add_argument
+  add(
+    '--models',
+    default='trivial,lenet,resnet20',
+    help='models, comma-separated (each needs its profile)',
   )
-  p.add_argument('--repeats', default='3')
-  p.add_argument('--num_batches', default='20')
-  p.add_argument('--num_warmup_batches', default='5')
-  p.add_argument('--batch_size', default='32')
-  p.add_argument('--timeout', default='900')
-  p.add_argument('--out_prefix', default='results/predictor_validation')
-  p.add_argument('--profile_dir', default='results/profiles')
-  p.add_argument('--dry_run', action='store_true')
-  p.add_argument('--resume', action='store_true')
-  p.add_argument('--report_only', action='store_true')
+  add('--workers', default='2', help='worker counts (>= 2), e.g. 2,3')
+  add(
+    '--ps',
+    default='1',
+    help='ps task counts of the strategies that need ps tasks, e.g. 1,2',
+  )
+  add(
+    '--link_mbits',
+    default='none,100,25',
+    help="link rates in Mbit/s; 'none' or 0: unthrottled",
+  )
+  add('--topologies', default='shared', help='shared, switch or both')
+  add(
+    '--strategies',
+    default='parameter_server,collective_all_reduce',
+    help='one or more of ' + ', '.join(STRATEGIES),
+  )
+  add('--repeats', default='3', help='runs of each cell (in passes)')
+  add('--num_batches', default='20', help='timed steps of each run')
+  add('--num_warmup_batches', default='5', help='untimed steps before them')
+  add('--batch_size', default='32', help='per tower; picks the profile file')
+  add('--timeout', default='900', help='seconds a run may take')
+  add(
+    '--out_prefix',
+    default='results/predictor_validation',
+    help='writes OUT_PREFIX.jsonl and OUT_PREFIX.md',
+  )
+  add(
+    '--profile_dir',
+    default='results/profiles',
+    help='where <model>_<data>_b<batch>_cpu.json are',
+  )
+  add(
+    '--dry_run',
+    action='store_true',
+    help='print the grid and its predictions; run nothing',
+  )
+  add(
+    '--resume',
+    action='store_true',
+    help='keep the jsonl (and partial runs); run only what is missing',
+  )
+  add(
+    '--report_only',
+    action='store_true',
+    help='rewrite the md from the jsonl; run nothing',
+  )
+  add(
+    '--repredict',
+    action='store_true',
+    help='with --report_only: predict every record again first',
+  )
   args = p.parse_args(argv)
+  if args.repredict and not args.report_only:
+    raise UsageError('--repredict: only with --report_only')
   args.models = [m for m in args.models.split(',') if m]
   if not args.models:
     raise UsageError('--models: want one or more model names')
@@ -154,6 +206,8 @@ def _ps_values(args, strategy) -> list:
   """The ps counts `strategy` runs with: --ps values > 0, or 0 (all-reduce)."""
   if strategy in NEEDS_PS:
     return sorted({p for p in args.ps if p > 0})
+  if strategy == va.AUTO:
+    return [None]  # the launcher picks
   return [0]
 
 
@@ -176,6 +230,7 @@ def grid(args) -> list:
                   'strategy': strategy,
                   'batch_size': args.batch_size,
                   'num_batches': args.num_batches,
+                  'num_warmup_batches': args.num_warmup_batches,
                 }
               )
   return cells
@@ -191,22 +246,25 @@ def cell_id(cell) -> str:
 def cell_text(cell) -> str:
   """'lenet 2w+1ps 100Mbit/s shared parameter_server'."""
   link = cell['link_mbits']
-  return '%s %dw+%dps %s %s %s' % (
+  return '%s %dw+%sps %s %s %s' % (
     cell['model'],
     cell['num_workers'],
-    cell['num_ps'],
+    '?' if cell['num_ps'] is None else cell['num_ps'],
     'unthrottled' if link is None else '%gMbit/s' % link,
     cell['topology'],
     cell['strategy'],
   )
 
 
-def predict(profiles, cell) -> dict:
-  """{'model': {...}, 'paleo': {...}, 'daydream': {...}} for one cell."""
+def predict(args, profiles, cell) -> dict:
+  """{'model': {...}, 'paleo': {...}, 'daydream': {...}} for one cell
+  ({'auto': {...}}, the launcher's pick, for an `auto` cell)."""
   from tf_cnn_benchmarks.scaling import baselines
   from tf_cnn_benchmarks.scaling import cost_model
   from tf_cnn_benchmarks.scaling import target as target_lib
 
+  if va.is_auto(cell):
+    return va.predict(profile_path(args, cell['model']), task_flags(cell), cell)
   profile = profiles[cell['model']]
   target = target_lib.make_target(
     num_workers=cell['num_workers'],
@@ -236,36 +294,44 @@ def predict(profiles, cell) -> dict:
   }
 
 
+def task_flags(cell) -> list:
+  """The benchmark flags every task of `cell` gets (but --result_file)."""
+  return [
+    '--device=cpu',
+    '--model=%s' % cell['model'],
+    '--data_name=%s' % DATA_NAME.get(cell['model'], 'cifar10'),
+    '--batch_size=%d' % cell['batch_size'],
+    '--num_batches=%d' % cell['num_batches'],
+    '--num_warmup_batches=%d' % cell.get('num_warmup_batches', 5),
+    '--display_every=1000',
+    '--peak_tflops_per_device=none',
+    '--num_gpus=1',
+    '--variable_update=%s' % cell['strategy'],
+  ]
+
+
 def cluster_command(args, cell, result_file) -> list:
   """The launcher command of one run of `cell`."""
   argv = [
     sys.executable,
     LAUNCHER,
     '--num_workers=%d' % cell['num_workers'],
-    '--num_ps=%d' % cell['num_ps'],
     '--timeout=%d' % args.timeout,
     '--topology=%s' % cell['topology'],
   ]
+  if cell['num_ps'] is not None:  # None: auto, the launcher picks
+    argv.append('--num_ps=%d' % cell['num_ps'])
   if cell['link_mbits'] is not None:
     argv.append('--link_mbits=%g' % cell['link_mbits'])
-  return argv + [
-    '--',
-    '--device=cpu',
-    '--model=%s' % cell['model'],
-    '--data_name=%s' % DATA_NAME.get(cell['model'], 'cifar10'),
-    '--batch_size=%d' % cell['batch_size'],
-    '--num_batches=%d' % cell['num_batches'],
-    '--num_warmup_batches=%d' % args.num_warmup_batches,
-    '--display_every=1000',
-    '--peak_tflops_per_device=none',
-    '--num_gpus=1',
-    '--variable_update=%s' % cell['strategy'],
-    '--result_file=%s' % result_file,
-  ]
+  flags = task_flags(cell)
+  if va.is_auto(cell):
+    flags.append('--scaling_profile=%s' % profile_path(args, cell['model']))
+  return argv + ['--'] + flags + ['--result_file=%s' % result_file]
 
 
-def run_once(args, cell) -> float:
-  """Runs `cell` once as a real cluster; its total images/sec."""
+def run_once(args, cell) -> dict:
+  """Runs `cell` once as a real cluster: {'images_per_sec': total, and for
+  an auto cell 'auto_pick': what it ran}."""
   from tf_cnn_benchmarks.reporting import result_lines
 
   result_file = '%s.run.jsonl' % args.out_prefix
@@ -282,28 +348,30 @@ def run_once(args, cell) -> float:
   if proc.returncode != 0 or not os.path.exists(result_file):
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
     raise RuntimeError('exit %d: %s' % (proc.returncode, tail))
-  records = result_lines.read_json_lines(result_file)
+  result = result_lines.read_json_lines(result_file)[0][1]
   os.remove(result_file)
-  return float(records[0][1]['images_per_sec'])
+  out = {'images_per_sec': float(result['images_per_sec'])}
+  if va.is_auto(cell):
+    out['auto_pick'] = va.pick_of(result)
+  return out
 
 
-def measure_cell(args, cell, run) -> dict:
-  """The cell's record: repeats, median, scored or why not (no predictions)."""
-  load_before = os.getloadavg()[0]
-  measured, error = [], None
-  for _ in range(args.repeats):
-    try:
-      measured.append(round(run(args, cell), 3))
-    except (RuntimeError, subprocess.TimeoutExpired) as e:
-      error = str(e).splitlines()[0][:300]
-      break
+def record_of(cell, runs, error=None) -> dict:
+  """The cell's record from its runs ({'images_per_sec', 'load', ...}):
+  repeats, median, scored or why not (no predictions yet)."""
+  measured = [round(r['images_per_sec'], 3) for r in runs]
+  loads = [x for r in runs for x in r['load']]
   record = {
     'cell': cell,
     'measured': measured,
     'measured_median': statistics.median(measured) if measured else None,
     'spread': round(vm.spread(measured), 4) if measured else None,
-    'load_average': [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    'load_average': [min(loads), max(loads)] if loads else [],
   }
+  picks = [r['auto_pick'] for r in runs if r.get('auto_pick')]
+  if picks:
+    record['auto_pick'] = picks[-1]
+    record['auto_picks'] = [va.pick_text(p) for p in picks]
   if error:
     record['error'] = error
   reason = 'run failed: %s' % error if error else None
@@ -312,6 +380,46 @@ def measure_cell(args, cell, run) -> dict:
   if reason:
     record['unscored_reason'] = reason
   return record
+
+
+def run_and_time(args, cell, run) -> dict:
+  """One run of `cell` with the load average before and after it."""
+  before = os.getloadavg()[0]
+  value = run(args, cell)
+  out = value if isinstance(value, dict) else {'images_per_sec': value}
+  out['load'] = [round(before, 2), round(os.getloadavg()[0], 2)]
+  return out
+
+
+def measure_in_passes(args, cells, run, partial, out) -> list:
+  """Runs every cell once per pass, --repeats passes; a cell whose run
+  fails runs no more. `partial` ({cell id: {'runs': [...], 'error'}}) holds
+  runs already made (--resume) and is saved after each run. The records."""
+  path = args.out_prefix + '.partial.json'
+  for rep in range(args.repeats):
+    for i, cell in enumerate(cells):
+      state = partial.setdefault(cell_id(cell), {'runs': []})
+      if state.get('error') or len(state['runs']) > rep:
+        continue
+      try:
+        state['runs'].append(run_and_time(args, cell, run))
+        note = '%.1f' % state['runs'][-1]['images_per_sec']
+      except (RuntimeError, subprocess.TimeoutExpired) as e:
+        state['error'] = str(e).splitlines()[0][:300]
+        note = 'failed: ' + state['error']
+      with open(path, 'w', encoding='utf-8') as f:
+        json.dump(partial, f, sort_keys=True)
+      print(
+        '  pass %d/%d cell %d/%d %s: %s'
+        % (rep + 1, args.repeats, i + 1, len(cells), cell_text(cell), note),
+        file=out,
+      )
+      out.flush()
+  states = [partial[cell_id(cell)] for cell in cells]
+  return [
+    record_of(cell, state['runs'], state.get('error'))
+    for cell, state in zip(cells, states)
+  ]
 
 
 def read_records(path) -> list:
@@ -357,8 +465,8 @@ def header_lines(records, args) -> list:
     'from the profiles in %s. Made by `scripts/validate_predictor.py`.'
     % args.profile_dir,
     '',
-    '- The machine was shared with other jobs: %s (2 cores).' % load,
-    '  Other jobs running at the same time distort the measured figures.',
+    "- %s (2 cores; the cluster's own tasks count in it: a cluster alone"
+    ' shows about its task count).' % load.capitalize(),
     '- Not scored: %s; cells whose repeats spread (max-min)/median over'
     ' %.0f%%; cells with fewer than %d repeats.'
     % (vm.CALIBRATION_RULE, 100 * vm.MAX_SPREAD, vm.MIN_REPEATS),
@@ -378,6 +486,17 @@ def write_report(args, records) -> str:
 
 
 def _prediction_line(cell, predicted, skip) -> str:
+  if va.AUTO in predicted:
+    a = predicted[va.AUTO]
+    return '%-58s picks %s with %d ps: predicted %8.1f (%.1f-%.1f)%s' % (
+      cell_text(cell),
+      va.pick_text(a),
+      a['num_ps'],
+      a['images_per_sec'],
+      a['low'],
+      a['high'],
+      skip,
+    )
   m = predicted['model']
   return '%-58s predicted %8.1f (%.1f-%.1f) paleo %8.1f daydream %8.1f%s' % (
     cell_text(cell),
@@ -390,51 +509,78 @@ def _prediction_line(cell, predicted, skip) -> str:
   )
 
 
+def repredict(args, profiles, records) -> list:
+  """The records with every prediction made again (current model)."""
+  return [
+    dict(r, predicted=predict(args, profiles, r['cell'])) for r in records
+  ]
+
+
+def read_partial(args) -> dict:
+  """The runs a stopped grid made (OUT_PREFIX.partial.json), or {}."""
+  path = args.out_prefix + '.partial.json'
+  if not os.path.exists(path):
+    return {}
+  with open(path, encoding='utf-8') as f:
+    return json.load(f)
+
+
 def run_grid(args, run=run_once, out=sys.stdout) -> list:
   """Runs (or with --dry_run prints) the grid; returns the records."""
   profiles = load_profiles(args)
   path = args.out_prefix + '.jsonl'
   records = read_records(path) if (args.resume or args.report_only) else []
   if args.report_only:
+    if args.repredict:
+      records = repredict(args, profiles, records)
+      write_records(path, records)
     write_report(args, records)
     return records
   done = {cell_id(r['cell']) for r in records}
   cells = grid(args)
   print('rule: %s' % vm.CALIBRATION_RULE, file=out)
   print('grid: %d cells x %d repeats' % (len(cells), args.repeats), file=out)
-  if not args.resume and not args.dry_run and os.path.exists(path):
-    os.remove(path)
+  predicted = {}
   for i, cell in enumerate(cells):
-    predicted = predict(profiles, cell)
+    mine = predicted[cell_id(cell)] = predict(args, profiles, cell)
     skip = ' [calibration: not scored]' if vm.is_calibration_cell(cell) else ''
     if cell_id(cell) in done:
       skip += ' [done: skipped]'
     print(
       'cell %d/%d: %s'
-      % (i + 1, len(cells), _prediction_line(cell, predicted, skip)),
+      % (i + 1, len(cells), _prediction_line(cell, mine, skip)),
       file=out,
     )
-    out.flush()
-    if args.dry_run or cell_id(cell) in done:
-      continue
-    record = measure_cell(args, cell, run)
-    record['predicted'] = predicted
+  out.flush()
+  if args.dry_run:
+    return records
+  partial = read_partial(args) if args.resume else {}
+  todo = [c for c in cells if cell_id(c) not in done]
+  for record in measure_in_passes(args, todo, run, partial, out):
+    record['predicted'] = predicted[cell_id(record['cell'])]
     records.append(record)
-    with open(path, 'a', encoding='utf-8') as f:
-      f.write(json.dumps(record, sort_keys=True) + '\n')
     print(
-      '  measured %s median %s %s'
+      '%s: measured %s median %s %s'
       % (
+        cell_text(record['cell']),
         record['measured'],
         record['measured_median'],
         'scored' if record['scored'] else record['unscored_reason'],
       ),
       file=out,
     )
-    write_report(args, records)
-  if not args.dry_run:
-    write_report(args, records)
+  write_records(path, records)
+  if os.path.exists(args.out_prefix + '.partial.json'):
+    os.remove(args.out_prefix + '.partial.json')
+  write_report(args, records)
   return records
+
+
+def write_records(path, records) -> None:
+  """Writes `records` as the jsonl at `path` (one line each)."""
+  with open(path, 'w', encoding='utf-8') as f:
+    for r in records:
+      f.write(json.dumps(r, sort_keys=True) + '\n')
 
 
 def main(argv=None) -> int:

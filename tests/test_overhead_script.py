@@ -139,3 +139,41 @@ def test_live_rounds_alternate_the_order(monkeypatch):
   row = ovc.measure(args.selected[0], args, {}, '/tmp')
   assert order == ['classic', 'ours', 'ours', 'classic'] * 2
   assert row['ratio'] == 1.0
+
+
+# CPU busy: the process's CPU seconds over the wall seconds of its timed loop.
+
+_CHILD = """
+import sys, time
+print('10\\timages/sec: 1.0 +/- 0.0', flush=True)
+start = time.process_time()
+if sys.argv[1] == 'spin':
+  while time.process_time() - start < 0.4:
+    pass
+else:
+  time.sleep(0.4)
+print('total images/sec: 5.0', flush=True)
+"""
+
+
+def _timed(tmp_path, how):
+  script = tmp_path / 'child.py'
+  script.write_text(_CHILD)
+  proc = ovc.subprocess.Popen(
+    [sys.executable, str(script), how], stdout=ovc.subprocess.PIPE, text=True
+  )
+  return ovc._read_timed(proc, timeout=60)
+
+
+def test_cpu_busy_of_a_spinning_and_a_sleeping_process(tmp_path):
+  out, spinning = _timed(tmp_path, 'spin')
+  assert 'total images/sec: 5.0' in out
+  # One thread spinning: at most one core (and busy unless starved).
+  assert 0.2 < spinning <= 1.05
+  _, sleeping = _timed(tmp_path, 'sleep')
+  assert sleeping < 0.15
+
+
+def test_cpu_seconds_of_a_process_that_is_gone():
+  assert ovc.process_cpu_seconds(2**22 + 12345) is None
+  assert ovc.process_cpu_seconds(os.getpid()) > 0

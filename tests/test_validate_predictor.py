@@ -13,6 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'scripts'))
 
+import _validation_auto as va  # noqa: E402
 import _validation_metrics as vm  # noqa: E402
 import validate_predictor as vp  # noqa: E402
 
@@ -280,3 +281,111 @@ def test_mean_tau_counts_an_all_tied_prediction_as_zero():
   paleo = vm.summarize(records, 'paleo')
   assert list(paleo['tau_by_group'].values()) == [None]
   assert paleo['mean_tau'] == 0.0
+
+
+# Passes, --resume of a stopped grid, --repredict.
+
+
+def test_repeats_run_in_passes(tmp_path):
+  calls = []
+
+  def runner(args, cell):
+    calls.append(cell['strategy'])
+    return 100.0
+
+  vp.run_grid(_args(tmp_path, '--repeats=2'), run=runner, out=io.StringIO())
+  assert calls == ['parameter_server', 'collective_all_reduce'] * 2
+
+
+def test_resume_continues_the_runs_of_a_stopped_grid(tmp_path):
+  args = _args(tmp_path)
+  cells = vp.grid(args)
+  # A grid stopped after the first pass and one run of the second.
+  partial = {
+    vp.cell_id(cells[0]): {'runs': [{'images_per_sec': 10.0, 'load': [1, 1]},
+                                    {'images_per_sec': 10.0, 'load': [1, 1]}]},
+    vp.cell_id(cells[1]): {'runs': [{'images_per_sec': 20.0, 'load': [1, 2]}]},
+  }  # fmt: skip
+  (tmp_path / 'v.partial.json').write_text(json.dumps(partial))
+  calls = []
+
+  def runner(args, cell):
+    calls.append(cell['strategy'])
+    return 10.0 if cell['strategy'] == 'parameter_server' else 20.0
+
+  records = vp.run_grid(_args(tmp_path, '--resume'), run=runner,
+                        out=io.StringIO())  # fmt: skip
+  assert calls == ['collective_all_reduce', 'parameter_server',
+                   'collective_all_reduce']  # fmt: skip
+  assert [r['measured'] for r in records] == [[10.0] * 3, [20.0] * 3]
+  assert len(records[1]['load_average']) == 2  # min, max over its runs
+  assert not (tmp_path / 'v.partial.json').exists()
+
+
+def test_repredict_replaces_only_the_predictions(tmp_path):
+  stale = _record('parameter_server', [90, 90, 90], 1.0, 1.0)
+  stale['cell'] = vp.grid(_args(tmp_path))[0]
+  (tmp_path / 'v.jsonl').write_text(json.dumps(stale) + '\n')
+  args = _args(tmp_path, '--report_only', '--repredict')
+  records = vp.run_grid(args, run=None, out=io.StringIO())
+  assert records[0]['measured'] == [90, 90, 90]
+  fresh = vp.predict(args, vp.load_profiles(args), stale['cell'])
+  assert records[0]['predicted'] == fresh != stale['predicted']
+  saved = json.loads((tmp_path / 'v.jsonl').read_text())
+  assert saved['predicted'] == fresh
+
+
+def test_repredict_needs_report_only(capsys, tmp_path):
+  assert vp.main(['--repredict', '--out_prefix=%s' % (tmp_path / 'v')]) == 2
+  assert '--repredict' in capsys.readouterr().err
+
+
+# auto cells: the launcher picks; scored by the pick's regret.
+
+
+def test_auto_cell_lets_the_launcher_pick_the_ps_tasks(tmp_path):
+  args = _args(tmp_path, '--strategies=auto')
+  (cell,) = vp.grid(args)
+  assert cell['num_ps'] is None
+  argv = vp.cluster_command(args, cell, '/tmp/r.jsonl')
+  assert not [a for a in argv if a.startswith('--num_ps')]
+  assert '--variable_update=auto' in argv
+  assert '--scaling_profile=%s' % vp.profile_path(args, 'trivial') in argv
+  picked = vp.predict(args, vp.load_profiles(args), cell)['auto']
+  assert picked['num_ps'] in (0, 1) and picked['images_per_sec'] > 0
+
+
+def _auto_record(measured, pick='collective_all_reduce'):
+  cell = _cell(strategy='auto', ps=None)
+  return {
+    'cell': cell,
+    'measured': measured,
+    'measured_median': sorted(measured)[len(measured) // 2],
+    'scored': True,
+    'auto_pick': {'variable_update': pick, 'all_reduce_spec': None},
+    'predicted': {'auto': {'images_per_sec': 99.0}},
+  }
+
+
+def test_auto_regret_against_the_groups_measured_best():
+  records = [
+    _record('parameter_server', [100, 100, 100], 110, 50),
+    _record('collective_all_reduce', [200, 200, 200], 180, 300),
+    _auto_record([190, 190, 190]),  # 5% below the best
+  ]
+  (row,) = va.scores(records)
+  assert row['regret'] == pytest.approx(0.05)
+  assert row['best'][1] == 200
+  # auto cells are not in the model's error or ranking.
+  assert vm.summarize(records, 'model')['cells'] == 2
+  md = '\n'.join(va.markdown_rows(records))
+  assert 'Within 5% of the measured best: 1 of 1 groups.' in md
+  assert '| collective_all_reduce | 99.0 | 190.0 (0%) |' in md
+
+
+def test_auto_faster_than_every_measured_cell_has_no_regret():
+  records = [
+    _record('parameter_server', [100, 100, 100], 110, 50),
+    _auto_record([120, 121, 119], pick='distributed_all_reduce'),
+  ]
+  assert va.scores(records)[0]['regret'] == 0.0

@@ -1,0 +1,151 @@
+"""`auto` cells of scripts/validate_predictor.py: --variable_update=auto run
+for real, scored by what its pick measured against the group's best.
+
+An `auto` cell runs the launcher with --variable_update=auto and the model's
+profile (--scaling_profile) and no --num_ps: the launcher predicts every
+strategy and cluster shape it may start (scaling/auto_launch.py), starts the
+best and runs it. Its record keeps the pick (`auto_pick`: the strategy, spec
+and ps tasks the launcher ran, from the results line's `prediction`) next to
+what it measured. Its score is the pick's regret: the share of the group's
+best measured strategy (the other cells of the same model, workers, link and
+topology) that running auto's pick lost; a pick faster than every measured
+cell has none. Needs TensorFlow (the launcher's own ranking code).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import _validation_metrics as vm  # (beside this script)
+
+AUTO = 'auto'
+WITHIN = 0.05  # issue 31: auto's pick within 5% of the measured best
+
+
+def is_auto(cell: dict) -> bool:
+  """True for a cell that runs --variable_update=auto."""
+  return cell['strategy'] == AUTO
+
+
+def predict(profile_file: str, task_flags: list, cell: dict) -> dict:
+  """{'auto': {...}}: what the launcher will pick for `cell` (its ranking
+  over the shapes it may start, from the same profile and link)."""
+  from tf_cnn_benchmarks.scaling import auto_launch
+
+  extra = ['--scaling_profile=' + profile_file, '--tasks_colocated=true']
+  if cell['link_mbits'] is not None:
+    extra += [
+      '--link_mbits=%g' % cell['link_mbits'],
+      '--link_topology=%s' % cell['topology'],
+    ]
+  overrides = auto_launch.overrides_from_argv(task_flags + extra)
+  num_ps, _, best = auto_launch.best_shape(overrides, cell['num_workers'])
+  return {
+    AUTO: {
+      'variable_update': best.strategy.variable_update,
+      'all_reduce_spec': best.strategy.all_reduce_spec,
+      'num_ps': num_ps,
+      'images_per_sec': round(best.images_per_sec, 3),
+      'low': round(best.low, 3),
+      'high': round(best.high, 3),
+    }
+  }
+
+
+def pick_of(result: dict) -> dict:
+  """The strategy the run's results line says auto ran."""
+  pred = result.get('prediction') or {}
+  return {
+    'variable_update': pred.get('variable_update'),
+    'all_reduce_spec': pred.get('all_reduce_spec'),
+    'cluster': pred.get('cluster'),
+  }
+
+
+def pick_text(pick) -> str:
+  """'collective_all_reduce' or 'distributed_all_reduce (xring)'."""
+  if not pick or not pick.get('variable_update'):
+    return '-'
+  spec = pick.get('all_reduce_spec')
+  return pick['variable_update'] + (' (%s)' % spec if spec else '')
+
+
+def scores(records) -> list:
+  """One row per auto cell with repeats: its group, pick, measured median,
+  the group's best measured strategy, and the regret (0-1; None when the
+  group has no other measured cell). Cells of any spread count here, with
+  their spread shown: auto's pick is judged, not the model's error."""
+  best_of = {}
+  for r in records:
+    if is_auto(r['cell']) or not r.get('measured'):
+      continue
+    key = vm.group_key(r['cell'])
+    if key not in best_of or r['measured_median'] > best_of[key][1]:
+      best_of[key] = (r['cell'], r['measured_median'])
+  rows = []
+  for r in records:
+    if not is_auto(r['cell']) or not r.get('measured'):
+      continue
+    # A constant was chosen on these groups: they judge no pick.
+    if vm.is_calibration_cell(r['cell']):
+      continue
+    key = vm.group_key(r['cell'])
+    best = best_of.get(key)
+    median = statistics.median(r['measured'])
+    regret = None if best is None else max(0.0, (best[1] - median) / best[1])
+    rows.append(
+      {
+        'group': key,
+        'pick': r.get('auto_pick') or {},
+        'predicted': (r.get('predicted') or {}).get(AUTO, {}),
+        'measured_median': median,
+        'spread': vm.spread(r['measured']),
+        'best': best,
+        'regret': regret,
+      }
+    )
+  return rows
+
+
+def _best_text(best) -> str:
+  if best is None:
+    return '-'
+  cell, median = best
+  return '%s %dps: %.1f' % (cell['strategy'], cell['num_ps'], median)
+
+
+def markdown_rows(records) -> list:
+  """The auto section of the report ([] when the grid has no auto cell)."""
+  rows = scores(records)
+  if not rows:
+    return []
+  judged = [r for r in rows if r['regret'] is not None]
+  within = [r for r in judged if r['regret'] <= WITHIN]
+  out = [
+    '## --variable_update=auto: its pick against the measured best',
+    '',
+    'Each `auto` cell ran the launcher with --variable_update=auto and the',
+    "model's profile: it picked a strategy and cluster shape, then ran it.",
+    'Regret: the share of the best measured strategy of the same group',
+    'lost by running the pick (0 when the pick ran faster than all).',
+    'Within 5%% of the measured best: %d of %d groups.'
+    % (len(within), len(judged)),
+    '',
+    '| group | auto ran | predicted | measured median (spread) '
+    '| best measured | regret |',
+    '|---|---|---:|---:|---|---:|',
+  ]
+  for r in rows:
+    out.append(
+      '| %s | %s | %s | %.1f (%.0f%%) | %s | %s |'
+      % (
+        vm.group_text(r['group']),
+        pick_text(r['pick']),
+        '%.1f' % r['predicted']['images_per_sec'] if r['predicted'] else '-',
+        r['measured_median'],
+        100 * r['spread'],
+        _best_text(r['best']),
+        '-' if r['regret'] is None else '%.1f%%' % (100 * r['regret']),
+      )
+    )
+  return out + ['']
