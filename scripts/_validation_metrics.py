@@ -11,7 +11,11 @@ metrics here compare predicted images/sec with the measured median:
   strategy predicted best instead;
 - Kendall's tau-b between the predicted and the measured order of a group's
   strategies (ties count for neither side; None when one side is all ties,
-  counted as 0 in the mean over groups).
+  counted as 0 in the mean over groups). Two strategies whose repeats
+  overlap (one's [min, max] meets the other's) are tied in the measured
+  order: the measurement does not say which is faster, so neither order of
+  the prediction is wrong. The strict tau (every measured median ordered,
+  however close) is kept beside it.
 """
 
 from __future__ import annotations
@@ -79,8 +83,11 @@ def abs_error_pct(predicted: float, measured: float) -> float:
   return 100.0 * abs(predicted - measured) / measured
 
 
-def kendall_tau_b(xs, ys):
-  """Kendall's tau-b of paired values; None when undefined (all tied)."""
+def kendall_tau_b(xs, ys, y_tied=None):
+  """Kendall's tau-b of paired values; None when undefined (all tied).
+
+  y_tied(i, j): True when ys[i] and ys[j] count as tied though they differ
+  (measured figures the repeats cannot tell apart)."""
   if len(xs) != len(ys):
     raise ValueError('kendall_tau_b: lengths differ')
   concordant = discordant = tied_x = tied_y = 0
@@ -88,7 +95,7 @@ def kendall_tau_b(xs, ys):
   for i in range(n):
     for j in range(i + 1, n):
       dx = xs[i] - xs[j]
-      dy = ys[i] - ys[j]
+      dy = 0 if y_tied and y_tied(i, j) else ys[i] - ys[j]
       if dx == 0 and dy == 0:
         tied_x += 1
         tied_y += 1
@@ -105,6 +112,19 @@ def kendall_tau_b(xs, ys):
   if denominator == 0:
     return None
   return (concordant - discordant) / denominator
+
+
+def repeats_overlap(a: dict, b: dict) -> bool:
+  """True when the repeats of records a and b overlap ([min, max] ranges):
+  the measurement does not order them."""
+  return min(a['measured']) <= max(b['measured']) and min(b['measured']) <= max(
+    a['measured']
+  )
+
+
+def _overlap_of(members):
+  """y_tied for kendall_tau_b: the repeats of members i and j overlap."""
+  return lambda i, j: repeats_overlap(members[i], members[j])
 
 
 def top1_regret(predicted, measured) -> float:
@@ -173,16 +193,18 @@ def summarize(records, predictor: str, noisy: bool = False) -> dict:
     abs_error_pct(_prediction(r, predictor), r['measured_median'])
     for r in scored
   ]
-  regrets, taus = {}, {}
+  regrets, taus, strict = {}, {}, {}
   for key, members in sorted(groups(records, noisy).items()):
     pred = [_prediction(r, predictor) for r in members]
     meas = [r['measured_median'] for r in members]
     regrets[key] = top1_regret(pred, meas)
-    taus[key] = kendall_tau_b(pred, meas)
+    strict[key] = kendall_tau_b(pred, meas)
+    taus[key] = kendall_tau_b(pred, meas, _overlap_of(members))
   # A predictor that ties every strategy of a group ranks nothing: its
   # undefined tau counts as 0 in the mean, not left out (which would favour
   # the baselines, whose ps-held strategies always tie).
   taus_or_zero = [0.0 if t is None else t for t in taus.values()]
+  strict_or_zero = [0.0 if t is None else t for t in strict.values()]
   within = [g for g in regrets.values() if g <= 0.05]
   return {
     'cells': len(scored),
@@ -193,4 +215,8 @@ def summarize(records, predictor: str, noisy: bool = False) -> dict:
     'groups': len(regrets),
     'groups_regret_within_5pct': len(within),
     'mean_tau': statistics.mean(taus_or_zero) if taus_or_zero else None,
+    'tau_strict_by_group': strict,
+    'mean_tau_strict': (
+      statistics.mean(strict_or_zero) if strict_or_zero else None
+    ),
   }

@@ -50,13 +50,13 @@ def _cell_row(r) -> str:
 def _summary_rows(records, noisy=False) -> list:
   rows = [
     '| predictor | scored cells | median abs error | p90 abs error '
-    '| groups | regret <= 5% | mean tau |',
-    '|---|---:|---:|---:|---:|---:|---:|',
+    '| groups | regret <= 5% | mean tau | mean tau (strict) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for name in vm.PREDICTORS:
     s = vm.summarize(records, name, noisy)
     rows.append(
-      '| %s | %d | %s | %s | %d | %s | %s |'
+      '| %s | %d | %s | %s | %d | %s | %s | %s |'
       % (
         name,
         s['cells'],
@@ -65,6 +65,7 @@ def _summary_rows(records, noisy=False) -> list:
         s['groups'],
         '%d of %d' % (s['groups_regret_within_5pct'], s['groups']),
         _fmt(s['mean_tau'], '%.2f'),
+        _fmt(s['mean_tau_strict'], '%.2f'),
       )
     )
   return rows

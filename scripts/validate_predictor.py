@@ -50,7 +50,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 LAUNCHER = os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
 
-DATA_NAME = {'lenet': 'imagenet'}  # else cifar10
+DATA_NAME = {'lenet': 'imagenet', 'resnet50': 'imagenet'}  # else cifar10
 NEEDS_PS = ('parameter_server', 'distributed_replicated', 'hybrid')
 STRATEGIES = (
   'parameter_server',
@@ -193,12 +193,12 @@ def parse_args(argv):
   return args
 
 
-def profile_path(args, model) -> str:
-  """The profile file of `model` at the grid's batch size."""
+def profile_path(args, model, batch_size=None) -> str:
+  """The profile file of `model` at `batch_size` (default: the grid's)."""
   return os.path.join(
     args.profile_dir,
     '%s_%s_b%d_cpu.json'
-    % (model, DATA_NAME.get(model, 'cifar10'), args.batch_size),
+    % (model, DATA_NAME.get(model, 'cifar10'), batch_size or args.batch_size),
   )
 
 
@@ -264,8 +264,9 @@ def predict(args, profiles, cell) -> dict:
   from tf_cnn_benchmarks.scaling import target as target_lib
 
   if va.is_auto(cell):
-    return va.predict(profile_path(args, cell['model']), task_flags(cell), cell)
-  profile = profiles[cell['model']]
+    path = profile_path(args, cell['model'], cell['batch_size'])
+    return va.predict(path, task_flags(cell), cell)
+  profile = profiles[cell['model'], cell['batch_size']]
   target = target_lib.make_target(
     num_workers=cell['num_workers'],
     num_ps=cell['num_ps'],
@@ -325,7 +326,8 @@ def cluster_command(args, cell, result_file) -> list:
     argv.append('--link_mbits=%g' % cell['link_mbits'])
   flags = task_flags(cell)
   if va.is_auto(cell):
-    flags.append('--scaling_profile=%s' % profile_path(args, cell['model']))
+    path = profile_path(args, cell['model'], cell['batch_size'])
+    flags.append('--scaling_profile=%s' % path)
   return argv + ['--'] + flags + ['--result_file=%s' % result_file]
 
 
@@ -430,20 +432,26 @@ def read_records(path) -> list:
     return [json.loads(line) for line in f if line.strip()]
 
 
-def load_profiles(args) -> dict:
-  """{model: Profile} of every model of the grid."""
+def load_profiles(args, cells=None) -> dict:
+  """{(model, batch size): Profile} of every model of the grid (or of
+  `cells`, e.g. the records a report is made of)."""
   from tf_cnn_benchmarks.scaling import profile_format
 
+  keys = (
+    {(m, args.batch_size) for m in args.models}
+    if cells is None
+    else {(c['model'], c['batch_size']) for c in cells}
+  )
   out = {}
-  for model in args.models:
-    path = profile_path(args, model)
+  for model, batch in sorted(keys):
+    path = profile_path(args, model, batch)
     if not os.path.exists(path):
       raise UsageError(
         '--models=%s: no profile %s (measure it with scripts/profile_host.py, '
         'or give --profile_dir)' % (model, path)
       )
     try:
-      out[model] = profile_format.load_profile(path)
+      out[model, batch] = profile_format.load_profile(path)
     except profile_format.ProfileError as e:
       raise UsageError(str(e)) from None
   return out
@@ -473,7 +481,10 @@ def header_lines(records, args) -> list:
     '- Error: |predicted - measured median| / measured median. Regret: the'
     ' share of the measured best lost by running the predicted best, per'
     ' group of >= 2 scored strategies. tau: Kendall tau-b per group (an'
-    ' all-tied prediction: undefined, "-", counted 0 in the mean).',
+    ' all-tied prediction: undefined, "-", counted 0 in the mean); two'
+    ' strategies whose repeats overlap ([min, max]) are tied in the measured'
+    ' order, as the measurement does not order them; "strict" orders every'
+    ' measured median, however close.',
   ]
 
 
@@ -527,15 +538,16 @@ def read_partial(args) -> dict:
 
 def run_grid(args, run=run_once, out=sys.stdout) -> list:
   """Runs (or with --dry_run prints) the grid; returns the records."""
-  profiles = load_profiles(args)
   path = args.out_prefix + '.jsonl'
   records = read_records(path) if (args.resume or args.report_only) else []
   if args.report_only:
     if args.repredict:
-      records = repredict(args, profiles, records)
+      cells = [r['cell'] for r in records]
+      records = repredict(args, load_profiles(args, cells), records)
       write_records(path, records)
     write_report(args, records)
     return records
+  profiles = load_profiles(args)
   done = {cell_id(r['cell']) for r in records}
   cells = grid(args)
   print('rule: %s' % vm.CALIBRATION_RULE, file=out)

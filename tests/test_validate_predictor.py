@@ -267,8 +267,11 @@ def test_noisy_view_puts_back_only_spread_cells():
   both = vm.summarize(records, 'model', noisy=True)
   assert both['cells'] == 2
   assert both['median_abs_error_pct'] == pytest.approx(10.0)
-  # a (110 predicted, 100 measured) vs c (165, 150): same order, no regret.
-  assert list(both['tau_by_group'].values()) == [1.0]
+  # a (110 predicted, 100 measured) vs c (165, 150): same order, no regret;
+  # their repeats overlap (100 is in both), so the tau of record is
+  # undefined and only the strict one orders them.
+  assert list(both['tau_strict_by_group'].values()) == [1.0]
+  assert list(both['tau_by_group'].values()) == [None]
   assert list(both['regret_by_group'].values()) == [0.0]
 
 
@@ -389,3 +392,18 @@ def test_auto_faster_than_every_measured_cell_has_no_regret():
     _auto_record([120, 121, 119], pick='distributed_all_reduce'),
   ]
   assert va.scores(records)[0]['regret'] == 0.0
+
+
+def test_tau_ties_strategies_whose_repeats_overlap():
+  records = [
+    _record('a', [100, 101, 102], 120, 50),
+    _record('b', [101, 102, 103], 110, 50),  # overlaps a: tied
+    _record('c', [200, 200, 200], 300, 50),
+  ]
+  s = vm.summarize(records, 'model')
+  # Pairs (a,b) tied in measured, (a,c) C, (b,c) C: 2 / sqrt(3 * 2).
+  assert list(s['tau_by_group'].values()) == [pytest.approx(2 / math.sqrt(6))]
+  # Strict: a < b measured but predicted a > b: (2 - 1) / 3.
+  assert list(s['tau_strict_by_group'].values()) == [pytest.approx(1 / 3)]
+  assert vm.repeats_overlap(records[0], records[1])
+  assert not vm.repeats_overlap(records[0], records[2])
