@@ -38,6 +38,12 @@ MAX_HOSTS = 250
 # keeps the link busy, short enough that a ping waits little behind a bulk
 # transfer.
 QUEUE_S = 0.02
+# ... and at least this many bytes: at slow rates 20 ms is a few dozen
+# frames, and the burst of one step's messages of a small model (an
+# all-reduce's chunks, all sent at once) overflowed it: trivial, 3 workers,
+# collective over 25 Mbit/s switch ports dropped 3-6% of its packets (tc -s)
+# and ran at 829 images/sec; with 256 KiB of queue 910-912.
+MIN_QUEUE_BYTES = 256 * 1024
 # The largest segment the stack hands a qdisc (GSO), and the burst from which
 # the bucket holds one whole (see tbf_sizes).
 GSO_BYTES = 65536
@@ -73,13 +79,14 @@ def tbf_sizes(mbits: float, mtu: int = LINK_MTU):
   bucket smaller than one is cut into frames by tbf, which from a few hundred
   Mbit/s on costs rate (measured: 500 Mbit/s asked, 380-450 carried with a
   40-62 KB burst, 476 with 70 KB), so from GSO_FROM_BYTES of burst on the
-  burst holds a whole segment. The queue holds QUEUE_S at the rate.
+  burst holds a whole segment. The queue holds QUEUE_S at the rate, and at
+  least MIN_QUEUE_BYTES.
   """
   bytes_per_s = mbits * 1e6 / 8
   burst = max(4 * (mtu + 100), int(bytes_per_s * 0.001))
   if burst >= GSO_FROM_BYTES:
     burst = max(burst, GSO_BYTES + 4 * (mtu + 100))
-  limit = max(2 * burst, int(bytes_per_s * QUEUE_S))
+  limit = max(2 * burst, int(bytes_per_s * QUEUE_S), MIN_QUEUE_BYTES)
   return burst, limit
 
 

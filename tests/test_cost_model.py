@@ -85,6 +85,8 @@ def no_interference(latency_cpu_fraction=0.0):
   pure wire delay)."""
   constants = dict(cal_lib.default_calibration().constants)
   constants['interference_cores'] = cal_lib.Constant(0.0, 'test', '')
+  # The hand formulas take link_mbits as payload (no frame headers).
+  constants['wire_payload'] = cal_lib.Constant(1.0, 'test', '')
   constants['latency_cpu_fraction'] = cal_lib.Constant(
     latency_cpu_fraction, 'test', ''
   )
@@ -115,6 +117,24 @@ def test_one_ring_matches_the_hand_formula(n):
   latency = LATENCY_US + wire
   expected = 2 * (n - 1) * latency + 2 * (n - 1) / n * size / bandwidth
   assert _run(b)[ends[0]] == pytest.approx(expected, rel=1e-6)
+
+
+def test_link_mbits_is_a_wire_rate():
+  """One message of S bytes at 100 Mbit/s on the wire: TCP over IPv4 in
+  1500-byte frames carries 1448 payload bytes per 1514 the bucket counts,
+  so it takes L + S / (12.5 * 1448/1514) us."""
+  size = 1_000_000.0
+  profile = made_up_profile([(4, 1.0)])
+  target = target_lib.make_target(num_workers=2, link_mbits=100.0)
+  constants = dict(no_interference().constants)
+  del constants['wire_payload']  # the default, assumed constant
+  cal = cal_lib.Calibration(
+    dict(cal_lib.default_calibration().constants, **constants)
+  )
+  b = cost_model_graph.StepBuilder(profile, target, cal)
+  end = b.message(('cpu', 0), ('cpu', 1), size, [])
+  expected = LATENCY_US + size / (12.5 * 1448 / 1514)
+  assert _run(b)[end] == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize('workers', [2, 4])

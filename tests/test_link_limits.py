@@ -157,6 +157,12 @@ def test_fast_buckets_hold_a_whole_segment():
   assert _netshape.tbf_sizes(25)[0] < 8 * 1024
 
 
+def test_slow_links_queue_at_least_256_kib():
+  # 20 ms at 25 Mbit/s (62.5 KB) dropped 3-6% of an all-reduce's packets.
+  assert _netshape.tbf_sizes(25)[1] == 256 * 1024
+  assert _netshape.tbf_sizes(1000)[1] == int(1000e6 / 8 * 0.02)
+
+
 class _FakeSwitch:
   """Hands out addresses and namespace prefixes as SwitchNetwork does."""
 

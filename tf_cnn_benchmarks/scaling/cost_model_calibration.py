@@ -48,6 +48,14 @@ _DEFAULTS = {
     'predicting a new scale from one node (vTrain, Echo)',
     'relative width added to every band for what the model leaves out',
   ),
+  'wire_payload': Constant(
+    1448.0 / 1514.0,
+    'assumed, not fitted: the header sizes of TCP over IPv4 with timestamps '
+    'in 1500-byte Ethernet frames as a token bucket counts them (1448 '
+    'payload bytes per 1514; Ethernet on a real wire also has 24 bytes of '
+    'preamble and gap: give 1448/1538 for it)',
+    "share of --link_mbits (a wire rate) that carries the messages' bytes",
+  ),
   'daydream_efficiency': Constant(
     0.85,
     'from the baseline definition (issue 31): size / (0.85 x bandwidth)',

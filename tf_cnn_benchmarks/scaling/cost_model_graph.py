@@ -67,7 +67,8 @@ class StepBuilder:
   def link_bpu(self, transport: str) -> float:
     """Bandwidth of a host link, bytes/us."""
     if self.target.link_mbits is not None:
-      return self.target.link_mbits / 8.0
+      # link_mbits is the rate on the wire; messages move as TCP payload.
+      return self.target.link_mbits / 8.0 * self.cal.value('wire_payload')
     return self.transport(transport).bytes_per_us
 
   def capacities(self) -> Dict[str, float]:

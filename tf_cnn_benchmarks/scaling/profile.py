@@ -27,8 +27,9 @@ from tf_cnn_benchmarks.scaling import transport
 from tf_cnn_benchmarks.scaling import transport_bench
 from tf_cnn_benchmarks.training import optimizers
 
-UNDER_LOAD_NOTE = (
-  'measured on a shared machine under load from other processes: '
+# What every profile says of its figures; machine_note() adds the CPU and
+# the load average at start (other processes on the cores show there).
+SPREAD_NOTE = (
   'compute keeps the p10/p90 spread of its timed steps, transports the '
   'p10/p90 of each size'
 )
@@ -44,7 +45,7 @@ def measure_profile(
   num_traced: int = 5,
   transport_sizes=transport_bench.DEFAULT_SIZES,
   specs=None,
-  notes: str = UNDER_LOAD_NOTE,
+  notes: str = SPREAD_NOTE,
   timeout: float = 900.0,
   **flags,
 ) -> fmt.Profile:
