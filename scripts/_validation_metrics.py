@@ -14,8 +14,9 @@ metrics here compare predicted images/sec with the measured median:
   counted as 0 in the mean over groups). Two strategies whose repeats
   overlap (one's [min, max] meets the other's) are tied in the measured
   order: the measurement does not say which is faster, so neither order of
-  the prediction is wrong. The strict tau (every measured median ordered,
-  however close) is kept beside it.
+  the prediction is wrong; a group whose measured strategies all tie so
+  has no order to check and is left out of the mean. The strict tau
+  (every measured median ordered, however close) is kept beside it.
 """
 
 from __future__ import annotations
@@ -122,6 +123,11 @@ def repeats_overlap(a: dict, b: dict) -> bool:
   )
 
 
+def _all_pairs(n, tied) -> bool:
+  """True when tied(i, j) holds for every pair of n items."""
+  return all(tied(i, j) for i in range(n) for j in range(i + 1, n))
+
+
 def _overlap_of(members):
   """y_tied for kendall_tau_b: the repeats of members i and j overlap."""
   return lambda i, j: repeats_overlap(members[i], members[j])
@@ -194,17 +200,21 @@ def summarize(records, predictor: str, noisy: bool = False) -> dict:
     for r in scored
   ]
   regrets, taus, strict = {}, {}, {}
+  taus_or_zero, strict_or_zero = [], []
   for key, members in sorted(groups(records, noisy).items()):
     pred = [_prediction(r, predictor) for r in members]
     meas = [r['measured_median'] for r in members]
     regrets[key] = top1_regret(pred, meas)
     strict[key] = kendall_tau_b(pred, meas)
-    taus[key] = kendall_tau_b(pred, meas, _overlap_of(members))
-  # A predictor that ties every strategy of a group ranks nothing: its
-  # undefined tau counts as 0 in the mean, not left out (which would favour
-  # the baselines, whose ps-held strategies always tie).
-  taus_or_zero = [0.0 if t is None else t for t in taus.values()]
-  strict_or_zero = [0.0 if t is None else t for t in strict.values()]
+    overlap = _overlap_of(members)
+    taus[key] = kendall_tau_b(pred, meas, overlap)
+    # A predictor that ties every strategy of a group ranks nothing: its
+    # undefined tau counts as 0 in the mean, not left out (which would
+    # favour the baselines, whose ps-held strategies always tie). A group
+    # whose measured strategies all tie orders nothing to check: left out.
+    if not _all_pairs(len(members), overlap):
+      taus_or_zero.append(taus[key] or 0.0)
+    strict_or_zero.append(strict[key] or 0.0)
   within = [g for g in regrets.values() if g <= 0.05]
   return {
     'cells': len(scored),
@@ -214,6 +224,7 @@ def summarize(records, predictor: str, noisy: bool = False) -> dict:
     'tau_by_group': taus,
     'groups': len(regrets),
     'groups_regret_within_5pct': len(within),
+    'tau_groups': len(taus_or_zero),
     'mean_tau': statistics.mean(taus_or_zero) if taus_or_zero else None,
     'tau_strict_by_group': strict,
     'mean_tau_strict': (

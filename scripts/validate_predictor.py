@@ -483,7 +483,8 @@ def header_lines(records, args) -> list:
     ' group of >= 2 scored strategies. tau: Kendall tau-b per group (an'
     ' all-tied prediction: undefined, "-", counted 0 in the mean); two'
     ' strategies whose repeats overlap ([min, max]) are tied in the measured'
-    ' order, as the measurement does not order them; "strict" orders every'
+    ' order, as the measurement does not order them, and a group whose'
+    ' strategies all tie so is left out of the mean; "strict" orders every'
     ' measured median, however close.',
   ]
 

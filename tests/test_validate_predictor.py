@@ -407,3 +407,19 @@ def test_tau_ties_strategies_whose_repeats_overlap():
   assert list(s['tau_strict_by_group'].values()) == [pytest.approx(1 / 3)]
   assert vm.repeats_overlap(records[0], records[1])
   assert not vm.repeats_overlap(records[0], records[2])
+
+
+def test_a_group_measured_all_tied_is_left_out_of_mean_tau():
+  tied = [
+    _record('a', [100, 101, 102], 120, 50),
+    _record('b', [101, 102, 103], 110, 50),  # overlaps a: nothing to order
+  ]
+  ordered = [
+    _record('c', [100, 100, 100], 110, 60, link=100.0),
+    _record('d', [200, 200, 200], 180, 60, link=100.0),  # paleo ties c, d
+  ]
+  model = vm.summarize(tied + ordered, 'model')
+  assert model['tau_groups'] == 1 and model['mean_tau'] == 1.0
+  # An all-tied prediction of an ordered group still counts as 0.
+  paleo = vm.summarize(tied + ordered, 'paleo')
+  assert paleo['tau_groups'] == 1 and paleo['mean_tau'] == 0.0
