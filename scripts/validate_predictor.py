@@ -113,67 +113,42 @@ def _names(text, flag, choices):
   return names
 
 
+# (name, default, help) of the flags with a value, then the switches.
+_VALUE_FLAGS = (
+  ('models', 'trivial,lenet,resnet20',
+   'models, comma-separated (each needs its profile)'),
+  ('workers', '2', 'worker counts (>= 2), e.g. 2,3'),
+  ('ps', '1', 'ps task counts of the strategies that need ps tasks, e.g. 1,2'),
+  ('link_mbits', 'none,100,25',
+   "link rates in Mbit/s; 'none' or 0: unthrottled"),
+  ('topologies', 'shared', 'shared, switch or both'),
+  ('strategies', 'parameter_server,collective_all_reduce',
+   'one or more of ' + ', '.join(STRATEGIES)),
+  ('repeats', '3', 'runs of each cell (in passes)'),
+  ('num_batches', '20', 'timed steps of each run'),
+  ('num_warmup_batches', '5', 'untimed steps before them'),
+  ('batch_size', '32', 'per tower; picks the profile file'),
+  ('timeout', '900', 'seconds a run may take'),
+  ('out_prefix', 'results/predictor_validation',
+   'writes OUT_PREFIX.jsonl and OUT_PREFIX.md'),
+  ('profile_dir', 'results/profiles',
+   'where <model>_<data>_b<batch>_cpu.json are'),
+)  # fmt: skip
+_SWITCHES = (
+  ('dry_run', 'print the grid and its predictions; run nothing'),
+  ('resume', 'keep the jsonl (and partial runs); run only what is missing'),
+  ('report_only', 'rewrite the md from the jsonl; run nothing'),
+  ('repredict', 'with --report_only: predict every record again first'),
+)
+
+
 def parse_args(argv):
   """The options, checked (UsageError names the flag)."""
   p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
-  add = p.add_argument
-  add(
-    '--models',
-    default='trivial,lenet,resnet20',
-    help='models, comma-separated (each needs its profile)',
-  )
-  add('--workers', default='2', help='worker counts (>= 2), e.g. 2,3')
-  add(
-    '--ps',
-    default='1',
-    help='ps task counts of the strategies that need ps tasks, e.g. 1,2',
-  )
-  add(
-    '--link_mbits',
-    default='none,100,25',
-    help="link rates in Mbit/s; 'none' or 0: unthrottled",
-  )
-  add('--topologies', default='shared', help='shared, switch or both')
-  add(
-    '--strategies',
-    default='parameter_server,collective_all_reduce',
-    help='one or more of ' + ', '.join(STRATEGIES),
-  )
-  add('--repeats', default='3', help='runs of each cell (in passes)')
-  add('--num_batches', default='20', help='timed steps of each run')
-  add('--num_warmup_batches', default='5', help='untimed steps before them')
-  add('--batch_size', default='32', help='per tower; picks the profile file')
-  add('--timeout', default='900', help='seconds a run may take')
-  add(
-    '--out_prefix',
-    default='results/predictor_validation',
-    help='writes OUT_PREFIX.jsonl and OUT_PREFIX.md',
-  )
-  add(
-    '--profile_dir',
-    default='results/profiles',
-    help='where <model>_<data>_b<batch>_cpu.json are',
-  )
-  add(
-    '--dry_run',
-    action='store_true',
-    help='print the grid and its predictions; run nothing',
-  )
-  add(
-    '--resume',
-    action='store_true',
-    help='keep the jsonl (and partial runs); run only what is missing',
-  )
-  add(
-    '--report_only',
-    action='store_true',
-    help='rewrite the md from the jsonl; run nothing',
-  )
-  add(
-    '--repredict',
-    action='store_true',
-    help='with --report_only: predict every record again first',
-  )
+  for name, default, text in _VALUE_FLAGS:
+    p.add_argument('--' + name, default=default, help=text)
+  for name, text in _SWITCHES:
+    p.add_argument('--' + name, action='store_true', help=text)
   args = p.parse_args(argv)
   if args.repredict and not args.report_only:
     raise UsageError('--repredict: only with --report_only')
