@@ -429,6 +429,10 @@ def test_ctrl_c_is_one_line_exit_130(tmp_path):
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
     text=True,
+    # As a terminal's Ctrl-C finds it: a test run started in the background
+    # (`cmd &` without job control, nohup) inherits SIGINT ignored, and a
+    # Python started so keeps ignoring it (no KeyboardInterrupt at all).
+    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
   )
   for line in proc.stdout:
     if 'images/sec' in line:  # training
