@@ -60,6 +60,7 @@ import time
 
 import _lifetime  # beside this script
 import _netshape  # beside this script
+import measure_exchange  # beside this script
 import measure_link  # beside this script
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,6 +162,19 @@ def _add_network_flags(parser) -> None:
     'between two processes placed as two tasks would be; print the figures',
   )
   parser.add_argument(
+    '--measure_exchange',
+    action='store_true',
+    help='start no cluster: time rounds of a TCP ring and of all-to-all '
+    'among --num_workers (default 3) hosts placed as tasks would be; print '
+    'the all-to-all efficiency (measure_exchange.py)',
+  )
+  parser.add_argument(
+    '--exchange_kilobytes',
+    default=None,
+    help='bytes each host sends a round of --measure_exchange, in kB '
+    '(default: 256)',
+  )
+  parser.add_argument(
     '--measure_megabytes',
     default=None,
     help='bytes of the --measure_link transfer, in MB (default: about 2 s '
@@ -178,7 +192,7 @@ def parse_args(argv):
   parser = _parser()
   args = parser.parse_args(own)
   _check_link_flags(args)
-  if args.measure_link:
+  if args.measure_link or args.measure_exchange:
     return args, flags
   if args.num_workers is None:
     parser.error('the following arguments are required: --num_workers')
@@ -227,6 +241,9 @@ def _check_link_flags(args):
     )
   # Less than a megabyte fits in the sockets' buffers: no rate to see.
   _number_at_least(args, 'measure_megabytes', 1, False, 'a number >= 1')
+  _number_at_least(
+    args, 'exchange_kilobytes', 0, True, 'a number of kilobytes > 0'
+  )
 
 
 def private_network_works() -> bool:
@@ -552,6 +569,8 @@ def main(argv=None):
     switch = shape_network(args)
     if args.measure_link:
       return measure_link.between_tasks(args, switch)
+    if args.measure_exchange:
+      return measure_exchange.among_tasks(args, switch)
     return run_cluster(args, flags, switch)
   except _netshape.ShapingError as e:
     print(

@@ -419,3 +419,54 @@ def test_small_gradient_groups_follow_the_harness():
     cost_model.check_strategy(
       dataclasses.replace(strategy, gradient_repacking=2), target, profile
     )
+
+
+def test_all_to_all_on_switch_ports_fills_them_less():
+  """3 hosts, each sends S to each other host at once (one phase).
+
+  Switch: each uplink and downlink carries 2S, and flows that meet two
+  bottlenecks fill them to all_to_all_efficiency e (measured with raw TCP,
+  cost_model_calibration.ALL_TO_ALL_EFFICIENCY): L + 2S/(e*B). Fan-in
+  alone (two hosts to one) is one bottleneck: L + 2S/B. Shared: one link
+  that every flow crosses, 6S/B, whatever the pattern.
+  """
+  size, bandwidth, mbits = 100_000.0, 12.5, 100.0
+  profile = made_up_profile([(4, 1.0)])
+  hosts = [('cpu', w) for w in range(3)]
+  everyone = [(s, d) for s in hosts for d in hosts if s != d]
+  fan_in = [(hosts[0], hosts[2]), (hosts[1], hosts[2])]
+  e = cal_lib.all_to_all_efficiency(mbits)
+  assert 0.8 < e < 1.0
+  times = {}
+  for topology in ('shared', 'switch'):
+    target = target_lib.make_target(
+      num_workers=3, link_mbits=mbits, topology=topology
+    )
+    for name, flows in (('all', everyone), ('fan_in', fan_in)):
+      b = cost_model_graph.StepBuilder(profile, target, no_interference())
+      end = b.phase(flows, size, [])
+      times[topology, name] = _run(b)[end]
+  assert times['switch', 'all'] == pytest.approx(
+    LATENCY_US + 2 * size / (e * bandwidth), rel=1e-6
+  )
+  assert times['switch', 'fan_in'] == pytest.approx(
+    LATENCY_US + 2 * size / bandwidth, rel=1e-6
+  )
+  assert times['shared', 'all'] == pytest.approx(
+    LATENCY_US + 6 * size / bandwidth, rel=1e-6
+  )
+
+
+def test_all_to_all_efficiency_between_the_measured_rates():
+  table = dict(cal_lib.ALL_TO_ALL_EFFICIENCY)
+  assert cal_lib.all_to_all_efficiency(None) == 1.0  # unthrottled
+  for mbits, e in table.items():
+    assert cal_lib.all_to_all_efficiency(mbits) == pytest.approx(e)
+  assert cal_lib.all_to_all_efficiency(1.0) == table[25.0]
+  assert cal_lib.all_to_all_efficiency(1e5) == table[1000.0]
+  # Linear in log(rate): 50 Mbit/s is halfway from 25 to 100.
+  assert cal_lib.all_to_all_efficiency(50.0) == pytest.approx(
+    (table[25.0] + table[100.0]) / 2
+  )
+  lines = cal_lib.default_calibration().lines()
+  assert any(ln.startswith('all_to_all_efficiency = ') for ln in lines)

@@ -24,6 +24,7 @@ from tests.helpers import task_env
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import _netshape  # noqa: E402
 import launch_local_cluster  # noqa: E402
+import measure_exchange  # noqa: E402
 
 _WHY_NOT = _netshape.shaping_works(100.0)
 needs_shaping = pytest.mark.skipif(
@@ -91,6 +92,8 @@ def test_measured_rate_is_the_asked_rate(topology, mbits):
     ('--topology=', '--topology='),
     ('--measure_megabytes=0.5', '--measure_megabytes=0.5'),
     ('--measure_megabytes=lots', '--measure_megabytes=lots'),
+    ('--exchange_kilobytes=0', '--exchange_kilobytes=0'),
+    ('--exchange_kilobytes=-1', '--exchange_kilobytes=-1'),
   ],
 )
 def test_bad_network_flags_are_one_line(flag, named):
@@ -233,3 +236,50 @@ def test_switch_cluster_trains():
     if ln.startswith('[worker:1] 5\timages/sec')
   ]
   assert len(steps) == 1, proc.stdout[-3000:]
+
+
+def test_exchange_patterns_move_the_same_bytes():
+  # A ring and all-to-all load every host's link with the same bytes: the
+  # ratio of their round times is the network's, not the bytes'.
+  n, nbytes = 4, 300_000
+  for pattern in measure_exchange.PATTERNS:
+    for me in range(n):
+      out = measure_exchange.destinations(pattern, me, n, nbytes)
+      into = measure_exchange.sources(pattern, me, n, nbytes)
+      assert me not in out and me not in into
+      assert sum(out.values()) == sum(into.values()) == nbytes
+  assert len(measure_exchange.destinations('ring', 0, n, nbytes)) == 1
+  assert len(measure_exchange.destinations('all_to_all', 0, n, nbytes)) == 3
+
+
+def test_exchange_summary_takes_each_round_slowest_host():
+  hosts = [
+    {'ring': [10.0, 12.0, 11.0], 'all_to_all': [20.0, 20.0, 30.0]},
+    {'ring': [11.0, 10.0, 14.0], 'all_to_all': [25.0, 21.0, 20.0]},
+  ]
+  out = measure_exchange.summarise(hosts, 125_000, 100.0)
+  assert out['ring_ms'] == 12.0  # rounds: 11, 12, 14
+  assert out['all_to_all_ms'] == 25.0  # rounds: 25, 21, 30
+  assert out['efficiency'] == 0.48
+  # 125 kB at 100 Mbit/s of wire, 1448 payload bytes a 1514-byte frame.
+  assert out['ideal_ms'] == pytest.approx(10 * 1514 / 1448, abs=1e-3)
+
+
+@needs_shaping
+def test_measure_exchange_is_held_to_the_link():
+  proc = _launch(
+    '--measure_exchange',
+    '--topology=switch',
+    '--link_mbits=100',
+    '--exchange_kilobytes=128',
+  )
+  assert proc.returncode == 0, proc.stderr
+  prefix = 'launcher: measure_exchange: '
+  lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(prefix)]
+  assert len(lines) == 1, proc.stdout
+  figures = json.loads(lines[0][len(prefix) :])
+  assert figures['hosts'] == 3 and figures['topology'] == 'switch'
+  # A bucket's burst lets a little more through at first; no more than that.
+  assert figures['ring_ms'] >= 0.85 * figures['ideal_ms'], figures
+  assert figures['all_to_all_ms'] >= 0.85 * figures['ideal_ms'], figures
+  assert figures['efficiency'] > 0

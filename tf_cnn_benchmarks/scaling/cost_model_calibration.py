@@ -64,6 +64,38 @@ _DEFAULTS = {
 }
 
 
+# Throughput of all-to-all exchanges over one link per host (switch), as a
+# share of a ring's moving the same bytes, by link rate (Mbit/s): TCP flows
+# that meet two bottlenecks (the sender's port and the receiver's) fill
+# them less well than one flow per port. Each figure is the median ratio of
+# the round times of `launch_local_cluster.py --measure_exchange
+# --topology=switch --num_workers=3` (raw TCP, no TensorFlow; 64-256 kB a
+# host at 25 Mbit/s, 256 kB-1 MB at 100, 1-4 MB at 1000; two runs each),
+# results/all_to_all_efficiency.md. Unthrottled veths are CPU-bound and
+# measured all-to-all faster than a ring: 1.
+ALL_TO_ALL_EFFICIENCY = ((25.0, 0.80), (100.0, 0.91), (1000.0, 1.0))
+ALL_TO_ALL_SOURCE = (
+  "measured with raw TCP on this machine's shaped switch "
+  '(launch_local_cluster.py --measure_exchange, '
+  'results/all_to_all_efficiency.md), not on a scored cell; between the '
+  'rates: linear in log(rate)'
+)
+
+
+def all_to_all_efficiency(mbits) -> float:
+  """ALL_TO_ALL_EFFICIENCY at `mbits` (None, unthrottled: 1)."""
+  if mbits is None:
+    return 1.0
+  table = ALL_TO_ALL_EFFICIENCY
+  if mbits <= table[0][0]:
+    return table[0][1]
+  for (r0, e0), (r1, e1) in zip(table, table[1:]):
+    if mbits <= r1:
+      t = math.log(mbits / r0) / math.log(r1 / r0)
+      return e0 + t * (e1 - e0)
+  return table[-1][1]
+
+
 @dataclasses.dataclass(frozen=True)
 class Calibration:
   """The constants the model uses, by name."""
@@ -76,9 +108,15 @@ class Calibration:
 
   def lines(self) -> list:
     """One printable line per constant: name, value, where it came from."""
+    table = ', '.join(
+      '%g at %g Mbit/s' % (e, r) for r, e in ALL_TO_ALL_EFFICIENCY
+    )
     return [
       '%s = %g (%s): %s' % (name, c.value, c.meaning, c.source)
       for name, c in sorted(self.constants.items())
+    ] + [
+      'all_to_all_efficiency = %s (share of a switch port an all-to-all '
+      'phase fills): %s' % (table, ALL_TO_ALL_SOURCE)
     ]
 
 

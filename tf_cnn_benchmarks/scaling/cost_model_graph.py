@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Dict, Sequence
 
+from tf_cnn_benchmarks.scaling import cost_model_calibration
 from tf_cnn_benchmarks.scaling import simulate
 
 # What a tower computes on: the profile's device kind.
@@ -57,6 +58,10 @@ class StepBuilder:
     # its measured ms per MB gives the rate; a local copy may be by reference.
     per_mb = profile.apply.ps.ms_per_mb
     self.add_bpu = 1e3 / per_mb if per_mb > 0 else self.intra_bpu
+    # An all-to-all flow asks 1/efficiency units of each port per byte.
+    self.all_to_all_weight = 1.0 / (
+      cost_model_calibration.all_to_all_efficiency(target.link_mbits)
+    )
 
   # ---- resources ---------------------------------------------------------
 
@@ -127,9 +132,11 @@ class StepBuilder:
     flows = [(s, d) for s, d in flows if s != d]
     if not flows:
       return self.graph.join(deps, name)
+    crowded = self._all_to_all_flows(flows)
     demands, cap, delay, senders = {}, float('inf'), 0.0, []
     for src, dst in flows:
-      c, lat, soft = self._flow(src, dst, transport, nbytes, demands)
+      weight = self.all_to_all_weight if (src, dst) in crowded else 1.0
+      c, lat, soft = self._flow(src, dst, transport, nbytes, demands, weight)
       cap, delay = min(cap, c), max(delay, lat)
       if soft > 0:
         senders.append((src, soft))
@@ -146,8 +153,28 @@ class StepBuilder:
     """One message (a phase of one flow)."""
     return self.phase([(src, dst)], nbytes, deps, transport, name)
 
-  def _flow(self, src, dst, transport, nbytes, demands):
-    """Adds one flow's link demands; returns (cap, wire delay, cpu us)."""
+  def _all_to_all_flows(self, flows) -> set:
+    """The flows of a phase whose sender sends to, and whose receiver
+    receives from, more than one other host (an all-to-all part): on
+    switch ports they fill the links less well than one flow per port
+    (cost_model_calibration.ALL_TO_ALL_EFFICIENCY)."""
+    if self.target.topology == 'shared':
+      return set()
+    outs, ins = {}, {}
+    for s, d in flows:
+      hs, hd = host_of(s), host_of(d)
+      if hs != hd:
+        outs.setdefault(hs, set()).add(hd)
+        ins.setdefault(hd, set()).add(hs)
+    return {
+      (s, d)
+      for s, d in flows
+      if len(outs.get(host_of(s), ())) > 1 and len(ins.get(host_of(d), ())) > 1
+    }
+
+  def _flow(self, src, dst, transport, nbytes, demands, weight=1.0):
+    """Adds one flow's link demands (`weight` units of each port per byte);
+    returns (cap, wire delay, cpu us)."""
 
     def use(r, amount):
       demands[r] = demands.get(r, 0.0) + amount
@@ -164,8 +191,8 @@ class StepBuilder:
     if self.target.topology == 'shared':
       use('link', 1.0)
     else:
-      use('up:' + hs, 1.0)
-      use('down:' + hd, 1.0)
+      use('up:' + hs, weight)
+      use('down:' + hd, weight)
     per_core = self.cal.value('interference_cores') / (2.0 * t.bytes_per_us)
     use(self.cpu(src), per_core)
     use(self.cpu(dst), per_core)

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Rounds of TCP exchanges among the local launcher's task places.
+
+  launch_local_cluster.py --measure_exchange [--num_workers=3]
+      [--link_mbits=R] [--topology=shared|switch] [--exchange_kilobytes=KB]
+
+starts one of these per host, placed as the tasks of a cluster would be, and
+times two patterns of the same bytes: a ring (each host sends B bytes to the
+next) and all-to-all (each host sends B/(N-1) to every other host). Each
+round every host sends its messages at once; a receiver answers every whole
+message with one byte, so a round ends for a host when its messages were all
+received and it received all of its own. Rounds are --gap_ms apart, like
+the steps of a training job (a flow starts from an idle connection).
+
+On one link per host (switch) both patterns load every port equally, yet
+TCP flows that meet at two bottlenecks (the sender's port and the
+receiver's) fill them less than one flow per port does. The ratio of the
+round times, ring / all-to-all, is the cost model's all_to_all_efficiency
+(tf_cnn_benchmarks/scaling/cost_model_calibration.py). The launcher prints
+one JSON line:
+
+  {"hosts": 3, "bytes_per_host": 131072, "ring_ms": 46.9,
+   "all_to_all_ms": 63.0, "ideal_ms": 46.5, "efficiency": 0.744, ...}
+"""
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import _lifetime  # beside this script
+import measure_link  # beside this script
+
+PORT = 7310
+DEFAULT_KILOBYTES = 256
+PATTERNS = ('ring', 'all_to_all')
+ACK = b'a'
+# TCP payload per byte a token bucket counts (1448 of a 1514-byte frame).
+WIRE_PAYLOAD = 1448 / 1514
+
+
+def destinations(pattern, me, n, nbytes):
+  """{host: bytes} that host `me` sends in one round of `pattern`."""
+  if pattern == 'ring':
+    return {(me + 1) % n: nbytes}
+  return {j: nbytes // (n - 1) for j in range(n) if j != me}
+
+
+def sources(pattern, me, n, nbytes):
+  """{host: bytes} that host `me` receives in one round of `pattern`."""
+  if pattern == 'ring':
+    return {(me - 1) % n: nbytes}
+  return {j: nbytes // (n - 1) for j in range(n) if j != me}
+
+
+def _connect_from(address, source, wait_s=30.0):
+  """A connection to `address` from `source` (loopback hosts differ only
+  by their source address)."""
+  deadline = time.monotonic() + wait_s
+  while True:
+    try:
+      conn = socket.create_connection(address, wait_s, (source, 0))
+      conn.settimeout(None)
+      return conn
+    except OSError:
+      if time.monotonic() > deadline:
+        raise
+      time.sleep(0.05)
+
+
+def _connect_all(me, addresses):
+  """(socket to each other host, socket from each other host)."""
+  server = socket.create_server((addresses[me], PORT))
+  incoming = {}
+
+  def accept():
+    for _ in range(len(addresses) - 1):
+      conn, peer = server.accept()
+      incoming[addresses.index(peer[0])] = conn
+
+  acceptor = threading.Thread(target=accept)
+  acceptor.start()
+  outgoing = {}
+  for j, address in enumerate(addresses):
+    if j != me:
+      outgoing[j] = _connect_from((address, PORT), addresses[me])
+  acceptor.join()
+  server.close()
+  for conn in list(outgoing.values()) + list(incoming.values()):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+  return outgoing, incoming
+
+
+def _one_round(sends, receives):
+  """Sends and receives one round's messages at once; returns seconds."""
+
+  def send(conn, nbytes):
+    conn.sendall(b'\0' * nbytes)
+    measure_link._recv_exactly(conn, 1)
+
+  def receive(conn, nbytes):
+    measure_link._recv_exactly(conn, nbytes)
+    conn.sendall(ACK)
+
+  threads = [threading.Thread(target=send, args=p) for p in sends]
+  threads += [threading.Thread(target=receive, args=p) for p in receives]
+  start = time.perf_counter()
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  return time.perf_counter() - start
+
+
+def peer(me, addresses, nbytes, rounds, gap_s):
+  """One host: every pattern's round times (ms), as a dict."""
+  outgoing, incoming = _connect_all(me, addresses)
+  n, times = len(addresses), {}
+  for pattern in PATTERNS:
+    sends = [
+      (outgoing[j], b) for j, b in destinations(pattern, me, n, nbytes).items()
+    ]
+    receives = [
+      (incoming[j], b) for j, b in sources(pattern, me, n, nbytes).items()
+    ]
+    times[pattern] = []
+    for _ in range(rounds):
+      time.sleep(gap_s)
+      times[pattern].append(round(_one_round(sends, receives) * 1e3, 3))
+  return times
+
+
+def summarise(per_host, nbytes, mbits, topology='switch'):
+  """The launcher's figures from every host's round times. ideal_ms: a
+  round's bytes at the rate of the link they share (shared: every host's
+  bytes cross one link; switch: each host's own)."""
+  n = len(per_host)
+  out = {'hosts': n, 'bytes_per_host': nbytes}
+  for pattern in PATTERNS:
+    # A round lasts as long as its slowest host.
+    rounds = zip(*[h[pattern] for h in per_host])
+    out[pattern + '_ms'] = round(statistics.median(max(r) for r in rounds), 3)
+  if mbits:
+    crossing = nbytes * (n if topology == 'shared' else 1)
+    out['ideal_ms'] = round(
+      crossing * 8 / (mbits * 1e6 * WIRE_PAYLOAD) * 1e3, 3
+    )
+  out['efficiency'] = round(out['ring_ms'] / out['all_to_all_ms'], 3)
+  return out
+
+
+def among_tasks(args, switch):
+  """The launcher's --measure_exchange; prints the figures, returns 0/1."""
+  n = args.num_workers or 3
+  if switch:
+    addresses = [switch.add_host() for _ in range(n)]
+    prefixes = [switch.prefix(i) for i in range(n)]
+  else:
+    addresses = ['127.0.0.%d' % (i + 1) for i in range(n)]
+    prefixes = [[] for _ in range(n)]
+  nbytes = int((args.exchange_kilobytes or DEFAULT_KILOBYTES) * 1024)
+  argv = [args.python, __file__, '--addresses=' + ','.join(addresses)]
+  argv += ['--bytes=%d' % nbytes]
+  procs = [
+    subprocess.Popen(
+      prefixes[i] + argv + ['--me=%d' % i],
+      stdout=subprocess.PIPE,
+      text=True,
+      preexec_fn=_lifetime.die_with_parent_preexec(),
+    )
+    for i in range(n)
+  ]
+  outs = [p.communicate(timeout=args.timeout)[0] for p in procs]
+  if any(p.returncode for p in procs):
+    print('error: --measure_exchange: a host failed', file=sys.stderr)
+    return 1
+  per_host = [json.loads(o.strip().splitlines()[-1]) for o in outs]
+  figures = summarise(per_host, nbytes, args.link_mbits, args.topology)
+  figures.update(topology=args.topology, asked_mbits=args.link_mbits)
+  print('launcher: measure_exchange: %s' % json.dumps(figures, sort_keys=True))
+  print(
+    'launcher: %d hosts, %s link: ring %.1f ms, all-to-all %.1f ms a round '
+    '(%d bytes a host): all-to-all efficiency %.3f'
+    % (
+      n,
+      args.topology,
+      figures['ring_ms'],
+      figures['all_to_all_ms'],
+      nbytes,
+      figures['efficiency'],
+    ),
+    flush=True,
+  )
+  return 0
+
+
+def main(argv=None):
+  """One host's end; prints its round times as one JSON line."""
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--me', type=int, required=True)
+  parser.add_argument('--addresses', required=True)
+  parser.add_argument('--bytes', type=int, default=DEFAULT_KILOBYTES * 1024)
+  parser.add_argument('--rounds', type=int, default=15)
+  parser.add_argument('--gap_ms', type=float, default=20.0)
+  args = parser.parse_args(argv)
+  addresses = args.addresses.split(',')
+  times = peer(args.me, addresses, args.bytes, args.rounds, args.gap_ms / 1e3)
+  print(json.dumps(times), flush=True)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
