@@ -10,7 +10,8 @@ e.g. --data_format, --use_fp16, --optimizer, --weight_decay); the profile
 always runs one tower on one device with parameter_server, as the cost
 model expects. Its own flags: --out (required), --profile_steps,
 --profile_traced_steps, --transport_max_bytes (0: no transport run),
---all_reduce_specs. What it measures: docs/predicting_profile.md.
+--all_reduce_specs, --concurrent_copies. What it measures:
+docs/predicting_profile.md.
 
 Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
 --out; 1 when the transport tasks fail (one line).
@@ -49,6 +50,13 @@ flags.DEFINE_list(
   'All-reduce specs for the chunk lists (default: every registered '
   'algorithm plus pscpu:32k:xring, pscpu/xring, nccl/xring, xring#2).',
 )
+flags.DEFINE_list(
+  'concurrent_copies',
+  ['2', '3'],
+  'On CPU: k copies of the local run at once, for each k given, against '
+  'one alone (compute.concurrent_speedup: what k towers on one host get '
+  'done; empty: not measured).',
+)
 
 # Flags of the benchmark the profile ignores (it fixes them itself).
 _FIXED = ('variable_update', 'num_gpus', 'num_batches', 'job_name')
@@ -83,6 +91,11 @@ def _check_args():
     )
   if FLAGS.transport_max_bytes < 0:
     return '--transport_max_bytes: must be >= 0'
+  for text in FLAGS.concurrent_copies:
+    if not text.isdigit() or int(text) < 2:
+      return '--concurrent_copies=%s: want whole numbers >= 2' % ','.join(
+        FLAGS.concurrent_copies
+      )
   return None
 
 
@@ -92,6 +105,7 @@ _OWN_FLAGS = (
   'profile_traced_steps',
   'transport_max_bytes',
   'all_reduce_specs',
+  'concurrent_copies',
 )
 
 
@@ -128,6 +142,7 @@ def main(argv) -> int:
   quiet.load_tensorflow()
   from tf_cnn_benchmarks.config import params as params_lib
   from tf_cnn_benchmarks.scaling import profile
+  from tf_cnn_benchmarks.scaling import profile_concurrent
   from tf_cnn_benchmarks.scaling import profile_format
   from tf_cnn_benchmarks.scaling import transport
   from tf_cnn_benchmarks.scaling import transport_bench
@@ -145,11 +160,15 @@ def main(argv) -> int:
       num_traced=FLAGS.profile_traced_steps,
       transport_sizes=transport_bench.sizes_up_to(FLAGS.transport_max_bytes),
       specs=FLAGS.all_reduce_specs or None,
+      concurrent_copies=tuple(int(k) for k in FLAGS.concurrent_copies),
       **given,
     )
   except (params_lib.ParamsError, allreduce_spec.AllReduceSpecError) as e:
     return _usage_error(str(e).splitlines()[0])
-  except transport.TransportProfileError as e:
+  except (
+    transport.TransportProfileError,
+    profile_concurrent.ConcurrentProfileError,
+  ) as e:
     print('error: %s' % e, file=sys.stderr, flush=True)
     return 1
   try:

@@ -470,3 +470,31 @@ def test_all_to_all_efficiency_between_the_measured_rates():
   )
   lines = cal_lib.default_calibration().lines()
   assert any(ln.startswith('all_to_all_efficiency = ') for ln in lines)
+
+
+def test_towers_at_once_share_what_the_profile_measured():
+  """One tower keeps 1 of 4 cores busy for 100 ms. Measured, 2 at once got
+  1.5x one alone and 4 at once 2x: 4 colocated towers share 1 x 2 = 2
+  cores, each runs at half speed, the compute takes 200 ms (not the 100
+  ms that 4 free cores would give). Unmeasured: all 4 cores."""
+  base = made_up_profile([(4, 100.0)], step_ms=100.0, cores=4)
+  measured = dataclasses.replace(
+    base,
+    compute=dataclasses.replace(
+      base.compute, concurrent_speedup=((2, 1.5), (4, 2.0))
+    ),
+  )
+  target = target_lib.make_target(num_workers=4, colocated=True)
+  for profile, cores, compute_ms in (
+    (base, 4.0, 100.0),
+    (measured, 2.0, 200.0),
+  ):
+    b = cost_model_graph.StepBuilder(profile, target, no_interference())
+    assert b.capacities()['cpu'] == cores
+    ends = [b.tower(w, 0, [])[1] for w in range(4)]
+    assert max(_run(b)[e] for e in ends) == pytest.approx(compute_ms * 1e3)
+  # Per host (not colocated): 2 towers a worker share 1.5 cores.
+  two = target_lib.make_target(num_workers=2, devices_per_worker=2)
+  b = cost_model_graph.StepBuilder(measured, two, no_interference())
+  assert b.capacities()['cpu:w0'] == 1.5
+  assert b.host_cores(1) == 4.0

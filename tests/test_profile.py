@@ -11,6 +11,7 @@ import models
 from tf_cnn_benchmarks.config import datasets
 from tf_cnn_benchmarks.scaling import profile
 from tf_cnn_benchmarks.scaling import profile_chunks
+from tf_cnn_benchmarks.scaling import profile_concurrent
 from tf_cnn_benchmarks.scaling import profile_format
 from variable_mgr import allreduce_spec
 
@@ -32,6 +33,7 @@ def profiles():
       num_steps=3,
       num_traced=2,
       transport_sizes=(),
+      concurrent_copies=(),
     )
     for name, data in MODELS
   }
@@ -128,3 +130,17 @@ def test_summary_names_the_figures(profiles):
   lines = profile.summary_lines(profiles['trivial'])
   assert lines[1].startswith('run: trivial cifar10 batch 4')
   assert any(line.startswith('gradients: 6 tensors') for line in lines)
+
+
+def test_concurrent_copies_run_the_benchmark():
+  # Real copies of the local benchmark, 2 at once: whatever this machine's
+  # speedup, it is a positive figure per k (no timing asserted).
+  got = profile_concurrent.measure_speedups(
+    {'model': 'trivial', 'data_name': 'cifar10', 'batch_size': 4},
+    cores=2,
+    copies=(2,),
+    num_steps=2,
+    timeout=300,
+  )
+  assert [k for k, _ in got] == [2]
+  assert got[0][1] > 0

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tf_cnn_benchmarks.scaling import profile_concurrent
 from tf_cnn_benchmarks.scaling import profile_format as fmt
 from tf_cnn_benchmarks.scaling import profile_stats
 
@@ -214,3 +215,61 @@ def test_profile_host_help_lists_its_flags():
   assert proc.returncode == 0
   for name in ('--out', '--profile_steps', '--transport_max_bytes'):
     assert name in proc.stdout
+
+
+def test_concurrent_speedup_loads_interpolates_and_round_trips(tmp_path):
+  data = _profile_dict()
+  data['compute']['concurrent_speedup'] = [[2, 1.5], [4, 2.0]]
+  p = fmt.load_profile(_write(tmp_path, data))
+  c = p.compute
+  assert c.concurrent_speedup == ((2, 1.5), (4, 2.0))
+  assert c.speedup(1) is None
+  assert c.speedup(2) == 1.5 and c.speedup(3) == pytest.approx(1.75)
+  assert c.speedup(8) == 2.0  # beyond the table: its last figure
+  out = str(tmp_path / 'out.json')
+  fmt.save_profile(p, out)
+  assert fmt.load_profile(out) == p
+  # A profile without it (older files) has none.
+  assert (
+    fmt.load_profile(_write(tmp_path, _profile_dict())).compute.speedup(2)
+    is None
+  )
+
+
+@pytest.mark.parametrize(
+  'rows', [[[1, 1.0]], [[3, 1.0], [2, 1.0]], [[2, 0]], [[2]], 'fast']
+)
+def test_bad_concurrent_speedup_is_one_line(tmp_path, rows):
+  data = _profile_dict()
+  data['compute']['concurrent_speedup'] = rows
+  with pytest.raises(fmt.ProfileError) as info:
+    fmt.load_profile(_write(tmp_path, data))
+  assert "'compute.concurrent_speedup'" in str(info.value)
+  assert '\n' not in str(info.value)
+
+
+def test_concurrent_speedups_against_one_copy_alone():
+  """k copies at once, each with a k-th of the cores' threads (as a worker
+  on a host of k workers gets), their images/sec summed over one copy's
+  alone (the mean of one run before and one after)."""
+  calls = []
+
+  def runner(argvs, timeout):
+    calls.append(argvs)
+    k = len(argvs)
+    if k == 1:
+      return [100.0 if len(calls) == 1 else 110.0]
+    return [60.0] * k
+
+  flags = {'model': 'resnet20', 'batch_size': 32}
+  got = profile_concurrent.measure_speedups(
+    flags, cores=4, copies=(3, 2), runner=runner
+  )
+  assert got == ((2, round(120 / 105, 4)), (3, round(180 / 105, 4)))
+  assert [len(c) for c in calls] == [1, 2, 3, 1]
+  alone, two = calls[0][0], calls[1][0]
+  assert '--model=resnet20' in alone and '--device=cpu' in alone
+  assert not any('threads' in a for a in alone)  # a task alone: TF's pools
+  assert '--num_intra_threads=2' in two and '--num_inter_threads=2' in two
+  assert '--num_intra_threads=1' in calls[2][0]  # 4 cores // 3 workers
+  assert profile_concurrent.measure_speedups(flags, 4, copies=()) == ()

@@ -57,6 +57,8 @@ def measure_short(overrides: dict):
       num_steps=SHORT_STEPS,
       num_traced=SHORT_TRACED,
       transport_sizes=SHORT_SIZES,
+      # Short: k copies at once would take as long as the rest together.
+      concurrent_copies=(),
       notes=NOTE,
       **given,
       **extra,

@@ -82,14 +82,35 @@ class StepBuilder:
     hosts = ['w%d' % w for w in range(t.num_workers)]
     hosts += ['p%d' % k for k in range(t.num_ps)]
     link = self.link_bpu('grpc')
-    caps = {'cpu': float(self.profile.host.cpu_cores), 'link': link}
+    towers = t.devices_per_worker
+    caps = {'cpu': self.host_cores(t.num_workers * towers), 'link': link}
     for h in hosts:
-      caps.update({'cpu:' + h: float(self.cores), 'intra:' + h: self.intra_bpu})
+      cores = self.host_cores(towers) if h[0] == 'w' else float(self.cores)
+      caps.update({'cpu:' + h: cores, 'intra:' + h: self.intra_bpu})
       caps.update({'up:' + h: link, 'down:' + h: link})
     for w in range(t.num_workers):
       for d in range(t.devices_per_worker):
         caps['dev:w%d:%d' % (w, d)] = 1.0
     return caps
+
+  def host_cores(self, towers: int) -> float:
+    """The cores of a host on which `towers` towers compute at once.
+
+    One tower alone keeps compute.cores_busy cores busy; k of them get k
+    times that only if they do not slow each other down. The profile's
+    measured speedup(k) (profile_concurrent.py) says how much work k
+    towers at once really get done, so they share speedup(k) x cores_busy
+    cores (at most the host's). All the host's cores when that was not
+    measured, on GPUs (each tower has its own device), for one tower, or
+    for target hosts of another size (--cores_per_host) than the profiled.
+    """
+    cores = float(self.cores)
+    if self.on_gpu or towers <= 1 or self.target.cores_per_host:
+      return cores
+    speedup = self.profile.compute.speedup(towers)
+    if speedup is None:
+      return cores
+    return min(cores, self._tower_cores() * speedup)
 
   def transport(self, name):
     """The profile's transport `name` (grpc when it has no such one)."""

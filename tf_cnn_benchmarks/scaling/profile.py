@@ -11,15 +11,18 @@ Parts: one tower's compute (profile_compute.py), the all-reduce chunk lists
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 
 import tensorflow as tf
 
+from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.platform import cpu_features
 from tf_cnn_benchmarks.reporting import environment
 from tf_cnn_benchmarks.scaling import profile_chunks
 from tf_cnn_benchmarks.scaling import profile_compute
+from tf_cnn_benchmarks.scaling import profile_concurrent
 from tf_cnn_benchmarks.scaling import profile_format as fmt
 from tf_cnn_benchmarks.scaling import profile_graph
 from tf_cnn_benchmarks.scaling import profile_stats as stats
@@ -47,6 +50,7 @@ def measure_profile(
   specs=None,
   notes: str = SPREAD_NOTE,
   timeout: float = 900.0,
+  concurrent_copies=profile_concurrent.DEFAULT_COPIES,
   **flags,
 ) -> fmt.Profile:
   """Measures this host's profile of `model` (see the module docstring).
@@ -61,19 +65,32 @@ def measure_profile(
     specs: --all_reduce_spec strings for the chunk lists (default: every
       registered algorithm and profile_chunks.EXTRA_SPECS).
     notes: the profile's free-text note.
-    timeout: seconds the transport tasks may take.
+    timeout: seconds the transport tasks (and each concurrent run) may take.
+    concurrent_copies: the k of compute.concurrent_speedup, measured on CPU
+      only (profile_concurrent.py; empty: not measured).
     **flags: further benchmark flags (data_format, use_fp16, optimizer,
       weight_decay, ...), checked as the benchmark checks them.
 
   Raises:
     tf_cnn_benchmarks.config.params.ParamsError: a bad flag (one line).
     transport.TransportProfileError: the transport tasks failed.
+    profile_concurrent.ConcurrentProfileError: a concurrent copy failed.
   """
   given = dict(model=model, data_name=data_name, batch_size=batch_size)
   overrides = {k: v for k, v in given.items() if v is not None}
   plan = profile_graph.profile_plan(device=device, **overrides, **flags)
   compute = profile_compute.measure_compute(plan, num_steps, num_traced)
   gradients = compute.gradients
+  tower = compute.compute
+  if plan.params.device == 'cpu' and concurrent_copies:
+    speedups = profile_concurrent.measure_speedups(
+      dict(overrides, **flags),
+      cores=servers.available_cores(),
+      copies=concurrent_copies,
+      num_steps=num_steps,
+      timeout=timeout,
+    )
+    tower = dataclasses.replace(tower, concurrent_speedup=speedups)
   chunks, algorithms = profile_chunks.measure_chunks(
     [(g.shape, g.dtype) for g in gradients], specs=specs
   )
@@ -86,7 +103,7 @@ def measure_profile(
     ),
     host=_host(plan.params.device),
     run=compute.run,
-    compute=compute.compute,
+    compute=tower,
     gradients=gradients,
     apply=fmt.Apply(compute.apply_worker, ps_apply, measured=how),
     chunks=chunks,
@@ -213,6 +230,11 @@ def summary_lines(profile: fmt.Profile) -> list:
       max(g.ready_ms for g in grads),
     ),
   ]
+  if c.concurrent_speedup:
+    lines.append(
+      'towers at once on this host: %s (images/sec against one alone)'
+      % ', '.join('%d: %.2fx' % row for row in c.concurrent_speedup)
+    )
   for where in ('worker', 'ps'):
     cost = getattr(profile.apply, where)
     lines.append(

@@ -64,6 +64,22 @@ class Compute:
   forward_ms: float
   backward_ms: float
   cores_busy: float
+  # ((k, speedup), ...): k towers at once on this CPU host against one
+  # alone, in images/sec (profile_concurrent.py); () when not measured.
+  concurrent_speedup: tuple = ()
+
+  def speedup(self, k: int):
+    """concurrent_speedup at k towers (linear between the measured k, the
+    last one's beyond them); None when not measured or k <= 1."""
+    table = self.concurrent_speedup
+    if k <= 1 or not table:
+      return None
+    prev_k, prev_s = 1, 1.0
+    for tk, ts in table:
+      if k <= tk:
+        return prev_s + (ts - prev_s) * (k - prev_k) / (tk - prev_k)
+      prev_k, prev_s = tk, ts
+    return prev_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,7 +287,26 @@ def _read_compute(r, top):
     r.fail(
       p + '.step_ms', 'step_ms_p10 <= step_ms <= step_ms_p90', compute.step_ms
     )
-  return compute
+  return dataclasses.replace(
+    compute, concurrent_speedup=_read_speedups(r, d, p)
+  )
+
+
+def _read_speedups(r, d, p):
+  """compute.concurrent_speedup: [[k, speedup], ...], k >= 2 ascending."""
+  rows = d.get('concurrent_speedup', [])
+  what = '[[k, speedup], ...] with k >= 2 ascending and speedup > 0'
+  if not isinstance(rows, list):
+    r.fail(p + '.concurrent_speedup', what, rows)
+  out, last = [], 1
+  for row in rows:
+    ok = isinstance(row, list) and len(row) == 2
+    ok = ok and all(_is_number(x) for x in row)
+    if not ok or row[0] != int(row[0]) or row[0] <= last or row[1] <= 0:
+      r.fail(p + '.concurrent_speedup', what, rows)
+    out.append((int(row[0]), float(row[1])))
+    last = row[0]
+  return tuple(out)
 
 
 def _read_gradients(r, top):
@@ -421,6 +456,9 @@ def profile_to_dict(profile):
     dict(g, shape=list(g['shape'])) for g in data['gradients']
   ]
   data['chunks'] = {k: list(v) for k, v in profile.chunks.items()}
+  data['compute']['concurrent_speedup'] = [
+    list(row) for row in profile.compute.concurrent_speedup
+  ]
   data['transports'] = {
     k: dict(
       dataclasses.asdict(t),
