@@ -472,11 +472,11 @@ def test_all_to_all_efficiency_between_the_measured_rates():
   assert any(ln.startswith('all_to_all_efficiency = ') for ln in lines)
 
 
-def test_towers_at_once_share_what_the_profile_measured():
+def test_towers_at_once_get_done_what_the_profile_measured():
   """One tower keeps 1 of 4 cores busy for 100 ms. Measured, 2 at once got
-  1.5x one alone and 4 at once 2x: 4 colocated towers share 1 x 2 = 2
-  cores, each runs at half speed, the compute takes 200 ms (not the 100
-  ms that 4 free cores would give). Unmeasured: all 4 cores."""
+  1.5x one alone done and 4 at once 2x: each of 4 colocated towers asks
+  4 / 2 = 2 cores, runs at half speed, and the compute takes 200 ms (not
+  the 100 ms that 4 free cores would give). Unmeasured: 1 core each."""
   base = made_up_profile([(4, 100.0)], step_ms=100.0, cores=4)
   measured = dataclasses.replace(
     base,
@@ -485,16 +485,17 @@ def test_towers_at_once_share_what_the_profile_measured():
     ),
   )
   target = target_lib.make_target(num_workers=4, colocated=True)
-  for profile, cores, compute_ms in (
-    (base, 4.0, 100.0),
-    (measured, 2.0, 200.0),
-  ):
+  for profile, asks, compute_ms in ((base, 1.0, 100.0), (measured, 2.0, 200.0)):
     b = cost_model_graph.StepBuilder(profile, target, no_interference())
-    assert b.capacities()['cpu'] == cores
+    assert b.tower_cores() == asks
     ends = [b.tower(w, 0, [])[1] for w in range(4)]
     assert max(_run(b)[e] for e in ends) == pytest.approx(compute_ms * 1e3)
-  # Per host (not colocated): 2 towers a worker share 1.5 cores.
+  # Per host (not colocated): 2 towers a worker, each asks 4 / 1.5 cores.
   two = target_lib.make_target(num_workers=2, devices_per_worker=2)
   b = cost_model_graph.StepBuilder(measured, two, no_interference())
-  assert b.capacities()['cpu:w0'] == 1.5
-  assert b.host_cores(1) == 4.0
+  assert b.tower_cores() == pytest.approx(4 / 1.5)
+  one = target_lib.make_target(num_workers=2)
+  assert (
+    cost_model_graph.StepBuilder(measured, one, no_interference()).tower_cores()
+    == 1.0
+  )

@@ -82,35 +82,14 @@ class StepBuilder:
     hosts = ['w%d' % w for w in range(t.num_workers)]
     hosts += ['p%d' % k for k in range(t.num_ps)]
     link = self.link_bpu('grpc')
-    towers = t.devices_per_worker
-    caps = {'cpu': self.host_cores(t.num_workers * towers), 'link': link}
+    caps = {'cpu': float(self.profile.host.cpu_cores), 'link': link}
     for h in hosts:
-      cores = self.host_cores(towers) if h[0] == 'w' else float(self.cores)
-      caps.update({'cpu:' + h: cores, 'intra:' + h: self.intra_bpu})
+      caps.update({'cpu:' + h: float(self.cores), 'intra:' + h: self.intra_bpu})
       caps.update({'up:' + h: link, 'down:' + h: link})
     for w in range(t.num_workers):
       for d in range(t.devices_per_worker):
         caps['dev:w%d:%d' % (w, d)] = 1.0
     return caps
-
-  def host_cores(self, towers: int) -> float:
-    """The cores of a host on which `towers` towers compute at once.
-
-    One tower alone keeps compute.cores_busy cores busy; k of them get k
-    times that only if they do not slow each other down. The profile's
-    measured speedup(k) (profile_concurrent.py) says how much work k
-    towers at once really get done, so they share speedup(k) x cores_busy
-    cores (at most the host's). All the host's cores when that was not
-    measured, on GPUs (each tower has its own device), for one tower, or
-    for target hosts of another size (--cores_per_host) than the profiled.
-    """
-    cores = float(self.cores)
-    if self.on_gpu or towers <= 1 or self.target.cores_per_host:
-      return cores
-    speedup = self.profile.compute.speedup(towers)
-    if speedup is None:
-      return cores
-    return min(cores, self._tower_cores() * speedup)
 
   def transport(self, name):
     """The profile's transport `name` (grpc when it has no such one)."""
@@ -234,7 +213,7 @@ class StepBuilder:
     grads = self.profile.gradients
     ends = sorted({g.ready_ms for g in grads} | {self.compute_ms()})
     place = ('dev', w, d)
-    demands = {self._work_resource(place): self._tower_cores()}
+    demands = {self._work_resource(place): self.tower_cores()}
     job_at, last, start = {}, self.graph.join(deps, 'start'), 0.0
     for end in ends:
       last = self.graph.add(
@@ -249,10 +228,28 @@ class StepBuilder:
       job_at[end], start = last, end
     return [job_at[g.ready_ms] for g in grads], last
 
-  def _tower_cores(self) -> float:
+  def tower_cores(self) -> float:
+    """The cores a tower asks for while it computes.
+
+    One tower alone keeps compute.cores_busy cores busy. k towers at once
+    on one CPU host (colocated workers, or a worker's CPU towers) get less
+    done than k times that: the profile measured how much, speedup(k)
+    (profile_concurrent.py). So each asks cores/speedup(k): alone on the
+    host's cores, the k of them then run at speedup(k)/k of one tower's
+    pace, as measured, and what else runs there (transfers, adds) takes
+    its share of all the cores. cores_busy when that was not measured, for
+    one tower, and for target hosts of another size (--cores_per_host).
+    """
     if self.on_gpu:
       return 1.0
-    return max(self.profile.compute.cores_busy, 1e-3)
+    busy = max(self.profile.compute.cores_busy, 1e-3)
+    t = self.target
+    towers = t.devices_per_worker * (t.num_workers if t.colocated else 1)
+    speedup = self.profile.compute.speedup(towers)
+    if speedup is None or t.cores_per_host:
+      return busy
+    cores = self.profile.host.cpu_cores if t.colocated else self.cores
+    return cores / speedup
 
   def compute_ms(self) -> float:
     """Forward and backward of one tower: until the last gradient is ready."""

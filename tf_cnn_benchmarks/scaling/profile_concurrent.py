@@ -5,13 +5,15 @@ devices) do not get k times one tower's work done, nor what the tower's
 busy cores (compute.cores_busy) suggest: parallel kernels whose threads
 are time-sliced wait for each other, and the copies share caches and
 memory. On this repository's 2-core machine one resnet20 tower alone kept
-1.4 cores busy, yet two or three at once did only 1.09-1.10x its images/sec.
+1.46 cores busy, yet two or three at once did only 0.98-1.10x its
+images/sec.
 So the profile measures it: k copies of the local benchmark at once, each
 with the thread pools a worker gets on a host shared by k workers (the
 rule of cluster/servers.thread_pools), against one copy alone with
 TensorFlow's default pools (a task alone on its host). speedup(k) = the
 copies' images/sec summed / the one copy's. The cost model turns it into
-the cores k towers share (cost_model_graph.StepBuilder.host_cores).
+what each of k towers asks of the host (cost_model_graph.StepBuilder.
+tower_cores).
 """
 
 from __future__ import annotations
