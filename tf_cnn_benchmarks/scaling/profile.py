@@ -60,16 +60,12 @@ def measure_profile(
       names (None: the benchmark's default).
     num_steps: timed steps of the local run (after 5 warm-up steps).
     num_traced: traced steps after them (ready times, forward/backward).
-    transport_sizes: message sizes of the transport microbenchmarks
-      (empty: none measured; the ps apply is then the worker's figure).
-    specs: --all_reduce_spec strings for the chunk lists (default: every
-      registered algorithm and profile_chunks.EXTRA_SPECS).
+    transport_sizes: transport message sizes (empty: none; ps apply = worker's).
+    specs: --all_reduce_spec strings for the chunk lists (default: all).
     notes: the profile's free-text note.
     timeout: seconds the transport tasks (and each concurrent run) may take.
-    concurrent_copies: the k of compute.concurrent_speedup, measured on CPU
-      only (profile_concurrent.py; empty: not measured).
-    **flags: further benchmark flags (data_format, use_fp16, optimizer,
-      weight_decay, ...), checked as the benchmark checks them.
+    concurrent_copies: the k of compute.concurrent_speedup (CPU; empty: none).
+    **flags: further benchmark flags (data_format, use_fp16, ...), checked.
 
   Raises:
     tf_cnn_benchmarks.config.params.ParamsError: a bad flag (one line).
@@ -81,26 +77,17 @@ def measure_profile(
   plan = profile_graph.profile_plan(device=device, **overrides, **flags)
   compute = profile_compute.measure_compute(plan, num_steps, num_traced)
   gradients = compute.gradients
-  tower = compute.compute
-  if plan.params.device == 'cpu' and concurrent_copies:
-    speedups = profile_concurrent.measure_speedups(
-      dict(overrides, **flags),
-      cores=servers.available_cores(),
-      copies=concurrent_copies,
-      num_steps=num_steps,
-      timeout=timeout,
-    )
-    tower = dataclasses.replace(tower, concurrent_speedup=speedups)
+  copies = (plan.params.device, concurrent_copies, num_steps, timeout)
+  tower = _towers_at_once(compute.compute, dict(overrides, **flags), *copies)
   chunks, algorithms = profile_chunks.measure_chunks(
     [(g.shape, g.dtype) for g in gradients], specs=specs
   )
   transports, ps_apply, how = _transports(
     plan, compute, transport_sizes, timeout
   )
+  now = datetime.datetime.now(datetime.timezone.utc)
   return fmt.Profile(
-    created=datetime.datetime.now(datetime.timezone.utc).strftime(
-      '%Y-%m-%dT%H:%M:%SZ'
-    ),
+    created=now.strftime('%Y-%m-%dT%H:%M:%SZ'),
     host=_host(plan.params.device),
     run=compute.run,
     compute=tower,
@@ -111,6 +98,20 @@ def measure_profile(
     notes='; '.join(n for n in (notes, machine_note()) if n),
     chunk_algorithms=algorithms,
   )
+
+
+def _towers_at_once(tower, flags, device, copies, num_steps, timeout):
+  """`tower` (fmt.Compute) with its concurrent_speedup measured (CPU)."""
+  if device != 'cpu' or not copies:
+    return tower
+  speedups = profile_concurrent.measure_speedups(
+    flags,
+    cores=servers.available_cores(),
+    copies=copies,
+    num_steps=num_steps,
+    timeout=timeout,
+  )
+  return dataclasses.replace(tower, concurrent_speedup=speedups)
 
 
 def _transports(plan, compute, sizes, timeout) -> tuple:
