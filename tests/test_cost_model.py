@@ -499,3 +499,27 @@ def test_towers_at_once_get_done_what_the_profile_measured():
     cost_model_graph.StepBuilder(measured, one, no_interference()).tower_cores()
     == 1.0
   )
+
+
+def test_a_controller_adds_its_step_to_one_graph_managers_only():
+  """distributed_all_reduce runs as one graph: its controller starts every
+  step on every worker and waits for them all, the profile's
+  controller_step (1.5 ms here) after the simulated step. The managers
+  whose workers each run their own graph pay nothing of it."""
+  base = made_up_profile([(4000, 10.0)])
+  step = profile_format.Transport(latency_us=1500.0, bytes_per_us=1e9)
+  with_step = dataclasses.replace(
+    base, transports=dict(base.transports, controller_step=step)
+  )
+  target = target_lib.make_target(num_workers=2, link_mbits=100.0)
+  for name, extra in (
+    ('distributed_all_reduce', 1.5),
+    ('collective_all_reduce', 0.0),
+    ('parameter_server', 0.0),
+  ):
+    strategy = cost_model.Strategy(name)
+    if name == 'parameter_server':
+      target = dataclasses.replace(target, num_ps=1)
+    a = cost_model.predict(base, target, strategy).step_ms
+    b = cost_model.predict(with_step, target, strategy).step_ms
+    assert b - a == pytest.approx(extra), name

@@ -59,7 +59,15 @@ def test_real_transports_over_grpc_tasks():
     optimizer_config=optimizers.OptimizerConfig(),
     timeout=600,
   )
-  assert set(measured.transports) == {'grpc', 'collective', 'local_copy'}
+  assert set(measured.transports) == {
+    'grpc',
+    'collective',
+    'local_copy',
+    'controller_step',
+  }
+  step = measured.transports.pop('controller_step')
+  assert step.latency_us > 0 and not step.table
+  assert step.samples[0][0] == 0 and step.samples[0][1] == step.latency_us
   for t in measured.transports.values():
     assert [s[0] for s in t.samples] == [64, 4096]
     assert all(s[2] <= s[1] <= s[3] for s in t.samples)
@@ -67,3 +75,11 @@ def test_real_transports_over_grpc_tasks():
     assert t.measured
   assert [b for b, _ in measured.ps_apply_samples] == [40, 4000]
   assert all(ms >= 0 for _, ms in measured.ps_apply_samples)
+
+
+def test_controller_step_is_one_latency_without_a_size_term():
+  t = transport.controller_transport([[0, 1200.0, 1000.0, 1500.0]])
+  assert t.latency_us == 1200.0 and t.table == ()
+  assert t.time_us(0) == pytest.approx(1200.0)
+  assert t.time_us(1 << 20) == pytest.approx(1200.0, rel=1e-3)
+  assert t.samples == ((0, 1200.0, 1000.0, 1500.0),)

@@ -228,12 +228,25 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   finish = simulate.run(b.graph, b.capacities())
   per_worker = {w: finish[j] for w, j in ends.items()}
   images = profile.run.batch_size * target.devices_per_worker
-  step_us = max(per_worker.values())
+  step_us = max(per_worker.values()) + controller_us(profile, strategy)
   if strategy.sync:
     rate = images * len(per_worker) / step_us * 1e6
   else:  # each worker at its own pace: the sum of their rates (a bound)
     rate = sum(images / us * 1e6 for us in per_worker.values())
   return rate, step_us / 1000.0
+
+
+def controller_us(profile, strategy) -> float:
+  """What a one-graph manager's controller adds to every step: it starts
+  each step on every worker and waits for all of them (the profile's
+  controller_step; 0 when not measured or for a manager without one)."""
+  import variable_mgr  # pylint: disable=g-import-not-at-top
+
+  step = profile.transports.get('controller_step')
+  manager = variable_mgr.get(strategy.variable_update, in_cluster=True)
+  if step is None or not manager.traits.one_graph:
+    return 0.0
+  return step.latency_us
 
 
 def transport_residual(profile) -> float:

@@ -248,18 +248,23 @@ def summary_lines(profile: fmt.Profile) -> list:
 
 
 def _transport_lines(profile: fmt.Profile) -> list:
-  return [
-    'transport %s: %.1f us + bytes / %.1f bytes/us (fit from %d B); '
-    'table: %s'
-    % (
-      name,
-      t.latency_us,
-      t.bytes_per_us,
-      t.fit_from_bytes,
-      ', '.join('%d B %.1f us' % row for row in t.table),
+  lines = []
+  for name, t in profile.transports.items():
+    if name == 'controller_step':
+      lines.append('controller step: %.1f us' % t.latency_us)
+      continue
+    lines.append(
+      'transport %s: %.1f us + bytes / %.1f bytes/us (fit from %d B); '
+      'table: %s'
+      % (
+        name,
+        t.latency_us,
+        t.bytes_per_us,
+        t.fit_from_bytes,
+        ', '.join('%d B %.1f us' % row for row in t.table),
+      )
     )
-    for name, t in profile.transports.items()
-  ]
+  return lines
 
 
 def _chunk_line(profile: fmt.Profile) -> str:

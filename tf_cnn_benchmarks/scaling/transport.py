@@ -37,6 +37,14 @@ DESCRIPTIONS = {
   'local_copy': 'a tensor passed between two logical CPU devices of one '
   'process, per hop',
 }
+# Not a message size fit: one figure, the latency of a step a controller
+# drives (transport_bench.measure_controller_step).
+CONTROLLER_STEP = 'controller_step'
+CONTROLLER_STEP_DESCRIPTION = (
+  'a step driven over gRPC on two other tasks (ps 0, worker 1) by worker '
+  "0's session, less a step of worker 0 alone: what a one-graph manager's "
+  'controller adds to every step (no size term)'
+)
 
 _ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,6 +99,20 @@ def fit_transport(rows, measured: str, fit_from=FIT_FROM_BYTES):
     samples=tuple(
       (int(r[0]), float(r[1]), float(r[2]), float(r[3])) for r in rows
     ),
+  )
+
+
+def controller_transport(rows) -> fmt.Transport:
+  """The controller_step figure ([[0, median, p10, p90]]) as a Transport:
+  its latency, no size term."""
+  _, median, p10, p90 = rows[0]
+  return fmt.Transport(
+    latency_us=float(median),
+    bytes_per_us=NO_SIZE_TERM_BYTES_PER_US,
+    table=(),
+    fit_from_bytes=0,
+    measured=CONTROLLER_STEP_DESCRIPTION,
+    samples=((0, float(median), float(p10), float(p90)),),
   )
 
 
@@ -195,6 +217,8 @@ def measure_transports(
     name: fit_transport(result[name], measured)
     for name, measured in DESCRIPTIONS.items()
   }
+  if result.get(CONTROLLER_STEP):
+    transports[CONTROLLER_STEP] = controller_transport(result[CONTROLLER_STEP])
   return TransportProfile(
     transports, tuple(tuple(row) for row in result.get('ps_apply', ()))
   )

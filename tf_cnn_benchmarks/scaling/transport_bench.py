@@ -165,3 +165,25 @@ def measure_collective(target, config, devices, sizes) -> list:
   with tf1.Session(target, graph=graph, config=config) as sess:
     sess.run(init)
     return [hop_sample(sess, *chain) for chain in chains]
+
+
+def measure_controller_step(target, config, remote_devices, reps=30):
+  """The HopSample (bytes 0) of what one step driven from this process over
+  `remote_devices` costs beyond a step of this process alone.
+
+  A one-graph manager's controller starts every step on every worker
+  (RunGraph over gRPC) and waits for all of them; a worker's own session
+  does not. The long step adds 1 to a variable on each remote device, the
+  short one on this task's CPU (the master runs here, so its partition
+  needs no RPC).
+  """
+  graph = tf.Graph()
+  with graph.as_default():
+    here = _source(4, '/job:worker/replica:0/task:0/device:CPU:0')
+    short = tf1.assign_add(here, tf.ones_like(here)).op
+    remote = [_source(4, d) for d in remote_devices]
+    long = tf.group(*[tf1.assign_add(v, tf.ones_like(v)) for v in remote])
+    init = tf1.global_variables_initializer()
+  with tf1.Session(target, graph=graph, config=config) as sess:
+    sess.run(init)
+    return hop_sample(sess, short, long, 1, reps, 0)

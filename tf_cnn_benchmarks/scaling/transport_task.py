@@ -7,8 +7,9 @@ SPEC is the cluster's JSON ({"ps": [addr], "worker": [addr, addr]}, all on
 127.0.0.1). `serve` starts that task's tf.distribute.Server and waits (it
 exits when its parent goes). `measure` is worker 0: it starts its server,
 measures gRPC passes between ps 0 and itself, collective all-reduces
-between worker 0 and worker 1, copies between two logical CPUs of one
-process, and the optimizer apply on ps 0, and prints one JSON line.
+between worker 0 and worker 1, a step it drives on ps 0 and worker 1 (a
+controller's), copies between two logical CPUs of one process, and the
+optimizer apply on ps 0, and prints one JSON line.
 transport.py starts these processes; every figure crosses a real gRPC
 channel between separate processes.
 """
@@ -75,6 +76,9 @@ def measure(spec: dict, request: dict) -> dict:
       bench.measure_collective(server.target, config, workers, sizes)
     ),
   }
+  out['controller_step'] = _rows(
+    [bench.measure_controller_step(server.target, config, [ps, workers[1]])]
+  )
   local = bench.plain_config(tf1.ConfigProto(device_count={'CPU': 2}))
   out['local_copy'] = _rows(
     bench.measure_pass('', local, ['/cpu:0', '/cpu:1'], sizes)
