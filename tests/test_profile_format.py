@@ -249,27 +249,33 @@ def test_bad_concurrent_speedup_is_one_line(tmp_path, rows):
 
 
 def test_concurrent_speedups_against_one_copy_alone():
-  """k copies at once, each with a k-th of the cores' threads (as a worker
-  on a host of k workers gets), their images/sec summed over one copy's
-  alone (the mean of one run before and one after)."""
+  """Rounds of one copy alone then k copies at once (each with a k-th of
+  the cores' threads, as a worker on a host of k workers gets), one copy
+  alone at the end. A round's speedup: its k copies' images/sec summed over
+  the mean of the lone runs around it; the figure: the rounds' median."""
   calls = []
+  alone = iter([100.0, 110.0, 90.0, 100.0])
+  each = {2: iter([60.0, 50.0, 70.0]), 3: iter([60.0, 60.0, 30.0])}
 
   def runner(argvs, timeout):
     calls.append(argvs)
     k = len(argvs)
-    if k == 1:
-      return [100.0 if len(calls) == 1 else 110.0]
-    return [60.0] * k
+    return [next(alone)] if k == 1 else [next(each[k])] * k
 
   flags = {'model': 'resnet20', 'batch_size': 32}
   got = profile_concurrent.measure_speedups(
-    flags, cores=4, copies=(3, 2), runner=runner
+    flags, cores=4, copies=(3, 2), runner=runner, rounds=3
   )
-  assert got == ((2, round(120 / 105, 4)), (3, round(180 / 105, 4)))
-  assert [len(c) for c in calls] == [1, 2, 3, 1]
-  alone, two = calls[0][0], calls[1][0]
-  assert '--model=resnet20' in alone and '--device=cpu' in alone
-  assert not any('threads' in a for a in alone)  # a task alone: TF's pools
+  # Around the rounds: 105, 100, 95. k=2: 120/105, 100/100, 140/95;
+  # k=3: 180/105, 180/100, 90/95.
+  assert got == (
+    (2, round(120 / 105, 4)),
+    (3, round(180 / 105, 4)),
+  )
+  assert [len(c) for c in calls] == [1, 2, 3, 1, 2, 3, 1, 2, 3, 1]
+  lone, two = calls[0][0], calls[1][0]
+  assert '--model=resnet20' in lone and '--device=cpu' in lone
+  assert not any('threads' in a for a in lone)  # a task alone: TF's pools
   assert '--num_intra_threads=2' in two and '--num_inter_threads=2' in two
   assert '--num_intra_threads=1' in calls[2][0]  # 4 cores // 3 workers
   assert profile_concurrent.measure_speedups(flags, 4, copies=()) == ()

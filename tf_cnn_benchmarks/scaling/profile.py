@@ -108,7 +108,7 @@ def _towers_at_once(tower, flags, device, copies, num_steps, timeout):
     flags,
     cores=servers.available_cores(),
     copies=copies,
-    num_steps=num_steps,
+    num_steps=max(10, num_steps // 2),  # in 3 rounds (profile_concurrent)
     timeout=timeout,
   )
   return dataclasses.replace(tower, concurrent_speedup=speedups)

@@ -10,8 +10,9 @@ images/sec.
 So the profile measures it: k copies of the local benchmark at once, each
 with the thread pools a worker gets on a host shared by k workers (the
 rule of cluster/servers.thread_pools), against one copy alone with
-TensorFlow's default pools (a task alone on its host). speedup(k) = the
-copies' images/sec summed / the one copy's. The cost model turns it into
+TensorFlow's default pools (a task alone on its host), in rounds (see
+measure_speedups). speedup(k) = the copies' images/sec summed / the one
+copy's. The cost model turns it into
 what each of k towers asks of the host (cost_model_graph.StepBuilder.
 tower_cores).
 """
@@ -19,6 +20,7 @@ tower_cores).
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +32,8 @@ REPO_ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 )
 DEFAULT_COPIES = (2, 3)
+# Rounds of alone / k at once (their median is the figure).
+DEFAULT_ROUNDS = 3
 WARMUP_STEPS = 5
 
 
@@ -94,22 +98,37 @@ def measure_speedups(
   flags: Dict[str, object],
   cores: int,
   copies: Sequence[int] = DEFAULT_COPIES,
-  num_steps: int = 40,
+  num_steps: int = 20,
   timeout: float = 900.0,
   runner: Callable[[Sequence[list], float], list] = run_copies,
+  rounds: int = DEFAULT_ROUNDS,
 ) -> tuple:
-  """((k, speedup(k)) for k in `copies`), each against one copy alone."""
+  """((k, speedup(k)) for k in `copies`), each against one copy alone.
+
+  `rounds` rounds of: one copy alone, then k copies at once for each k; one
+  copy alone again at the end. A round's speedup(k) is its k copies' summed
+  images/sec over the mean of the lone copies just before and after it (a
+  short run's images/sec drifts by several percent over minutes); the
+  figure is the median over the rounds.
+  """
   ks = sorted({int(k) for k in copies if int(k) >= 2})
   if not ks:
     return ()
-  # One copy alone before and after the others, their mean the reference:
-  # a short run's images/sec drifts by several percent.
   single = [copy_argv(flags, 1, cores, num_steps)]
-  first = runner(single, timeout)[0]
-  together = {}
-  for k in ks:
-    together[k] = sum(
-      runner([copy_argv(flags, k, cores, num_steps)] * k, timeout)
+  alone = [runner(single, timeout)[0]]
+  together = []
+  for _ in range(max(1, rounds)):
+    together.append(
+      {
+        k: sum(runner([copy_argv(flags, k, cores, num_steps)] * k, timeout))
+        for k in ks
+      }
     )
-  alone = (first + runner(single, timeout)[0]) / 2
-  return tuple((k, round(together[k] / alone, 4)) for k in ks)
+    alone.append(runner(single, timeout)[0])
+  out = []
+  for k in ks:
+    ratios = [
+      got[k] / ((alone[r] + alone[r + 1]) / 2) for r, got in enumerate(together)
+    ]
+    out.append((k, round(statistics.median(ratios), 4)))
+  return tuple(out)
