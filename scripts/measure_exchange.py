@@ -25,6 +25,7 @@ one JSON line:
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -39,8 +40,6 @@ PORT = 7310
 DEFAULT_KILOBYTES = 256
 PATTERNS = ('ring', 'all_to_all')
 ACK = b'a'
-# TCP payload per byte a token bucket counts (1448 of a 1514-byte frame).
-WIRE_PAYLOAD = 1448 / 1514
 
 
 def destinations(pattern, me, n, nbytes):
@@ -134,6 +133,18 @@ def peer(me, addresses, nbytes, rounds, gap_s):
   return times
 
 
+def _wire_payload() -> float:
+  """The share of a shaped link's rate that carries TCP payload: the cost
+  model's wire_payload (one place for that rule)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  if root not in sys.path:
+    sys.path.insert(0, root)
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.scaling import cost_model_calibration
+
+  return cost_model_calibration.default_calibration().value('wire_payload')
+
+
 def summarise(per_host, nbytes, mbits, topology='switch'):
   """The launcher's figures from every host's round times. ideal_ms: a
   round's bytes at the rate of the link they share (shared: every host's
@@ -146,8 +157,9 @@ def summarise(per_host, nbytes, mbits, topology='switch'):
     out[pattern + '_ms'] = round(statistics.median(max(r) for r in rounds), 3)
   if mbits:
     crossing = nbytes * (n if topology == 'shared' else 1)
+    wire_payload = _wire_payload()
     out['ideal_ms'] = round(
-      crossing * 8 / (mbits * 1e6 * WIRE_PAYLOAD) * 1e3, 3
+      crossing * 8 / (mbits * 1e6 * wire_payload) * 1e3, 3
     )
   out['efficiency'] = round(out['ring_ms'] / out['all_to_all_ms'], 3)
   return out
