@@ -523,3 +523,36 @@ def test_a_controller_adds_its_step_to_one_graph_managers_only():
     a = cost_model.predict(base, target, strategy).step_ms
     b = cost_model.predict(with_step, target, strategy).step_ms
     assert b - a == pytest.approx(extra), name
+
+
+def test_colocated_cpu_tasks_pay_the_busy_controller_step():
+  """Colocated CPU tasks start a step while the other tasks' towers keep
+  the cores busy: the controller's RPCs wait for a core, the profile's
+  controller_step_busy (3 ms here) instead of the idle 1 ms. Tasks on hosts
+  of their own, GPU towers, or a profile without the busy figure: idle."""
+  base = made_up_profile([(4000, 10.0)])
+  idle = profile_format.Transport(latency_us=1000.0, bytes_per_us=1e9)
+  busy = profile_format.Transport(latency_us=3000.0, bytes_per_us=1e9)
+  both = dict(base.transports, controller_step=idle, controller_step_busy=busy)
+  measured = dataclasses.replace(base, transports=both)
+  only_idle = dataclasses.replace(
+    base, transports=dict(base.transports, controller_step=idle)
+  )
+  apart = target_lib.make_target(num_workers=2, link_mbits=100.0)
+  together = dataclasses.replace(apart, colocated=True)
+  dar = cost_model.Strategy('distributed_all_reduce')
+
+  def extra_ms(profile, target, device='cpu'):
+    with_step, without = (
+      dataclasses.replace(p, host=dataclasses.replace(p.host, device=device))
+      for p in (profile, base)
+    )
+    return (
+      cost_model.predict(with_step, target, dar).step_ms
+      - cost_model.predict(without, target, dar).step_ms
+    )
+
+  assert extra_ms(measured, together) == pytest.approx(3.0)
+  assert extra_ms(measured, apart) == pytest.approx(1.0)
+  assert extra_ms(only_idle, together) == pytest.approx(1.0)
+  assert extra_ms(measured, together, device='gpu') == pytest.approx(1.0)

@@ -64,10 +64,13 @@ def test_real_transports_over_grpc_tasks():
     'collective',
     'local_copy',
     'controller_step',
+    'controller_step_busy',
   }
-  step = measured.transports.pop('controller_step')
-  assert step.latency_us > 0 and not step.table
-  assert step.samples[0][0] == 0 and step.samples[0][1] == step.latency_us
+  for name in ('controller_step', 'controller_step_busy'):
+    step = measured.transports.pop(name)
+    assert step.latency_us > 0 and not step.table
+    assert step.samples[0][0] == 0 and step.samples[0][1] == step.latency_us
+    assert step.measured == transport.CONTROLLER_STEPS[name]
   for t in measured.transports.values():
     assert [s[0] for s in t.samples] == [64, 4096]
     assert all(s[2] <= s[1] <= s[3] for s in t.samples)

@@ -23,6 +23,7 @@ from tf_cnn_benchmarks.scaling import cost_model_calibration as calibration_lib
 from tf_cnn_benchmarks.scaling import cost_model_graph
 from tf_cnn_benchmarks.scaling import cost_model_ps
 from tf_cnn_benchmarks.scaling import cost_model_strategies
+from tf_cnn_benchmarks.scaling import profile_format as fmt
 from tf_cnn_benchmarks.scaling import simulate
 
 LOCAL = ('parameter_server', 'replicated')
@@ -228,7 +229,8 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   finish = simulate.run(b.graph, b.capacities())
   per_worker = {w: finish[j] for w, j in ends.items()}
   images = profile.run.batch_size * target.devices_per_worker
-  step_us = max(per_worker.values()) + controller_us(profile, strategy)
+  busy = target.colocated and not b.on_gpu  # the other tasks' compute
+  step_us = max(per_worker.values()) + controller_us(profile, strategy, busy)
   if strategy.sync:
     rate = images * len(per_worker) / step_us * 1e6
   else:  # each worker at its own pace: the sum of their rates (a bound)
@@ -236,13 +238,20 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   return rate, step_us / 1000.0
 
 
-def controller_us(profile, strategy) -> float:
+def controller_us(profile, strategy, busy=False) -> float:
   """What a one-graph manager's controller adds to every step: it starts
   each step on every worker and waits for all of them (the profile's
-  controller_step; 0 when not measured or for a manager without one)."""
+  controller_step; 0 when not measured or for a manager without one).
+
+  `busy`: the tasks share the host's cores with the other tasks' towers
+  (colocated CPU towers): their RPCs wait for a core, the profile's
+  controller_step_busy (the idle figure if the profile lacks it).
+  """
   import variable_mgr  # pylint: disable=g-import-not-at-top
 
-  step = profile.transports.get('controller_step')
+  step = profile.transports.get(fmt.CONTROLLER_STEP)
+  if busy:
+    step = profile.transports.get(fmt.CONTROLLER_STEP_BUSY, step)
   manager = variable_mgr.get(strategy.variable_update, in_cluster=True)
   if step is None or not manager.traits.one_graph:
     return 0.0

@@ -250,8 +250,9 @@ def summary_lines(profile: fmt.Profile) -> list:
 def _transport_lines(profile: fmt.Profile) -> list:
   lines = []
   for name, t in profile.transports.items():
-    if name == 'controller_step':
-      lines.append('controller step: %.1f us' % t.latency_us)
+    if name in (fmt.CONTROLLER_STEP, fmt.CONTROLLER_STEP_BUSY):
+      busy = ', every core busy' if name == fmt.CONTROLLER_STEP_BUSY else ''
+      lines.append('controller step%s: %.1f us' % (busy, t.latency_us))
       continue
     lines.append(
       'transport %s: %.1f us + bytes / %.1f bytes/us (fit from %d B); '

@@ -21,6 +21,12 @@ import os
 
 PROFILE_VERSION = 1
 
+# Keys of `transports` that hold one figure (no size term): the step a
+# one-graph manager's controller drives on two other tasks, beyond a local
+# one; on an idle host, and with every core of the host kept busy.
+CONTROLLER_STEP = 'controller_step'
+CONTROLLER_STEP_BUSY = 'controller_step_busy'
+
 
 class ProfileError(ValueError):
   """A profile file that cannot be read or holds a bad value.

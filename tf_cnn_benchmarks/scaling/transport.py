@@ -10,15 +10,14 @@ latency fits badly, are kept as a table the cost model interpolates.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 
+from tf_cnn_benchmarks.scaling import busy_cores
 from tf_cnn_benchmarks.scaling import profile_format as fmt
 from tf_cnn_benchmarks.scaling import profile_stats as stats
 from tf_cnn_benchmarks.scaling import transport_bench
@@ -39,12 +38,23 @@ DESCRIPTIONS = {
 }
 # Not a message size fit: one figure, the latency of a step a controller
 # drives (transport_bench.measure_controller_step).
-CONTROLLER_STEP = 'controller_step'
+CONTROLLER_STEP = fmt.CONTROLLER_STEP
 CONTROLLER_STEP_DESCRIPTION = (
   'a step driven over gRPC on two other tasks (ps 0, worker 1) by worker '
   "0's session, less a step of worker 0 alone: what a one-graph manager's "
   'controller adds to every step (no size term)'
 )
+# The same step with every core of the host kept busy (busy_cores.py): what
+# it adds when the tasks share their cores with the other tasks' compute.
+CONTROLLER_STEP_BUSY = fmt.CONTROLLER_STEP_BUSY
+CONTROLLER_STEP_BUSY_DESCRIPTION = (
+  CONTROLLER_STEP_DESCRIPTION + ', with every core of the host kept busy by '
+  'one spinning process each (colocated tasks computing)'
+)
+CONTROLLER_STEPS = {
+  CONTROLLER_STEP: CONTROLLER_STEP_DESCRIPTION,
+  CONTROLLER_STEP_BUSY: CONTROLLER_STEP_BUSY_DESCRIPTION,
+}
 
 _ROOT = os.path.dirname(
   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,28 +112,18 @@ def fit_transport(rows, measured: str, fit_from=FIT_FROM_BYTES):
   )
 
 
-def controller_transport(rows) -> fmt.Transport:
-  """The controller_step figure ([[0, median, p10, p90]]) as a Transport:
-  its latency, no size term."""
+def controller_transport(rows, name=CONTROLLER_STEP) -> fmt.Transport:
+  """A controller step figure ([[0, median, p10, p90]]) as a Transport:
+  its latency, no size term; `name` one of CONTROLLER_STEPS."""
   _, median, p10, p90 = rows[0]
   return fmt.Transport(
     latency_us=float(median),
     bytes_per_us=NO_SIZE_TERM_BYTES_PER_US,
     table=(),
     fit_from_bytes=0,
-    measured=CONTROLLER_STEP_DESCRIPTION,
+    measured=CONTROLLER_STEPS[name],
     samples=((0, float(median), float(p10), float(p90)),),
   )
-
-
-def _die_with_parent() -> None:
-  """Popen preexec_fn: the kernel kills the child when this process ends
-  (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing, the serving tasks then
-  notice their parent's end themselves)."""
-  try:
-    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-  except (OSError, AttributeError):
-    pass
 
 
 def _spawn(args, **kwargs):
@@ -135,7 +135,8 @@ def _spawn(args, **kwargs):
     env=env,
     cwd=_ROOT,
     text=True,
-    preexec_fn=_die_with_parent,
+    # Elsewhere than Linux the serving tasks notice their parent's end.
+    preexec_fn=busy_cores.die_with_parent,
     **kwargs,
   )
 
@@ -217,8 +218,9 @@ def measure_transports(
     name: fit_transport(result[name], measured)
     for name, measured in DESCRIPTIONS.items()
   }
-  if result.get(CONTROLLER_STEP):
-    transports[CONTROLLER_STEP] = controller_transport(result[CONTROLLER_STEP])
+  for name in CONTROLLER_STEPS:
+    if result.get(name):
+      transports[name] = controller_transport(result[name], name)
   return TransportProfile(
     transports, tuple(tuple(row) for row in result.get('ps_apply', ()))
   )

@@ -8,8 +8,9 @@ SPEC is the cluster's JSON ({"ps": [addr], "worker": [addr, addr]}, all on
 exits when its parent goes). `measure` is worker 0: it starts its server,
 measures gRPC passes between ps 0 and itself, collective all-reduces
 between worker 0 and worker 1, a step it drives on ps 0 and worker 1 (a
-controller's), copies between two logical CPUs of one process, and the
-optimizer apply on ps 0, and prints one JSON line.
+controller's; again with every core kept busy), copies between two logical
+CPUs of one process, and the optimizer apply on ps 0, and prints one JSON
+line.
 transport.py starts these processes; every figure crosses a real gRPC
 channel between separate processes.
 """
@@ -24,6 +25,8 @@ import time
 import tensorflow as tf
 
 from tf_cnn_benchmarks.cluster import servers
+from tf_cnn_benchmarks.scaling import busy_cores
+from tf_cnn_benchmarks.scaling import profile_format as fmt
 from tf_cnn_benchmarks.scaling import transport_apply
 from tf_cnn_benchmarks.scaling import transport_bench as bench
 from tf_cnn_benchmarks.training import optimizers
@@ -76,9 +79,14 @@ def measure(spec: dict, request: dict) -> dict:
       bench.measure_collective(server.target, config, workers, sizes)
     ),
   }
-  out['controller_step'] = _rows(
-    [bench.measure_controller_step(server.target, config, [ps, workers[1]])]
+  remote = [ps, workers[1]]
+  out[fmt.CONTROLLER_STEP] = _rows(
+    [bench.measure_controller_step(server.target, config, remote)]
   )
+  with busy_cores.busy():  # as when colocated tasks compute meanwhile
+    out[fmt.CONTROLLER_STEP_BUSY] = _rows(  # spread wide: more repeats
+      [bench.measure_controller_step(server.target, config, remote, reps=120)]
+    )
   local = bench.plain_config(tf1.ConfigProto(device_count={'CPU': 2}))
   out['local_copy'] = _rows(
     bench.measure_pass('', local, ['/cpu:0', '/cpu:1'], sizes)
