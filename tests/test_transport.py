@@ -69,7 +69,8 @@ def test_real_transports_over_grpc_tasks():
   for name in ('controller_step', 'controller_step_busy'):
     step = measured.transports.pop(name)
     assert step.latency_us > 0 and not step.table
-    assert step.samples[0][0] == 0 and step.samples[0][1] == step.latency_us
+    assert step.samples[0][0] == 0
+    assert step.samples[0][2] <= step.samples[0][1] <= step.samples[0][3]
     assert step.measured == transport.CONTROLLER_STEPS[name]
   for t in measured.transports.values():
     assert [s[0] for s in t.samples] == [64, 4096]
@@ -80,9 +81,35 @@ def test_real_transports_over_grpc_tasks():
   assert all(ms >= 0 for _, ms in measured.ps_apply_samples)
 
 
-def test_controller_step_is_one_latency_without_a_size_term():
+def test_controller_step_is_the_mean_without_a_size_term():
+  """Each step pays the controller's cost, so a throughput pays its mean
+  (1900 here: mostly 1 ms, sometimes 4); a row without a mean (older
+  profiles) gives its median."""
+  busy = transport.controller_transport(
+    [[0, 1100.0, 900.0, 4100.0, 1900.0]], transport.CONTROLLER_STEP_BUSY
+  )
+  assert busy.latency_us == 1900.0
+  assert busy.samples == ((0, 1100.0, 900.0, 4100.0),)
+  assert busy.measured == transport.CONTROLLER_STEP_BUSY_DESCRIPTION
   t = transport.controller_transport([[0, 1200.0, 1000.0, 1500.0]])
   assert t.latency_us == 1200.0 and t.table == ()
   assert t.time_us(0) == pytest.approx(1200.0)
   assert t.time_us(1 << 20) == pytest.approx(1200.0, rel=1e-3)
   assert t.samples == ((0, 1200.0, 1000.0, 1500.0),)
+
+
+def test_hop_sample_keeps_the_mean_of_the_differences(monkeypatch):
+  """Runs of 1 ms (short) against 2, 5, 2, 0.5 ms (long): differences of
+  1, 4, 1 and -0.5 ms. The median and percentiles clamp at 0; the mean
+  keeps the sign (it is E[long] - E[short]): 5.5 / 4 ms."""
+
+  class Session:
+    def run(self, fetch):
+      pass
+
+  times = iter([1.0, 2.0, 1.0, 5.0, 1.0, 2.0, 1.0, 0.5])
+  monkeypatch.setattr(transport_bench, '_run_ms', lambda s, f: next(times))
+  s = transport_bench.hop_sample(Session(), 'short', 'long', 1, 4, 0)
+  assert s.mean_us == pytest.approx(1375.0)
+  assert s.median_us == pytest.approx(1000.0)
+  assert s.p10_us == pytest.approx(0.0, abs=300.0)

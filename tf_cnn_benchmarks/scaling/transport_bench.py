@@ -40,6 +40,9 @@ class HopSample:
   median_us: float
   p10_us: float
   p90_us: float
+  # The mean of the (unclamped) differences: what every run pays on
+  # average, for a figure added to each step (the controller's).
+  mean_us: float = 0.0
 
 
 def plain_config(config=None):
@@ -94,16 +97,18 @@ def hop_sample(sess, short, long, extra_hops: int, reps: int, nbytes: int):
   for fetch in (short, long):  # first runs build the executors
     sess.run(fetch)
     sess.run(fetch)
-  per_hop = []
+  diffs = []
   for _ in range(reps):
     t_short = _run_ms(sess, short)
     t_long = _run_ms(sess, long)
-    per_hop.append(max(0.0, (t_long - t_short) * 1e3 / extra_hops))
+    diffs.append((t_long - t_short) * 1e3 / extra_hops)
+  per_hop = [max(0.0, d) for d in diffs]
   return HopSample(
     nbytes,
     stats.median(per_hop),
     stats.percentile(per_hop, 10),
     stats.percentile(per_hop, 90),
+    max(0.0, sum(diffs) / len(diffs)),
   )
 
 
@@ -167,7 +172,7 @@ def measure_collective(target, config, devices, sizes) -> list:
     return [hop_sample(sess, *chain) for chain in chains]
 
 
-def measure_controller_step(target, config, remote_devices, reps=30):
+def measure_controller_step(target, config, remote_devices, reps=100):
   """The HopSample (bytes 0) of what one step driven from this process over
   `remote_devices` costs beyond a step of this process alone.
 

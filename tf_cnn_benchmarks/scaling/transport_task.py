@@ -63,6 +63,11 @@ def _rows(samples) -> list:
   return [[s.nbytes, s.median_us, s.p10_us, s.p90_us] for s in samples]
 
 
+def _step_rows(sample) -> list:
+  """A controller step's row: its median, p10, p90 and mean."""
+  return [_rows([sample])[0] + [sample.mean_us]]
+
+
 def measure(spec: dict, request: dict) -> dict:
   """Every transport's HopSamples and the ps apply samples, as JSON."""
   server = _server(spec, 'worker', 0)
@@ -80,12 +85,12 @@ def measure(spec: dict, request: dict) -> dict:
     ),
   }
   remote = [ps, workers[1]]
-  out[fmt.CONTROLLER_STEP] = _rows(
-    [bench.measure_controller_step(server.target, config, remote)]
+  out[fmt.CONTROLLER_STEP] = _step_rows(
+    bench.measure_controller_step(server.target, config, remote)
   )
   with busy_cores.busy():  # as when colocated tasks compute meanwhile
-    out[fmt.CONTROLLER_STEP_BUSY] = _rows(  # spread wide: more repeats
-      [bench.measure_controller_step(server.target, config, remote, reps=120)]
+    out[fmt.CONTROLLER_STEP_BUSY] = _step_rows(  # wide spread: more runs
+      bench.measure_controller_step(server.target, config, remote, reps=300)
     )
   local = bench.plain_config(tf1.ConfigProto(device_count={'CPU': 2}))
   out['local_copy'] = _rows(
