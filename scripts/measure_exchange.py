@@ -153,8 +153,10 @@ def summarise(per_host, nbytes, mbits, topology='switch'):
   out = {'hosts': n, 'bytes_per_host': nbytes}
   for pattern in PATTERNS:
     # A round lasts as long as its slowest host.
-    rounds = zip(*[h[pattern] for h in per_host])
-    out[pattern + '_ms'] = round(statistics.median(max(r) for r in rounds), 3)
+    rounds = [max(r) for r in zip(*[h[pattern] for h in per_host])]
+    out[pattern + '_ms'] = round(statistics.median(rounds), 3)
+    # A stream of rounds (a training run) pays their mean, slow ones too.
+    out[pattern + '_mean_ms'] = round(statistics.fmean(rounds), 3)
   if mbits:
     crossing = nbytes * (n if topology == 'shared' else 1)
     wire_payload = _wire_payload()
@@ -162,6 +164,9 @@ def summarise(per_host, nbytes, mbits, topology='switch'):
       crossing * 8 / (mbits * 1e6 * wire_payload) * 1e3, 3
     )
   out['efficiency'] = round(out['ring_ms'] / out['all_to_all_ms'], 3)
+  out['mean_efficiency'] = round(
+    out['ring_mean_ms'] / out['all_to_all_mean_ms'], 3
+  )
   return out
 
 
@@ -196,7 +201,7 @@ def among_tasks(args, switch):
   print('launcher: measure_exchange: %s' % json.dumps(figures, sort_keys=True))
   print(
     'launcher: %d hosts, %s link: ring %.1f ms, all-to-all %.1f ms a round '
-    '(%d bytes a host): all-to-all efficiency %.3f'
+    '(%d bytes a host): all-to-all efficiency %.3f (of the means %.3f)'
     % (
       n,
       args.topology,
@@ -204,6 +209,7 @@ def among_tasks(args, switch):
       figures['all_to_all_ms'],
       nbytes,
       figures['efficiency'],
+      figures['mean_efficiency'],
     ),
     flush=True,
   )

@@ -261,6 +261,10 @@ def test_exchange_summary_takes_each_round_slowest_host():
   assert out['ring_ms'] == 12.0  # rounds: 11, 12, 14
   assert out['all_to_all_ms'] == 25.0  # rounds: 25, 21, 30
   assert out['efficiency'] == 0.48
+  # The means of the rounds: ring 37/3 ms, all-to-all 76/3 ms.
+  assert out['ring_mean_ms'] == pytest.approx(37 / 3, abs=1e-3)
+  assert out['all_to_all_mean_ms'] == pytest.approx(76 / 3, abs=1e-3)
+  assert out['mean_efficiency'] == pytest.approx(37 / 76, abs=1e-3)
   # 125 kB at 100 Mbit/s of wire, 1448 payload bytes a 1514-byte frame.
   assert out['ideal_ms'] == pytest.approx(10 * 1514 / 1448, abs=1e-3)
 
