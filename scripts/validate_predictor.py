@@ -333,6 +333,19 @@ def run_once(args, cell) -> dict:
   return out
 
 
+def machine_text() -> str:
+  """This CPU as figures must name it: the model, cores, and the flags that
+  change its speed ('AMD EPYC, 2 cores, avx2'; one model name comes with
+  AVX2 only or with AVX-512)."""
+  from tf_cnn_benchmarks.platform import cpu_features
+
+  return '%s, %d cores, %s' % (
+    cpu_features.cpu_model(),
+    os.cpu_count() or 0,
+    ' '.join(cpu_features.peak_flags()) or 'no AVX2',
+  )
+
+
 def record_of(cell, runs, error=None) -> dict:
   """The cell's record from its runs ({'images_per_sec', 'load', ...}):
   repeats, median, scored or why not (no predictions yet)."""
@@ -344,6 +357,7 @@ def record_of(cell, runs, error=None) -> dict:
     'measured_median': statistics.median(measured) if measured else None,
     'spread': round(vm.spread(measured), 4) if measured else None,
     'load_average': [min(loads), max(loads)] if loads else [],
+    'machine': machine_text(),
   }
   picks = [r['auto_pick'] for r in runs if r.get('auto_pick')]
   if picks:
@@ -441,6 +455,7 @@ def header_lines(records, args) -> list:
     if loads
     else 'no runs yet'
   )
+  machines = sorted({r['machine'] for r in records if r.get('machine')})
   return [
     'Real clusters of local processes on this machine (2 cores, every task',
     'colocated), through scripts/launch_local_cluster.py, against the cost',
@@ -448,6 +463,8 @@ def header_lines(records, args) -> list:
     'from the profiles in %s. Made by `scripts/validate_predictor.py`.'
     % args.profile_dir,
     '',
+    '- Machine: %s.'
+    % ('; '.join(machines) or 'not in the records (before 2026-11-27)'),
     "- %s (2 cores; the cluster's own tasks count in it: a cluster alone"
     ' shows about its task count).' % load.capitalize(),
     '- Not scored: %s; cells whose repeats spread (max-min)/median over'

@@ -428,7 +428,9 @@ def test_all_to_all_on_switch_ports_fills_them_less():
   bottlenecks fill them to all_to_all_efficiency e (measured with raw TCP,
   cost_model_calibration.ALL_TO_ALL_EFFICIENCY): L + 2S/(e*B). Fan-in
   alone (two hosts to one) is one bottleneck: L + 2S/B. Shared: one link
-  that every flow crosses, 6S/B, whatever the pattern.
+  that every flow crosses, 6S at the shared table's efficiency for the
+  all-to-all (measured there too, ALL_TO_ALL_EFFICIENCY_SHARED), and the
+  fan-in's 2S at the full rate.
   """
   size, bandwidth, mbits = 100_000.0, 12.5, 100.0
   profile = made_up_profile([(4, 1.0)])
@@ -437,6 +439,8 @@ def test_all_to_all_on_switch_ports_fills_them_less():
   fan_in = [(hosts[0], hosts[2]), (hosts[1], hosts[2])]
   e = cal_lib.all_to_all_efficiency(mbits)
   assert 0.8 < e < 1.0
+  e_shared = cal_lib.all_to_all_efficiency(mbits, 'shared')
+  assert 0.8 < e_shared < 1.0
   times = {}
   for topology in ('shared', 'switch'):
     target = target_lib.make_target(
@@ -453,7 +457,10 @@ def test_all_to_all_on_switch_ports_fills_them_less():
     LATENCY_US + 2 * size / bandwidth, rel=1e-6
   )
   assert times['shared', 'all'] == pytest.approx(
-    LATENCY_US + 6 * size / bandwidth, rel=1e-6
+    LATENCY_US + 6 * size / (e_shared * bandwidth), rel=1e-6
+  )
+  assert times['shared', 'fan_in'] == pytest.approx(
+    LATENCY_US + 2 * size / bandwidth, rel=1e-6
   )
 
 
@@ -468,8 +475,16 @@ def test_all_to_all_efficiency_between_the_measured_rates():
   assert cal_lib.all_to_all_efficiency(50.0) == pytest.approx(
     (table[25.0] + table[100.0]) / 2
   )
+  shared = dict(cal_lib.ALL_TO_ALL_EFFICIENCY_SHARED)
+  for mbits, e in shared.items():
+    assert cal_lib.all_to_all_efficiency(mbits, 'shared') == pytest.approx(e)
+  assert cal_lib.all_to_all_efficiency(None, 'shared') == 1.0
+  assert cal_lib.all_to_all_efficiency(50.0, 'shared') == pytest.approx(
+    (shared[25.0] + shared[100.0]) / 2
+  )
   lines = cal_lib.default_calibration().lines()
-  assert any(ln.startswith('all_to_all_efficiency = ') for ln in lines)
+  (line,) = [ln for ln in lines if ln.startswith('all_to_all_efficiency = ')]
+  assert 'shared: %g at 25 Mbit/s' % shared[25.0] in line
 
 
 def test_towers_at_once_get_done_what_the_profile_measured():

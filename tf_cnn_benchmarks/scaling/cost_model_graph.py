@@ -60,7 +60,9 @@ class StepBuilder:
     self.add_bpu = 1e3 / per_mb if per_mb > 0 else self.intra_bpu
     # An all-to-all flow asks 1/efficiency units of each port per byte.
     self.all_to_all_weight = 1.0 / (
-      cost_model_calibration.all_to_all_efficiency(target.link_mbits)
+      cost_model_calibration.all_to_all_efficiency(
+        target.link_mbits, target.topology
+      )
     )
 
   # ---- resources ---------------------------------------------------------
@@ -155,10 +157,10 @@ class StepBuilder:
 
   def _all_to_all_flows(self, flows) -> set:
     """The flows of a phase whose sender sends to, and whose receiver
-    receives from, more than one other host (an all-to-all part): on
-    switch ports they fill the links less well than one flow per port
-    (cost_model_calibration.ALL_TO_ALL_EFFICIENCY)."""
-    if self.target.topology == 'shared':
+    receives from, more than one other host (an all-to-all part): they
+    fill the links less well than one flow per port
+    (cost_model_calibration.ALL_TO_ALL_EFFICIENCY, and _SHARED)."""
+    if self.all_to_all_weight == 1.0:
       return set()
     outs, ins = {}, {}
     for s, d in flows:
@@ -189,7 +191,7 @@ class StepBuilder:
       return float('inf'), self.intra_latency, 0.0
     t = self.transport(transport)
     if self.target.topology == 'shared':
-      use('link', 1.0)
+      use('link', weight)
     else:
       use('up:' + hs, weight)
       use('down:' + hd, weight)
