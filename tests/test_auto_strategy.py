@@ -198,6 +198,24 @@ def test_the_results_line_carries_the_prediction_and_passes_the_schema(
   assert prediction['profile'] == PROFILE
   assert line['params']['variable_update'] == line['variable_update']
   assert line['images_per_sec'] > 0
+  # After the run, the console holds the measured figure against it.
+  assert auto.measured_line(prediction, line['images_per_sec']) in (
+    proc.stdout.splitlines()
+  )
+
+
+def test_the_measured_line_says_where_the_run_fell_against_the_band():
+  record = {
+    'predicted_images_per_sec': 100.0,
+    'band_low': 80.0,
+    'band_high': 130.0,
+  }
+  assert auto.measured_line(record, 90.0) == (
+    '--variable_update=auto: measured 90.0 images/sec, predicted 100.0 '
+    '(-10.0%), inside the band 80.0 - 130.0'
+  )
+  assert 'below the band' in auto.measured_line(record, 79.9)
+  assert '(+40.0%), above the band' in auto.measured_line(record, 140.0)
 
 
 @pytest.mark.parametrize(

@@ -423,3 +423,20 @@ def test_a_group_measured_all_tied_is_left_out_of_mean_tau():
   # An all-tied prediction of an ordered group still counts as 0.
   paleo = vm.summarize(tied + ordered, 'paleo')
   assert paleo['tau_groups'] == 1 and paleo['mean_tau'] == 0.0
+
+
+def test_records_and_report_name_the_machine(tmp_path):
+  """Figures carry where they were measured: the CPU model, cores and the
+  flags that change its speed, in every record and the md's header."""
+  records = vp.run_grid(
+    _args(tmp_path), run=lambda a, c: 50.0, out=io.StringIO()
+  )
+  machine = vp.machine_text()
+  assert records[0]['machine'] == machine
+  assert '%d cores' % (vp.os.cpu_count() or 0) in machine
+  md = (tmp_path / 'v.md').read_text()
+  assert '- Machine: %s.' % machine in md
+  # Records from before the field: said so, not guessed.
+  del records[0]['machine'], records[1]['machine']
+  lines = vp.header_lines(records, _args(tmp_path))
+  assert '- Machine: not in the records (before 2026-11-27).' in lines

@@ -47,6 +47,7 @@ from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.reporting import run_header
 from tf_cnn_benchmarks.reporting import run_results
+from tf_cnn_benchmarks.scaling import auto
 from tf_cnn_benchmarks.training import freezing
 from tf_cnn_benchmarks.training import graph as graph_lib
 from tf_cnn_benchmarks.training import step_graph
@@ -601,6 +602,8 @@ def run_benchmark(
     if p.result_file:
       outputs.write_results(p.result_file, [record])
     outputs.write_benchmark_log(p, [record])
+    if prediction is not None:  # how the prediction that chose it held
+      print(auto.measured_line(prediction, result.images_per_sec), file=out)
   if failed_write is not None:
     raise failed_write
   return result

@@ -147,6 +147,25 @@ class Choice:
     return text + ': outside the uncertainty'
 
 
+def measured_line(prediction: dict, images_per_sec: float) -> str:
+  """After the run: its measured images/sec against the prediction that
+  chose it (`prediction`: Choice.record()), and whether the band held it."""
+  predicted = prediction['predicted_images_per_sec']
+  low, high = prediction['band_low'], prediction['band_high']
+  if images_per_sec < low:
+    where = 'below the band'
+  elif images_per_sec > high:
+    where = 'above the band'
+  else:
+    where = 'inside the band'
+  off = (images_per_sec / predicted - 1) * 100 if predicted > 0 else 0.0
+  return (
+    '--variable_update=auto: measured %.1f images/sec, predicted %.1f '
+    '(%+.1f%%), %s %.1f - %.1f'
+    % (images_per_sec, predicted, off, where, low, high)
+  )
+
+
 def cluster_of(overrides: dict):
   """The Cluster the flags or TF_CONFIG describe, or None (a local run)."""
   raw = params_lib.Params(**params_lib.classic_spellings(overrides))
