@@ -571,3 +571,32 @@ def test_colocated_cpu_tasks_pay_the_busy_controller_step():
   assert extra_ms(measured, apart) == pytest.approx(1.0)
   assert extra_ms(only_idle, together) == pytest.approx(1.0)
   assert extra_ms(measured, together, device='gpu') == pytest.approx(1.0)
+
+
+def _sharing(compute_us, cores_asked):
+  """A compute job (`cores_asked` cores at full speed) and a 1000-byte
+  transfer over a 10 B/us link that asks 0.05 cores per B/us (0.5 cores
+  at its full 10 B/us), on one 2-core CPU: their finish times."""
+  g = simulate.Graph()
+  g.add(simulate.Job(compute_us, {'cpu': cores_asked}, cap=1.0))
+  g.add(simulate.Job(1000.0, {'link': 1.0, 'cpu': 0.05}))
+  return simulate.run(g, {'cpu': 2.0, 'link': 10.0})
+
+
+def test_a_transfer_beside_compute_gets_its_share_of_the_cpu():
+  """Compute asking 1.5 cores and a transfer asking 0.5 fit the 2 cores:
+  both run at full speed (compute 100 us; the transfer 1000 B at 10 B/us,
+  100 us). A transfer is not held to the CPU's capacity in bytes per
+  microsecond (2 / load: about 1.3 B/us, 775 us)."""
+  compute, transfer = _sharing(100.0, 1.5)
+  assert compute == pytest.approx(100.0)
+  assert transfer == pytest.approx(100.0)
+
+
+def test_an_overloaded_cpu_slows_compute_and_transfer_alike():
+  """Compute asking 2 cores and the transfer's 0.5: 2.5 asked of 2, each
+  at 0.8 of its full speed. The transfer (8 B/us) ends at 125 us, when the
+  compute has done 100 of its 200 us; alone, it does the rest by 225."""
+  compute, transfer = _sharing(200.0, 2.0)
+  assert transfer == pytest.approx(125.0)
+  assert compute == pytest.approx(225.0)

@@ -3,16 +3,24 @@
 A job is work of some `amount` (bytes for a transfer, microseconds of
 full-speed work for compute) that starts `delay_us` after all its
 dependencies finished (the delay is a message's latency: it holds no
-resource). While it runs it progresses at
+resource). Alone, a job would progress at
 
-    rate = min(cap, min over its resources r of capacity[r] / load[r])
+    alone = min(cap, min over its resources r of capacity[r] / demand[j][r])
 
-where load[r] sums demand[j][r] over every running job j: a resource is
-shared in proportion to what its jobs ask of it (processor sharing). A
-transfer asks 1 unit of each link per byte; a compute job asks `cores_busy`
-cores per microsecond of progress; a job crossing several links runs at the
-pace of its most loaded one. The simulation runs until every job finished
-and returns each job's finish time.
+and ask demand[j][r] * alone of each resource. Where the running jobs ask a
+resource for more than its capacity (load[r], the sum of those asks), each
+of them gets the same share of what it asked (processor sharing), so it
+progresses at
+
+    rate = alone * min(1, min over its resources r of capacity[r] / load[r])
+
+A transfer asks 1 unit of each link per byte (and, where it costs CPU, a
+little of a CPU per byte); a compute job asks `cores_busy` cores per
+microsecond of progress; a job crossing several links runs at the pace of
+its most loaded one. (A transfer that shares a CPU with compute is slowed
+by the CPU's overload, not held to the CPU's capacity in bytes: its ask is
+scaled from its own full-speed rate.) The simulation runs until every job
+finished and returns each job's finish time.
 """
 
 from __future__ import annotations
@@ -64,18 +72,30 @@ class Graph:
 
 
 def _rates(jobs, running, capacity):
-  """The progress rate of each running job (see the module docstring)."""
-  load: Dict[str, float] = {}
-  for j in running:
-    for r, d in jobs[j].demands.items():
-      load[r] = load.get(r, 0.0) + d
-  rates = {}
+  """The progress rate of each running job (see the module docstring).
+
+  Each job first asks what it would use alone (its full-speed rate: its cap
+  and its tightest resource), then every resource asked for more than it
+  has slows its jobs by the same factor.
+  """
+  alone = {}
   for j in running:
     rate = jobs[j].cap
     for r, d in jobs[j].demands.items():
       if d > 0:
-        rate = min(rate, capacity[r] / load[r])
-    rates[j] = rate
+        rate = min(rate, capacity[r] / d)
+    alone[j] = rate
+  load: Dict[str, float] = {}
+  for j in running:
+    for r, d in jobs[j].demands.items():
+      load[r] = load.get(r, 0.0) + d * alone[j]
+  rates = {}
+  for j in running:
+    factor = 1.0
+    for r, d in jobs[j].demands.items():
+      if d > 0 and load[r] > capacity[r]:
+        factor = min(factor, capacity[r] / load[r])
+    rates[j] = alone[j] * factor
   return rates
 
 
