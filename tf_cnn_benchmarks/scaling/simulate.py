@@ -88,7 +88,8 @@ def _rates(jobs, running, capacity):
   load: Dict[str, float] = {}
   for j in running:
     for r, d in jobs[j].demands.items():
-      load[r] = load.get(r, 0.0) + d * alone[j]
+      if d > 0:  # nothing asked is nothing (0 * an unbounded rate is nan)
+        load[r] = load.get(r, 0.0) + d * alone[j]
   rates = {}
   for j in running:
     factor = 1.0
