@@ -36,6 +36,9 @@ short profile (or takes --scaling_profile), starts the cluster shape (ps
 tasks, controller) of the predicted best strategy, and gives every task the
 same --scaling_profile (and --link_mbits/--topology as --link_mbits/
 --link_topology), so every task predicts and runs the same strategy.
+--tasks_measure_link (with --topology=switch) keeps the link from the tasks:
+they measure it between them before their servers start, as tasks on
+separate hosts do (tf_cnn_benchmarks/scaling/link_probe.py).
 
 The launcher ends when the workers (or the controller) and the tasks serving
 them have ended. Each worker prints the cluster's `total images/sec` (with a
@@ -162,6 +165,13 @@ def _add_network_flags(parser) -> None:
     'between two processes placed as two tasks would be; print the figures',
   )
   parser.add_argument(
+    '--tasks_measure_link',
+    action='store_true',
+    help='with --variable_update=auto and --topology=switch: tell the tasks '
+    "neither --link_mbits nor the topology's rate; they measure the link "
+    'between them before their servers start, as tasks on separate hosts do',
+  )
+  parser.add_argument(
     '--measure_exchange',
     action='store_true',
     help='start no cluster: time rounds of a TCP ring and of all-to-all '
@@ -206,6 +216,13 @@ def parse_args(argv):
     name = flag.lstrip('-').split('=')[0]
     if name in _LAUNCHER_FLAGS:
       parser.error('--%s: set by the launcher; do not pass it' % name)
+  if args.tasks_measure_link and (
+    args.topology != 'switch' or _flag_value(flags, 'variable_update') != 'auto'
+  ):
+    _bad_flag(
+      '--tasks_measure_link: needs --topology=switch (a host address per '
+      'task) and --variable_update=auto among the benchmark flags'
+    )
   return args, flags
 
 
@@ -600,14 +617,18 @@ def resolve_auto(args, flags, workdir):
     overrides, os.path.join(workdir, 'scaling_profile.json')
   )
   extra = ['--scaling_profile=' + path, '--tasks_colocated=true']
+  told = []  # the link, when the tasks are told it
   if args.link_mbits and overrides.get('link_mbits') is None:
-    extra.append('--link_mbits=%s' % args.link_mbits)
+    told = ['--link_mbits=%s' % args.link_mbits]
     extra.append('--link_topology=%s' % args.topology)
   kept = [f for f in flags if not f.startswith('--scaling_profile=')]
-  overrides = auto_launch.overrides_from_argv(kept + extra)
+  overrides = auto_launch.overrides_from_argv(kept + extra + told)
   num_ps, controller, best = auto_launch.best_shape(
     overrides, args.num_workers, args.num_ps, args.controller
   )
+  if args.tasks_measure_link:  # the shape is chosen; the tasks measure
+    told = [] if told else ['--link_topology=switch']
+  extra += told
   print(
     'launcher: --variable_update=auto: %s predicted best (%.1f images/sec); '
     'starting %d ps task(s)%s'

@@ -235,16 +235,35 @@ def test_a_bad_profile_file_is_one_line_and_status_2(profile, what):
   assert what in err[0]
 
 
-def test_the_launcher_gives_every_task_the_same_choice(tmp_path):
-  args = argparse.Namespace(
-    num_workers=2,
-    num_ps=None,
-    controller=None,
-    link_mbits=100.0,
-    topology='switch',
-    python=sys.executable,
-    module='tf_cnn_benchmarks',
+def _launcher_args(**changes):
+  return argparse.Namespace(
+    **dict(
+      num_workers=2,
+      num_ps=None,
+      controller=None,
+      link_mbits=100.0,
+      topology='switch',
+      tasks_measure_link=False,
+      python=sys.executable,
+      module='tf_cnn_benchmarks',
+    )
+    | changes
   )
+
+
+def test_with_tasks_measure_link_the_tasks_are_told_no_rate(tmp_path):
+  flags = ['--model=resnet20', '--variable_update=auto']
+  flags += ['--scaling_profile=' + PROFILE]
+  told, _, _ = launch_local_cluster.resolve_auto(
+    _launcher_args(tasks_measure_link=True), flags, str(tmp_path)
+  )
+  assert not [f for f in told if f.startswith('--link_mbits')]
+  assert '--link_topology=switch' in told
+  assert '--tasks_colocated=true' in told  # they share this host's cores
+
+
+def test_the_launcher_gives_every_task_the_same_choice(tmp_path):
+  args = _launcher_args()
   flags = [
     '--model=resnet20',
     '--data_name=cifar10',

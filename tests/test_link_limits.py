@@ -94,6 +94,7 @@ def test_measured_rate_is_the_asked_rate(topology, mbits):
     ('--measure_megabytes=lots', '--measure_megabytes=lots'),
     ('--exchange_kilobytes=0', '--exchange_kilobytes=0'),
     ('--exchange_kilobytes=-1', '--exchange_kilobytes=-1'),
+    ('--tasks_measure_link', '--tasks_measure_link'),  # shared, no auto
   ],
 )
 def test_bad_network_flags_are_one_line(flag, named):
@@ -287,3 +288,89 @@ def test_measure_exchange_is_held_to_the_link():
   assert figures['ring_ms'] >= 0.85 * figures['ideal_ms'], figures
   assert figures['all_to_all_ms'] >= 0.85 * figures['ideal_ms'], figures
   assert figures['efficiency'] > 0
+
+
+_PROBE_IN_A_SHAPED_NAMESPACE = r"""
+import socket, sys, threading
+sys.path[:0] = [sys.argv[1], sys.argv[1] + '/scripts']
+import _netshape
+from tf_cnn_benchmarks.cluster import spec
+from tf_cnn_benchmarks.scaling import link_probe
+
+_netshape.run(['ip', 'link', 'set', 'lo', 'up'])
+_netshape.shape_loopback(float(sys.argv[2]))
+workers = ('127.0.0.1:7001', 'localhost:7002')  # two hosts by name
+out = {}
+def task(index):
+  cluster = spec.Cluster('worker', index, workers)
+  out[index] = link_probe.measure_between_tasks(
+    cluster, payload_share=float(sys.argv[3]), timeout=60)
+threads = [threading.Thread(target=task, args=(k,)) for k in (1, 0)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert out[0] == out[1]
+print(out[0].mbits)
+"""
+
+
+@needs_shaping
+@pytest.mark.parametrize('mbits', [50.0, 200.0])
+def test_tasks_measure_the_asked_rate(mbits):
+  # What --variable_update=auto measures between the tasks of a cluster on
+  # several hosts (scaling/link_probe.py), on a link held to `mbits`: the
+  # payload over the model's wire_payload share is the rate on the wire.
+  from tf_cnn_benchmarks.scaling import cost_model_calibration
+
+  share = cost_model_calibration.default_calibration().value('wire_payload')
+  tries = []
+  for _ in range(3):  # a busy machine carries less (see above), never more
+    proc = subprocess.run(
+      ['unshare', '-rn', sys.executable, '-c', _PROBE_IN_A_SHAPED_NAMESPACE]
+      + [ROOT, str(mbits), str(share)],
+      capture_output=True,
+      text=True,
+      timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    tries.append(float(proc.stdout.split()[-1]))
+    assert tries[-1] <= 1.1 * mbits, tries
+    if tries[-1] >= 0.9 * mbits:
+      break
+  assert 0.9 * mbits <= tries[-1] <= 1.1 * mbits, tries
+
+
+@needs_shaping
+@pytest.mark.slow
+def test_launched_tasks_measure_their_switch_ports(tmp_path):
+  # --tasks_measure_link: the tasks are told no rate; on their own
+  # addresses (switch ports held to 50 Mbit/s) they measure it before their
+  # servers start, every task gets the same figure, and the results line
+  # records it beside the prediction made with it.
+  path = str(tmp_path / 'r.jsonl')
+  proc = _launch(
+    '--num_workers=2',
+    '--topology=switch',
+    '--link_mbits=50',
+    '--tasks_measure_link',
+    '--timeout=200',
+    '--',
+    *TRIVIAL_FLAGS,
+    '--num_batches=3',
+    '--variable_update=auto',
+    '--scaling_profile='
+    + os.path.join(ROOT, 'tests/data/profile_resnet20_cpu.json'),
+    '--result_file=' + path,
+  )
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+  with open(path) as f:
+    (line,) = [json.loads(x) for x in f if x.strip()]
+  link = line['prediction']['link']
+  assert 45 <= link['mbits'] <= 55, link
+  measured = {
+    ln.split('] ', 1)[1]
+    for ln in proc.stdout.splitlines()
+    if 'auto: link measured between' in ln
+  }
+  assert len(measured) == 1, proc.stdout  # one figure, printed by each task
+  cluster = line['prediction']['cluster']
+  assert cluster.startswith('2x1') and '%gMbit/s' % link['mbits'] in cluster

@@ -116,7 +116,8 @@ class RunFields:
   link_mbits: Optional[float] = fields.field(
     None,
     "--variable_update=auto: bandwidth of each host's link, Mbit/s, for the "
-    "prediction (default: the profile's loopback transport rate).",
+    'prediction (default: a cluster on several hosts measures it between '
+    "its tasks before they start; one host: the profile's loopback rate).",
     topic=fields.STRATEGY,
     classic=False,
   )

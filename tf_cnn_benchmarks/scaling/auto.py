@@ -28,6 +28,8 @@ from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.scaling import auto_profile
 from tf_cnn_benchmarks.scaling import cost_model
+from tf_cnn_benchmarks.scaling import cost_model_calibration
+from tf_cnn_benchmarks.scaling import link_probe
 from tf_cnn_benchmarks.scaling import profile_format
 from tf_cnn_benchmarks.scaling import target as target_lib
 
@@ -47,12 +49,15 @@ class Choice:
     run's flags accept).
   profile: the profile file, or 'measured' (measured for this run).
   run: the profiled run (profile_format: model, data_name, batch_size).
+  link: the link measured between the tasks (link_probe.LinkFigures), or
+    None (given by --link_mbits, or no hosts apart).
   """
 
   ranked: tuple
   chosen: int
   profile: str
   run: object = None
+  link: object = None
 
   @property
   def best(self):
@@ -81,7 +86,8 @@ class Choice:
     """The results line's `prediction` (results/schema.json)."""
     best, second = self.best, self.runner_up
     margin = self.margin_percent()
-    return {
+    link = {} if self.link is None else {'link': self.link.record()}
+    return link | {
       'variable_update': best.strategy.variable_update,
       'all_reduce_spec': best.strategy.all_reduce_spec,
       'predicted_images_per_sec': round(best.images_per_sec, 3),
@@ -103,7 +109,8 @@ class Choice:
   def lines(self) -> list:
     """The ranked table, then the choice and its margin (console lines)."""
     run = self.run
-    out = [
+    out = [] if self.link is None else [self.link.text()]
+    out += [
       '--variable_update=auto: predicted for %s (profile: %s, %s %s batch '
       '%d)'
       % (
@@ -175,8 +182,32 @@ def cluster_of(overrides: dict):
     raise AutoError(str(e)) from None
 
 
-def target_for(overrides: dict, cluster) -> target_lib.Target:
-  """The cost model's target: this run's towers, workers, ps and links."""
+def hosts_of(cluster) -> set:
+  """The hosts (addresses less ports) of a cluster's workers and ps tasks."""
+  addresses = list(cluster.worker_hosts) + list(cluster.ps_hosts)
+  return {a.rpartition(':')[0] for a in addresses}
+
+
+def link_for(overrides: dict, cluster, measure=None, cal=None):
+  """The link measured between the tasks (link_probe.LinkFigures): only in
+  a cluster whose tasks are on several hosts, without --link_mbits; else
+  None. `measure` stands in for link_probe.measure_between_tasks."""
+  if cluster is None or overrides.get('link_mbits') is not None:
+    return None
+  if len(hosts_of(cluster)) < 2:
+    return None  # one host: the profile's own loopback transport
+  cal = cal or cost_model_calibration.default_calibration()
+  try:
+    return (measure or link_probe.measure_between_tasks)(
+      cluster, payload_share=cal.value('wire_payload')
+    )
+  except link_probe.ProbeError as e:
+    raise AutoError('--variable_update=auto: %s' % e) from None
+
+
+def target_for(overrides: dict, cluster, link=None) -> target_lib.Target:
+  """The cost model's target: this run's towers, workers, ps and links
+  (link: the measured LinkFigures, when --link_mbits is not given)."""
   towers = overrides.get('num_gpus') or 1
   colocated = overrides.get('tasks_colocated')
   if cluster is None:
@@ -184,14 +215,15 @@ def target_for(overrides: dict, cluster) -> target_lib.Target:
   else:
     workers, ps = cluster.num_workers, cluster.num_ps
     if colocated is None:
-      hosts = list(cluster.worker_hosts) + list(cluster.ps_hosts)
-      colocated = len({h.rpartition(':')[0] for h in hosts}) == 1
+      colocated = len(hosts_of(cluster)) == 1
+  mbits = overrides.get('link_mbits')
   try:
     return target_lib.make_target(
       num_workers=workers,
       devices_per_worker=towers,
       num_ps=ps,
-      link_mbits=overrides.get('link_mbits'),
+      link_mbits=link.mbits if mbits is None and link else mbits,
+      link_latency_us=link.one_way_latency_us if link else 0.0,
       topology=overrides.get('link_topology') or 'switch',
       colocated=bool(colocated),
     )
@@ -295,12 +327,15 @@ def load_profile(overrides: dict):
   return auto_profile.measure_short(overrides), 'measured'
 
 
-def choose(overrides: dict, cal=None) -> tuple:
+def choose(overrides: dict, cal=None, measure_link=None) -> tuple:
   """(the concrete flag values, the Choice) of a run with auto.
+
+  In a cluster of several hosts without --link_mbits, the tasks first
+  measure the link between them (link_for; measure_link stands in for it).
 
   Raises:
     AutoError: a cluster without --scaling_profile, a bad profile file,
-      nothing that runs on this shape.
+      a link that could not be measured, nothing that runs on this shape.
   """
   cluster = cluster_of(overrides)
   if cluster is not None and not overrides.get('scaling_profile'):
@@ -309,8 +344,9 @@ def choose(overrides: dict, cal=None) -> tuple:
       'the same file to every task (scripts/profile_host.py makes one; '
       'scripts/launch_local_cluster.py measures one for its tasks)'
     )
-  target = target_for(overrides, cluster)
   profile, profile_name = load_profile(overrides)
+  link = link_for(overrides, cluster, measure_link, cal)
+  target = target_for(overrides, cluster, link)
   strategies = candidates(overrides, profile, target, cluster)
   if not strategies:
     raise AutoError(
@@ -324,7 +360,7 @@ def choose(overrides: dict, cal=None) -> tuple:
       params_lib.make_plan(**values)
     except params_lib.ParamsError:
       continue  # the flags refuse it here (a spec this device lacks)
-    choice = Choice(ranked, index, profile_name, profile.run)
+    choice = Choice(ranked, index, profile_name, profile.run, link)
     return values, choice
   raise AutoError(
     '--variable_update=auto: none of the %d predicted strategies runs with '
