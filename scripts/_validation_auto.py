@@ -33,12 +33,10 @@ def predict(profile_file: str, task_flags: list, cell: dict) -> dict:
   from tf_cnn_benchmarks.scaling import auto_launch
 
   extra = ['--scaling_profile=' + profile_file, '--tasks_colocated=true']
-  if cell['link_mbits'] is not None:
-    extra += [
-      '--link_mbits=%g' % cell['link_mbits'],
-      '--link_topology=%s' % cell['topology'],
-    ]
-  overrides = auto_launch.overrides_from_argv(task_flags + extra)
+  shape, rate = auto_launch.link_flags(
+    task_flags, cell['link_mbits'], cell['topology']
+  )
+  overrides = auto_launch.overrides_from_argv(task_flags + extra + shape + rate)
   num_ps, _, best = auto_launch.best_shape(overrides, cell['num_workers'])
   return {
     AUTO: {

@@ -617,18 +617,15 @@ def resolve_auto(args, flags, workdir):
     overrides, os.path.join(workdir, 'scaling_profile.json')
   )
   extra = ['--scaling_profile=' + path, '--tasks_colocated=true']
-  told = []  # the link, when the tasks are told it
-  if args.link_mbits and overrides.get('link_mbits') is None:
-    told = ['--link_mbits=%s' % args.link_mbits]
-    extra.append('--link_topology=%s' % args.topology)
+  shape, told = auto_launch.link_flags(flags, args.link_mbits, args.topology)
+  extra += shape
   kept = [f for f in flags if not f.startswith('--scaling_profile=')]
   overrides = auto_launch.overrides_from_argv(kept + extra + told)
   num_ps, controller, best = auto_launch.best_shape(
     overrides, args.num_workers, args.num_ps, args.controller
   )
-  if args.tasks_measure_link:  # the shape is chosen; the tasks measure
-    told = [] if told else ['--link_topology=switch']
-  extra += told
+  if not args.tasks_measure_link:  # else the shape is chosen; they measure
+    extra += told
   print(
     'launcher: --variable_update=auto: %s predicted best (%.1f images/sec); '
     'starting %d ps task(s)%s'

@@ -41,6 +41,20 @@ def profile_for(overrides: dict, save_to: str) -> str:
   return save_to
 
 
+def link_flags(flags: list, link_mbits, topology: str) -> tuple:
+  """(the topology flag, the rate flag) a launcher gives every task of its
+  network: --link_topology always, unless `flags` set it (unthrottled too:
+  the tasks share one loopback, or each has a port; left out, the tasks
+  would predict for switch ports); --link_mbits when the network has a
+  rate and `flags` do not set it. Each a list of 0 or 1 flag."""
+  given = {f.split('=', 1)[0] for f in flags}
+  shape = [] if '--link_topology' in given else ['--link_topology=' + topology]
+  rate = []
+  if link_mbits and '--link_mbits' not in given:
+    rate = ['--link_mbits=%g' % link_mbits]
+  return shape, rate
+
+
 def _cluster(num_workers: int, num_ps: int, controller: bool):
   """A stand-in Cluster of the shape (the addresses are not used)."""
   return cluster_spec.Cluster(
