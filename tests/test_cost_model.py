@@ -600,3 +600,54 @@ def test_an_overloaded_cpu_slows_compute_and_transfer_alike():
   compute, transfer = _sharing(200.0, 2.0)
   assert transfer == pytest.approx(125.0)
   assert compute == pytest.approx(225.0)
+
+
+def _ps_push_ms(gradients, indices):
+  """When push_and_apply's update is done on worker 0 (ms): 2 workers and
+  1 ps on 100 Mbit/s switch ports, exact transports, no interference."""
+  from tf_cnn_benchmarks.scaling import cost_model_ps
+
+  profile = made_up_profile(gradients)
+  target = target_lib.make_target(num_workers=2, num_ps=1, link_mbits=100.0)
+  b = cost_model_graph.StepBuilder(profile, target, no_interference())
+  ready, last = st.towers(b, {})
+  done = cost_model_ps.push_and_apply(b, ready, last, indices, sync=True)
+  return _run(b)[done[0]] / 1000.0
+
+
+def test_a_ps_held_gradient_alone_crosses_as_soon_as_it_is_ready():
+  """Both workers push a 1 MB gradient ready at 10 ms of a 100 ms backward
+  pass to the one ps: 2 MB through its port at 12.5 bytes/us, 160 ms, plus
+  one latency (0.1 ms). Alone on its task it is not packed, so it crosses
+  from 10 ms: done at 170.1 ms. Packed with a gradient ready at 100 ms
+  (variable_mgr/transfers.py packs two or more), it waits for that one:
+  100 + 0.1 + 160 ms. The apply waits for every tower's backward pass too
+  (ps_cluster.all_grads): a 12.5 kB gradient pushed by 12.1 ms lands at
+  100 ms."""
+  early = [(1_000_000, 10.0), (4, 100.0)]
+  assert _ps_push_ms(early, [0]) == pytest.approx(170.1, rel=1e-4)
+  two = 2 * (1_000_000 + 4) / 12.5 / 1000.0
+  assert _ps_push_ms(early, [0, 1]) == pytest.approx(100.1 + two, rel=1e-4)
+  small = [(12_500, 10.0), (4, 100.0)]
+  assert _ps_push_ms(small, [0]) == pytest.approx(100.0, rel=1e-4)
+
+
+def test_a_value_read_from_the_ps_gates_the_forward_pass_where_used():
+  """A 100 ms tower (30 ms forward, 70 backward) gated at 12 ms on a job
+  ending at 50 ms: 12 ms of compute, a wait until 50, then the other 88 ms:
+  done at 138 ms. The use time mirrors the gradient's place in the
+  backward pass: ready 7 ms into 70 (a tenth), used at nine tenths of the
+  forward pass, 27 ms; ready at the end of the backward pass (the first
+  layer), used at 0."""
+  profile = made_up_profile([(4, 37.0), (4, 100.0)])
+  compute = dataclasses.replace(
+    profile.compute, forward_ms=30.0, backward_ms=70.0
+  )
+  profile = dataclasses.replace(profile, compute=compute)
+  target = target_lib.make_target(num_workers=1)
+  b = cost_model_graph.StepBuilder(profile, target, no_interference())
+  assert b.forward_use_ms(0) == pytest.approx(27.0)
+  assert b.forward_use_ms(1) == pytest.approx(0.0)
+  value = b.graph.add(simulate.Job(0.0, delay_us=50_000.0, name='read'))
+  _, last = b.tower(0, 0, [], gates={12.0: [value]})
+  assert _run(b)[last] == pytest.approx(138_000.0, rel=1e-6)

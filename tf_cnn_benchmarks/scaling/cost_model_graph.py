@@ -205,30 +205,44 @@ class StepBuilder:
 
   # ---- a tower's compute -------------------------------------------------
 
-  def tower(self, w: int, d: int, deps) -> tuple:
+  def tower(self, w: int, d: int, deps, gates=None) -> tuple:
     """Tower d of worker w: (job per gradient ready, the last job).
 
     The forward and backward pass run as segments cut at the gradients'
     profiled ready times (scaled by compute_scale); gradient i is ready
-    when the segment ending at its ready time finishes.
+    when the segment ending at its ready time finishes. gates: {profiled
+    ms: jobs} the compute from that point on waits for (a value read from
+    another task gates only the ops that use it, not the whole step).
     """
-    grads = self.profile.gradients
-    ends = sorted({g.ready_ms for g in grads} | {self.compute_ms()})
+    grads, gates = self.profile.gradients, gates or {}
+    cuts = {g.ready_ms for g in grads} | {self.compute_ms()} | set(gates)
     place = ('dev', w, d)
     demands = {self._work_resource(place): self.tower_cores()}
     job_at, last, start = {}, self.graph.join(deps, 'start'), 0.0
-    for end in ends:
+    for end in sorted(cuts):
+      waits = (last,) + tuple(gates.get(start, ()))
       last = self.graph.add(
         simulate.Job(
           (end - start) * 1000.0 * self.compute_scale,
           demands,
           cap=1.0,
-          deps=(last,),
+          deps=waits,
           name='compute w%d d%d' % (w, d),
         )
       )
       job_at[end], start = last, end
     return [job_at[g.ready_ms] for g in grads], last
+
+  def forward_use_ms(self, i: int) -> float:
+    """When tower compute first uses variable i, in profiled ms: its
+    gradient's place in the backward pass mirrored into the forward pass
+    (layers run backward in the reverse order of forward)."""
+    c, ready = self.profile.compute, self.profile.gradients[i].ready_ms
+    forward, backward = c.forward_ms, c.backward_ms
+    if forward <= 0 or backward <= 0:
+      return 0.0
+    into_backward = min(max((ready - forward) / backward, 0.0), 1.0)
+    return forward * (1.0 - into_backward)
 
   def tower_cores(self) -> float:
     """The cores a tower asks for while it computes.

@@ -1,10 +1,14 @@
 """The ps-held strategies' step as jobs (see cost_model_strategies).
 
-parameter_server, distributed_replicated and hybrid share the push: after
-every gradient of the worker, its towers are averaged on its CPU and the
-means cross to each ps task (one packed message per task with sync and
-more than one worker; one message per variable otherwise), are accumulated
-there, and applied once every worker pushed (sync) or per push (async).
+parameter_server, distributed_replicated and hybrid share the push: each
+gradient's towers are averaged on the worker's CPU once it is ready on all
+of them, and the means cross to each ps task (with sync and more than one
+worker, the variables of one ps task travel as one packed message, which
+waits for its last member; a variable alone on its task, or any without
+sync, crosses on its own as soon as it is ready: variable_mgr/transfers.py
+packs groups of two or more), are accumulated there, and applied once every
+worker pushed and every worker's towers are done with the old values (sync),
+or per push once the pushing worker's towers are done (async).
 """
 
 from __future__ import annotations
@@ -29,41 +33,46 @@ def _bytes(b, indices):
   return sum(b.profile.gradients[i].bytes for i in indices)
 
 
-def _local_means(b, w, last, indices):
-  """Worker w's towers averaged on its CPU after all their gradients."""
+def _local_means(b, w, ready, indices):
+  """Worker w's towers' gradients `indices` averaged on its CPU, once each
+  of them is ready on every tower of the worker."""
   cpu, nbytes = ('cpu', w), _bytes(b, indices)
-  mine = [p for p in last if p[1] == w]
+  mine = [p for p in ready if p[1] == w]
   flows = [(p, cpu) for p in mine]
-  moved = b.phase(flows, nbytes, [last[p] for p in mine], 'grpc', 'to cpu')
+  deps = [ready[p][i] for p in mine for i in indices]
+  moved = b.phase(flows, nbytes, deps, 'grpc', 'to cpu')
   adds = b.add_us(nbytes) * (len(mine) - 1)
   return b.work([cpu], adds, [moved], 'local means')
 
 
-def push_and_apply(b, last, indices, sync=True):
+def push_and_apply(b, ready, last, indices, sync=True):
   """The push of `indices`' gradients to their ps tasks and the apply.
 
+  ready, last: st.towers' gradient-ready and last jobs of every tower.
   Returns {worker: the job after which its step's update is done}.
   """
   grads, t = b.profile.gradients, b.target
   placed = _by_ps(b, indices)
   packed = sync and t.num_workers > 1
-  means = {w: _local_means(b, w, last, indices) for w in range(t.num_workers)}
   accumulated = {k: [] for k in placed}
   for w in range(t.num_workers):
     for k, members in placed.items():
       parts = [members] if packed else [[i] for i in members]
       for part in parts:
         nbytes = _bytes(b, part)
-        sent = b.message(('cpu', w), ('ps', k), nbytes, [means[w]])
+        mean = _local_means(b, w, ready, part)
+        sent = b.message(('cpu', w), ('ps', k), nbytes, [mean])
         acc = b.work([('ps', k)], b.add_us(nbytes), [sent], 'accumulate')
         accumulated[k].append((w, part, acc))
   if not sync:
-    return _async_applies(b, placed, accumulated)
+    return _async_applies(b, placed, accumulated, last)
+  # In place updates wait for every tower's backward (ps_cluster.all_grads).
+  done_reading = list(last.values())
   applies = [
     b.work(
       [('ps', k)],
       b.apply_ms('ps', [grads[i] for i in members]) * 1000.0,
-      [j for _, _, j in accumulated[k]],
+      [j for _, _, j in accumulated[k]] + done_reading,
       'ps apply',
     )
     for k, members in placed.items()
@@ -74,13 +83,15 @@ def push_and_apply(b, last, indices, sync=True):
   return done
 
 
-def _async_applies(b, placed, accumulated):
-  """Each worker's own gradients applied on the ps as they arrive."""
+def _async_applies(b, placed, accumulated, last):
+  """Each worker's own gradients applied on the ps as they arrive, once
+  that worker's towers are done with the old values."""
   grads, done = b.profile.gradients, {}
   for k in placed:
     for w, part, acc in accumulated[k]:
       us = b.apply_ms('ps', [grads[i] for i in part]) * 1000.0
-      job = b.work([('ps', k)], us, [acc], 'ps apply')
+      mine = [j for p, j in last.items() if p[1] == w]
+      job = b.work([('ps', k)], us, [acc] + mine, 'ps apply')
       done.setdefault(w, []).append(job)
   return {w: b.graph.join(jobs, 'update') for w, jobs in done.items()}
 
@@ -109,16 +120,16 @@ def parameter_server_step(b, sync=True):
     # Every tower of the worker reads the worker's one packed copy.
     copy = b.message(('cpu', w), place, _bytes(b, everything), [reads[w]])
     start.setdefault(w, []).append(copy)
-  _, last = st.towers(b, start)
-  done = push_and_apply(b, last, everything, sync)
+  ready, last = st.towers(b, start)
+  done = push_and_apply(b, ready, last, everything, sync)
   return st.step_end(b, {w: [j] for w, j in done.items()})
 
 
 def distributed_replicated_step(b):
   """Compute, push, apply, read back, assign to every tower."""
   everything = list(range(len(b.profile.gradients)))
-  _, last = st.towers(b, {})
-  done = push_and_apply(b, last, everything, True)
+  ready, last = st.towers(b, {})
+  done = push_and_apply(b, ready, last, everything, True)
   back = _reads(b, everything, done)
   nbytes, ends = _bytes(b, everything), {}
   for place in st.places(b.target):
@@ -135,8 +146,7 @@ def hybrid_step(b, threshold_bytes=1 << 20):
   big = [i for i, g in enumerate(grads) if g.bytes > threshold_bytes]
   small = [i for i, g in enumerate(grads) if g.bytes <= threshold_bytes]
   order = st.places(b.target)
-  start = _tower_reads(b, big, order)
-  _, last = st.towers(b, start)
+  ready, last = st.towers(b, {}, _tower_reads(b, big, order))
   barrier = list(last.values())
   updates = {p: [] for p in order}
   for i in small:
@@ -146,7 +156,7 @@ def hybrid_step(b, threshold_bytes=1 << 20):
   apply_us = b.apply_ms('worker', [grads[i] for i in small]) * 1000.0
   ends = [b.work([p], apply_us, updates[p] + barrier, 'apply') for p in order]
   if big:
-    done = push_and_apply(b, last, big, True)
+    done = push_and_apply(b, ready, last, big, True)
     ends = ar.one_level(
       b, 'collective', 1, order, 4, ends + list(done.values())
     )
@@ -158,19 +168,18 @@ def hybrid_step(b, threshold_bytes=1 << 20):
 
 
 def _tower_reads(b, big, order):
-  """Every tower reads each ps-held variable itself (one message each)."""
-  if not big:
-    return {}
-  placed = _by_ps(b, big)
-  start = {}
+  """Every tower reads each ps-held variable itself (one message each, at
+  step start), and its compute waits for the value where it first uses
+  it: {place: {profiled ms: [read jobs]}} (st.towers' gates)."""
+  gates = {}
   for place in order:
-    for k, members in placed.items():
+    for k, members in _by_ps(b, big).items():
       for i in members:
         nbytes = b.profile.gradients[i].bytes
-        start.setdefault(place[1], []).append(
-          b.message(('ps', k), place, nbytes, [], name='read')
-        )
-  return start
+        read = b.message(('ps', k), place, nbytes, [], name='read')
+        at = gates.setdefault(place, {}).setdefault(b.forward_use_ms(i), [])
+        at.append(read)
+  return gates
 
 
 def local_parameter_server_step(b):

@@ -38,16 +38,18 @@ def places(target):
   ]
 
 
-def towers(b, start_deps):
-  """All towers' compute; start_deps[w] = jobs worker w's towers wait for.
+def towers(b, start_deps, gates=None):
+  """All towers' compute; start_deps[w] = jobs worker w's towers wait for;
+  gates[place] = {profiled ms: jobs} that tower's compute from then on
+  waits for (StepBuilder.tower).
 
   Returns (ready, last): ready[(w, d)][i] the job at which gradient i is
   ready on that tower, last[(w, d)] the tower's last compute job.
   """
-  ready, last = {}, {}
+  ready, last, gates = {}, {}, gates or {}
   for place in places(b.target):
     ready[place], last[place] = b.tower(
-      place[1], place[2], start_deps.get(place[1], [])
+      place[1], place[2], start_deps.get(place[1], []), gates.get(place)
     )
   return ready, last
 
