@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import statistics
 import threading
@@ -145,7 +146,9 @@ def measure_between_tasks(
 
 def _why(error: Exception) -> str:
   """A short reason: the OS's words, the message, or the error's kind."""
-  return getattr(error, 'strerror', None) or str(error) or type(error).__name__
+  if getattr(error, 'errno', None):
+    return os.strerror(error.errno)
+  return str(error) or type(error).__name__
 
 
 def _probe_peer(cluster, joined: dict) -> tuple:
