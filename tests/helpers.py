@@ -29,6 +29,16 @@ LAUNCHER = os.path.join(ROOT, 'scripts', 'launch_local_cluster.py')
 # The tiny exact model of tests/testing_models.py on the CPU: the fields of a
 # test run's params.Params that name it.
 LINEAR_ON_CPU = dict(model='test_linear', data_name='cifar10', device='cpu')
+# --variable_update=auto from a fixture profile, so nothing is measured.
+AUTO_PROFILE = os.path.join(ROOT, 'tests', 'data', 'profile_resnet20_cpu.json')
+AUTO_RESNET20 = dict(
+  model='resnet20',
+  data_name='cifar10',
+  batch_size=32,
+  device='cpu',
+  variable_update='auto',
+  scaling_profile=AUTO_PROFILE,
+)
 
 
 def run_in_process(**fields):

@@ -15,6 +15,8 @@ import sys
 import jsonschema
 import pytest
 
+from tests.helpers import AUTO_PROFILE
+from tests.helpers import AUTO_RESNET20
 from tests.helpers import LAUNCHER
 from tests.helpers import ROOT
 from tests.helpers import TRIVIAL_FLAGS
@@ -31,16 +33,9 @@ from tf_cnn_benchmarks.scaling import target as target_lib
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import launch_local_cluster  # noqa: E402
 
-PROFILE = os.path.join(ROOT, 'tests', 'data', 'profile_resnet20_cpu.json')
+PROFILE = AUTO_PROFILE
 SCHEMA = os.path.join(ROOT, 'results', 'schema.json')
-RESNET20 = dict(
-  model='resnet20',
-  data_name='cifar10',
-  batch_size=32,
-  device='cpu',
-  variable_update='auto',
-  scaling_profile=PROFILE,
-)
+RESNET20 = AUTO_RESNET20
 
 
 def _best_by_the_model(overrides, cluster):

@@ -15,12 +15,12 @@ import threading
 import jsonschema
 import pytest
 
+from tests.helpers import AUTO_RESNET20
 from tests.helpers import ROOT
 from tf_cnn_benchmarks.cluster import spec
 from tf_cnn_benchmarks.scaling import auto
 from tf_cnn_benchmarks.scaling import link_probe
 
-PROFILE = os.path.join(ROOT, 'tests', 'data', 'profile_resnet20_cpu.json')
 SCHEMA = os.path.join(ROOT, 'results', 'schema.json')
 
 
@@ -112,12 +112,7 @@ _FIGURES = link_probe.LinkFigures(
 
 def _cluster_flags(**extra):
   return dict(
-    model='resnet20',
-    data_name='cifar10',
-    batch_size=32,
-    device='cpu',
-    variable_update='auto',
-    scaling_profile=PROFILE,
+    AUTO_RESNET20,
     job_name='worker',
     task_index=1,
     worker_hosts='hosta:1,hostb:1',
