@@ -14,6 +14,7 @@ cell has none. Needs TensorFlow (the launcher's own ranking code).
 
 from __future__ import annotations
 
+import re
 import statistics
 
 import _validation_metrics as vm  # (beside this script)
@@ -68,6 +69,38 @@ def pick_text(pick) -> str:
   return pick['variable_update'] + (' (%s)' % spec if spec else '')
 
 
+def _ps_of(pick) -> int | None:
+  """The ps tasks of a pick: its num_ps, or the '+Nps' of its cluster text."""
+  if pick.get('num_ps') is not None:
+    return pick['num_ps']
+  found = re.search(r'\+(\d+)ps', pick.get('cluster') or '')
+  return int(found.group(1)) if found else None
+
+
+def same_pick(ran, now) -> bool:
+  """Whether two picks are the same strategy, spec and ps tasks."""
+  key = lambda p: (p.get('variable_update'), p.get('all_reduce_spec'))  # noqa: E731
+  return key(ran) == key(now) and _ps_of(ran) == _ps_of(now)
+
+
+def _measured_cell(records, group, pick):
+  """The measured median of the group's cell that runs `pick` (the grid's
+  cells run each manager's default spec), or None."""
+  if pick.get('all_reduce_spec'):
+    return None
+  for r in records:
+    c = r['cell']
+    if (
+      not is_auto(c)
+      and r.get('measured')
+      and vm.group_key(c) == group
+      and c['strategy'] == pick.get('variable_update')
+      and c['num_ps'] == _ps_of(pick)
+    ):
+      return r['measured_median']
+  return None
+
+
 def scores(records) -> list:
   """One row per auto cell with repeats: its group, pick, measured median,
   the group's best measured strategy, and the regret (0-1; None when the
@@ -91,11 +124,17 @@ def scores(records) -> list:
     best = best_of.get(key)
     median = statistics.median(r['measured'])
     regret = None if best is None else max(0.0, (best[1] - median) / best[1])
+    pick = r.get('auto_pick') or {}
+    predicted = (r.get('predicted') or {}).get(AUTO, {})
+    now = None  # a re-prediction (--repredict) that picks another strategy
+    if predicted and pick and not same_pick(pick, predicted):
+      now = dict(predicted, measured=_measured_cell(records, key, predicted))
     rows.append(
       {
         'group': key,
-        'pick': r.get('auto_pick') or {},
-        'predicted': (r.get('predicted') or {}).get(AUTO, {}),
+        'pick': pick,
+        'predicted': {} if now else predicted,
+        'now': now,
         'measured_median': median,
         'spread': vm.spread(r['measured']),
         'best': best,
@@ -110,6 +149,46 @@ def _best_text(best) -> str:
     return '-'
   cell, median = best
   return '%s %dps: %.1f' % (cell['strategy'], cell['num_ps'], median)
+
+
+def _now_text(row) -> str:
+  """The re-predicted pick where it differs from the one that ran: its
+  prediction, what its cell measured and its regret ('-' when the same)."""
+  now = row['now']
+  if not now:
+    return '-'
+  text = '%s %dps: %.1f predicted' % (
+    pick_text(now),
+    _ps_of(now) or 0,
+    now['images_per_sec'],
+  )
+  if now['measured'] is None:
+    return text + ', not measured'
+  best = row['best'][1] if row['best'] else now['measured']
+  regret = max(0.0, (best - now['measured']) / best)
+  return text + ', %.1f measured (regret %.1f%%)' % (
+    now['measured'],
+    100 * regret,
+  )
+
+
+def _changed_picks_line(rows) -> str:
+  """How many picks a re-prediction changes, and how those measured."""
+  changed = [r for r in rows if r['now']]
+  if not changed:
+    return 'Re-predicted by the current model, every pick is the same.'
+  measured = [r for r in changed if r['now']['measured'] is not None]
+  within = [
+    r
+    for r in measured
+    if r['best'] and r['now']['measured'] >= (1 - WITHIN) * r['best'][1]
+  ]
+  return (
+    'Re-predicted by the current model (`--repredict`), %d of %d picks '
+    'differ ("picks now"); of those with a measured cell, %d of %d are '
+    'within 5%% of the best.'
+    % (len(changed), len(rows), len(within), len(measured))
+  )
 
 
 def markdown_rows(records) -> list:
@@ -128,14 +207,15 @@ def markdown_rows(records) -> list:
     'lost by running the pick (0 when the pick ran faster than all).',
     'Within 5%% of the measured best: %d of %d groups.'
     % (len(within), len(judged)),
+    _changed_picks_line(rows),
     '',
     '| group | auto ran | predicted | measured median (spread) '
-    '| best measured | regret |',
-    '|---|---|---:|---:|---|---:|',
+    '| best measured | regret | picks now |',
+    '|---|---|---:|---:|---|---:|---|',
   ]
   for r in rows:
     out.append(
-      '| %s | %s | %s | %.1f (%.0f%%) | %s | %s |'
+      '| %s | %s | %s | %.1f (%.0f%%) | %s | %s | %s |'
       % (
         vm.group_text(r['group']),
         pick_text(r['pick']),
@@ -144,6 +224,7 @@ def markdown_rows(records) -> list:
         100 * r['spread'],
         _best_text(r['best']),
         '-' if r['regret'] is None else '%.1f%%' % (100 * r['regret']),
+        _now_text(r),
       )
     )
   return out + ['']

@@ -651,3 +651,25 @@ def test_a_value_read_from_the_ps_gates_the_forward_pass_where_used():
   value = b.graph.add(simulate.Job(0.0, delay_us=50_000.0, name='read'))
   _, last = b.tower(0, 0, [], gates={12.0: [value]})
   assert _run(b)[last] == pytest.approx(138_000.0, rel=1e-6)
+
+
+@pytest.mark.parametrize('n', [2, 3])
+def test_a_collective_over_two_tasks_takes_the_profiled_hop(n):
+  """The profile times a collective per all-reduce over two tasks: two
+  ring steps (reduce-scatter, all-gather) of S/2 each, T(S) = L + S/r. The
+  model times each ring step as one message (L/2 + chunk/r), so two tasks
+  take the profiled hop itself, and n tasks 2(n-1) steps of S/n."""
+  size, latency, rate = 1_000_000.0, 800.0, 400.0
+  base = made_up_profile([(4, 1.0)])
+  collective = profile_format.Transport(latency, rate, messages_per_hop=2)
+  profile = dataclasses.replace(
+    base, transports=dict(base.transports, collective=collective)
+  )
+  target = target_lib.make_target(num_workers=n)
+  b = cost_model_graph.StepBuilder(profile, target, no_interference())
+  ends = ar.one_level(b, 'collective', 1, st.places(target), size, [])
+  steps = 2 * (n - 1)
+  expected = steps * (latency / 2 + size / n / rate)
+  assert _run(b)[ends[0]] == pytest.approx(expected, rel=1e-6)
+  if n == 2:
+    assert expected == pytest.approx(collective.time_us(size))

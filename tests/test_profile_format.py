@@ -135,6 +135,10 @@ def _broken(**change):
       "'transports.grpc.table'",
     ),
     (_broken(**{'compute.step_ms_p10': 60.0}), "'compute.step_ms'"),
+    (
+      _broken(**{'transports.grpc.messages_per_hop': 0}),
+      "'transports.grpc.messages_per_hop'",
+    ),
     ([1, 2], "'(top)'"),
   ],
 )
@@ -169,6 +173,33 @@ def test_transport_interpolates_its_table_then_the_line():
   assert t.time_us(65536) == pytest.approx(100.0 + 65.536)
   assert t.time_us(1 << 20) == pytest.approx(100.0 + 1048.576)
   assert fmt.ApplyCost(0.5, 2.0).ms(3e6) == pytest.approx(6.5)
+
+
+def test_a_hop_of_two_messages_is_timed_per_message(tmp_path):
+  """A collective timed per all-reduce over two tasks is two messages of
+  half the bytes: each row and the latency halve at half the size, the
+  rate stays; messages_per_hop round-trips (absent: 1)."""
+  data = _profile_dict()
+  data['transports']['collective'] = dict(
+    data['transports']['grpc'], messages_per_hop=2
+  )
+  profile = fmt.load_profile(_write(tmp_path, data))
+  hop = profile.transports['collective']
+  assert (
+    hop.messages_per_hop,
+    profile.transports['grpc'].messages_per_hop,
+  ) == (
+    2,
+    1,
+  )
+  one = hop.per_message()
+  assert one.messages_per_hop == 1 and one.bytes_per_us == 900.0
+  for nbytes in (32, 100, 512, 32768, 1 << 20):
+    assert one.time_us(nbytes) == pytest.approx(hop.time_us(2 * nbytes) / 2)
+  assert profile.transports['grpc'].per_message() is profile.transports['grpc']
+  path = str(tmp_path / 'again.json')
+  fmt.save_profile(profile, path)
+  assert fmt.load_profile(path).transports['collective'] == hop
 
 
 def test_line_fit():

@@ -77,6 +77,12 @@ def test_real_transports_over_grpc_tasks():
     assert all(s[2] <= s[1] <= s[3] for s in t.samples)
     assert t.latency_us >= 0 and t.bytes_per_us > 0
     assert t.measured
+  # An all-reduce over two tasks is two ring steps; a pass is one message.
+  assert {k: t.messages_per_hop for k, t in measured.transports.items()} == {
+    'grpc': 1,
+    'collective': 2,
+    'local_copy': 1,
+  }
   assert [b for b, _ in measured.ps_apply_samples] == [40, 4000]
   assert all(ms >= 0 for _, ms in measured.ps_apply_samples)
 

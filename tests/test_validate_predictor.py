@@ -358,15 +358,28 @@ def test_auto_cell_lets_the_launcher_pick_the_ps_tasks(tmp_path):
   assert picked['num_ps'] in (0, 1) and picked['images_per_sec'] > 0
 
 
-def _auto_record(measured, pick='collective_all_reduce'):
+def _auto_record(measured, pick='collective_all_reduce', now=None):
+  """An auto cell that ran `pick` (0 ps); `now`: the strategy a
+  re-prediction picks (default: the same)."""
   cell = _cell(strategy='auto', ps=None)
   return {
     'cell': cell,
     'measured': measured,
     'measured_median': sorted(measured)[len(measured) // 2],
     'scored': True,
-    'auto_pick': {'variable_update': pick, 'all_reduce_spec': None},
-    'predicted': {'auto': {'images_per_sec': 99.0}},
+    'auto_pick': {
+      'variable_update': pick,
+      'all_reduce_spec': None,
+      'cluster': '2x1 +0ps 100Mbit/s switch colocated',
+    },
+    'predicted': {
+      'auto': {
+        'variable_update': now or pick,
+        'all_reduce_spec': None,
+        'num_ps': 1 if now == 'parameter_server' else 0,
+        'images_per_sec': 99.0,
+      }
+    },
   }
 
 
@@ -384,6 +397,27 @@ def test_auto_regret_against_the_groups_measured_best():
   md = '\n'.join(va.markdown_rows(records))
   assert 'Within 5% of the measured best: 1 of 1 groups.' in md
   assert '| collective_all_reduce | 99.0 | 190.0 (0%) |' in md
+
+
+def test_a_repredicted_pick_that_differs_is_shown_with_its_measurement():
+  """auto ran collective_all_reduce; the current model picks
+  parameter_server with 1 ps: the row names that pick, its cell's measured
+  median and regret, and the predicted column no longer claims the figure
+  for the pick that ran."""
+  records = [
+    _record('parameter_server', [100, 100, 100], 110, 50),
+    _record('collective_all_reduce', [200, 200, 200], 180, 300),
+    _auto_record([190, 190, 190], now='parameter_server'),
+  ]
+  (row,) = va.scores(records)
+  assert row['now']['measured'] == 100 and row['predicted'] == {}
+  md = '\n'.join(va.markdown_rows(records))
+  assert '1 of 1 picks differ' in md and '0 of 1 are within 5%' in md
+  assert (
+    '| collective_all_reduce | - | 190.0 (0%) | collective_all_reduce 1ps: '
+    '200.0 | 5.0% | parameter_server 1ps: 99.0 predicted, 100.0 measured '
+    '(regret 50.0%) |'
+  ) in md
 
 
 def test_auto_faster_than_every_measured_cell_has_no_regret():

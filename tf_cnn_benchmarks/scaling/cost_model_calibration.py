@@ -36,10 +36,12 @@ _DEFAULTS = {
   ),
   'latency_cpu_fraction': Constant(
     0.1,
-    'chosen (not fitted by a search) from 1.0, 0.5, 0.25, 0.1, 0 by '
-    'comparing the cluster/local ratios of results/cluster_overhead.md '
-    '(resnet20 and lenet, 2 colocated workers x 1 tower, unthrottled '
-    'loopback): keep those cells out of the scored set',
+    'chosen among 1.0, 0.5, 0.25, 0.1, 0 by the cluster/local ratios of '
+    'resnet20 and lenet, 2 colocated workers x 1 tower, unthrottled '
+    'loopback (scripts/choose_latency_cpu_fraction.py on '
+    'results/latency_cpu_fraction_cells.json, AVX2 EPYC, 2026-11-27; '
+    'first on results/cluster_overhead.md, Xeon, 2026-11-24: 0.1 too): '
+    'keep those cells out of the scored set',
     "share of a message's software latency spent as CPU work on the sender",
   ),
   'model_error': Constant(

@@ -94,9 +94,11 @@ class StepBuilder:
     return caps
 
   def transport(self, name):
-    """The profile's transport `name` (grpc when it has no such one)."""
+    """The profile's transport `name` (grpc when it has no such one), per
+    message: a ring step is one message, and the profile's collective was
+    timed per all-reduce of two tasks, two such steps."""
     transports = self.profile.transports
-    return transports.get(name) or transports['grpc']
+    return (transports.get(name) or transports['grpc']).per_message()
 
   # ---- jobs --------------------------------------------------------------
 

@@ -135,6 +135,26 @@ class Transport:
   measured: str = ''
   # [bytes, median us, p10 us, p90 us] per measured size (the spread).
   samples: tuple = ()
+  # Messages one after another in one measured hop, each of bytes / this:
+  # an all-reduce over two tasks is a reduce-scatter step then an
+  # all-gather step (2); a pass between two tasks is one message (1).
+  messages_per_hop: int = 1
+
+  def per_message(self) -> 'Transport':
+    """This transport with one message per hop: each row and the latency
+    divided by messages_per_hop, at the size of one of its messages (the
+    rate is unchanged: the hop's bytes took the hop's time)."""
+    m = self.messages_per_hop
+    if m == 1:
+      return self
+    return dataclasses.replace(
+      self,
+      latency_us=self.latency_us / m,
+      table=tuple((b / m, t / m) for b, t in self.table),
+      fit_from_bytes=self.fit_from_bytes / m,
+      samples=tuple(tuple(x / m for x in row) for row in self.samples),
+      messages_per_hop=1,
+    )
 
   def time_us(self, nbytes):
     """The modelled time (us) of one message of `nbytes` bytes."""
@@ -395,6 +415,9 @@ def _read_transports(r, top):
       else 0,
       measured=r.str_(t, 'measured', tp, default=''),
       samples=_read_samples(r, t, tp),
+      messages_per_hop=r.int_(t, 'messages_per_hop', tp, minimum=1)
+      if 'messages_per_hop' in t
+      else 1,
     )
   return transports
 

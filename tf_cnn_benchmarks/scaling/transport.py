@@ -36,6 +36,10 @@ DESCRIPTIONS = {
   'local_copy': 'a tensor passed between two logical CPU devices of one '
   'process, per hop',
 }
+# Messages in sequence in one measured hop: an all-reduce over two tasks is
+# a reduce-scatter step then an all-gather step, each task sending half the
+# tensor in each; the cost model times a ring step as one message.
+MESSAGES_PER_HOP = {'grpc': 1, 'collective': 2, 'local_copy': 1}
 # Not a message size fit: one figure, the latency of a step a controller
 # drives (transport_bench.measure_controller_step).
 CONTROLLER_STEP = fmt.CONTROLLER_STEP
@@ -87,11 +91,14 @@ def free_ports(count: int) -> list:
       s.close()
 
 
-def fit_transport(rows, measured: str, fit_from=FIT_FROM_BYTES):
+def fit_transport(
+  rows, measured: str, fit_from=FIT_FROM_BYTES, messages_per_hop=1
+):
   """The fmt.Transport of [bytes, median, p10, p90] rows (sorted by bytes).
 
   The line is fitted on sizes >= fit_from (all sizes when fewer than two
   are); the table holds the medians of the sizes up to fit_from.
+  messages_per_hop: the messages one measured hop is (MESSAGES_PER_HOP).
   """
   rows = sorted(rows)
   big = [r for r in rows if r[0] >= fit_from]
@@ -109,6 +116,7 @@ def fit_transport(rows, measured: str, fit_from=FIT_FROM_BYTES):
     samples=tuple(
       (int(r[0]), float(r[1]), float(r[2]), float(r[3])) for r in rows
     ),
+    messages_per_hop=messages_per_hop,
   )
 
 
@@ -221,7 +229,9 @@ def measure_transports(
     request['optimizer'] = dataclasses.asdict(optimizer_config)
   result = _run_tasks(spec, request, timeout)
   transports = {
-    name: fit_transport(result[name], measured)
+    name: fit_transport(
+      result[name], measured, messages_per_hop=MESSAGES_PER_HOP[name]
+    )
     for name, measured in DESCRIPTIONS.items()
   }
   for name in CONTROLLER_STEPS:
