@@ -26,7 +26,7 @@ import functools
 
 import tensorflow as tf
 
-# The one private import of the project, allowed for this check alone:
+# A private import (one of the project's two, each with its reason here):
 # TF 2.21 has no public API for its kernel registry (tf.raw_ops lists ops,
 # not kernels; tf.sysconfig only says whether the build has CUDA).
 # kernels.get_all_registered_kernels() wraps the C API's
