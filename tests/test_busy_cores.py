@@ -42,3 +42,14 @@ def test_spinners_take_a_core_each_and_are_gone_after():
 
 def test_core_count_is_this_process_affinity():
   assert busy_cores.core_count() == len(os.sched_getaffinity(0))
+
+
+def test_spinners_yield_their_pids_and_their_cpu_is_read():
+  """The spinners' own CPU seconds grow while they spin (about 1 a second
+  each on an idle host; at least a fifth of that on a loaded one)."""
+  with busy_cores.spinners(1) as pids:
+    assert len(pids) == 1 and pids[0] in _children()
+    start = busy_cores.cpu_seconds(pids)
+    time.sleep(1.0)
+    assert busy_cores.cpu_seconds(pids) - start > 0.2
+  assert not _children()

@@ -41,10 +41,11 @@ def core_count() -> int:
 
 
 @contextlib.contextmanager
-def busy(count: int | None = None):
-  """Runs the block with `count` (default: every core) spinning processes."""
+def spinners(count: int | None = None):
+  """Runs the block with `count` (default: every core) spinning processes;
+  yields their pids."""
   count = core_count() if count is None else count
-  spinners = [
+  procs = [
     subprocess.Popen(
       [sys.executable, '-c', _SPIN],
       stdin=subprocess.DEVNULL,
@@ -56,9 +57,29 @@ def busy(count: int | None = None):
   ]
   try:
     time.sleep(_START_S)
-    yield count
+    yield [p.pid for p in procs]
   finally:
-    for proc in spinners:
+    for proc in procs:
       proc.kill()
-    for proc in spinners:
+    for proc in procs:
       proc.wait()
+
+
+@contextlib.contextmanager
+def busy(count: int | None = None):
+  """Runs the block with `count` (default: every core) spinning processes;
+  yields their count."""
+  with spinners(count) as pids:
+    yield len(pids)
+
+
+def cpu_seconds(pids) -> float:
+  """The CPU seconds (user + system) the processes `pids` used so far, from
+  /proc/<pid>/stat (Linux; OSError elsewhere or for a process gone)."""
+  total, tick = 0.0, os.sysconf('SC_CLK_TCK')
+  for pid in pids:
+    with open('/proc/%d/stat' % pid, encoding='ascii') as f:
+      # The command name (in parentheses) may hold spaces: split after it.
+      fields = f.read().rsplit(')', 1)[1].split()
+    total += (int(fields[11]) + int(fields[12])) / tick
+  return total

@@ -10,6 +10,7 @@ latency fits badly, are kept as a table the cost model interpolates.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -155,8 +156,17 @@ def _spawn(args, **kwargs):
   )
 
 
-def _run_tasks(spec: dict, request: dict, timeout: float) -> dict:
-  """Starts the serving tasks, runs the measuring one; its JSON result."""
+def local_spec() -> dict:
+  """A cluster spec of ps 0 and workers 0 and 1 on free 127.0.0.1 ports."""
+  host = '127.0.0.1:%d'
+  ports = free_ports(3)
+  return {'ps': [host % ports[0]], 'worker': [host % p for p in ports[1:]]}
+
+
+@contextlib.contextmanager
+def serving_tasks(spec: dict):
+  """ps 0 and worker 1 of `spec` serving, each in its own process, during
+  the block (worker 0 is the caller's); yields their pids."""
   spec_text = json.dumps(spec)
   servers = [
     _spawn(
@@ -167,6 +177,17 @@ def _run_tasks(spec: dict, request: dict, timeout: float) -> dict:
     for job, task in (('ps', 0), ('worker', 1))
   ]
   try:
+    yield [proc.pid for proc in servers]
+  finally:
+    for proc in servers:
+      proc.kill()
+      proc.wait()
+
+
+def _run_tasks(spec: dict, request: dict, timeout: float) -> dict:
+  """Starts the serving tasks, runs the measuring one; its JSON result."""
+  spec_text = json.dumps(spec)
+  with serving_tasks(spec):
     measurer = _spawn(
       ['measure', spec_text, json.dumps(request)],
       stdout=subprocess.PIPE,
@@ -180,10 +201,6 @@ def _run_tasks(spec: dict, request: dict, timeout: float) -> dict:
       raise TransportProfileError(
         'transport profile: no result within %d s' % timeout
       ) from None
-  finally:
-    for proc in servers:
-      proc.kill()
-      proc.wait()
   lines = out.strip().splitlines()
   if measurer.returncode != 0 or not lines:
     raise TransportProfileError(
@@ -220,9 +237,7 @@ def measure_transports(
       apply_shapes).
     timeout: seconds the measuring task may take.
   """
-  host = '127.0.0.1:%d'
-  ports = free_ports(3)
-  spec = {'ps': [host % ports[0]], 'worker': [host % p for p in ports[1:]]}
+  spec = local_spec()
   request = {'sizes': [int(s) for s in sizes]}
   if apply_shapes:
     request['apply_shapes'] = [list(s) for s in apply_shapes]

@@ -56,7 +56,7 @@ def _elements(nbytes: int) -> int:
   return max(1, nbytes // 4)  # float32 elements
 
 
-def _source(nbytes: int, device: str):
+def source_variable(nbytes: int, device: str):
   """A float32 variable of `nbytes` on `device` (the chain's start)."""
   with tf.device(device):
     return tf.Variable(tf.zeros([_elements(nbytes)], tf.float32))
@@ -134,7 +134,7 @@ def measure_pass(target, config, devices, sizes) -> list:
     extra, reps = plan_for(nbytes)
     graph = tf.Graph()
     with graph.as_default():
-      source = _source(nbytes, devices[0])
+      source = source_variable(nbytes, devices[0])
       short = pass_chain(source, devices, 1)
       long = pass_chain(source, devices, 1 + 2 * (extra // 2 or 1))
       init = tf1.global_variables_initializer()
@@ -156,7 +156,7 @@ def measure_collective(target, config, devices, sizes) -> list:
   with graph.as_default():
     for nbytes in sizes:
       extra, reps = plan_for(nbytes)
-      sources = [_source(nbytes, d) for d in devices]
+      sources = [source_variable(nbytes, d) for d in devices]
       chains.append(
         (
           reduce_chain(sources, devices, 1),
@@ -184,9 +184,9 @@ def measure_controller_step(target, config, remote_devices, reps=100):
   """
   graph = tf.Graph()
   with graph.as_default():
-    here = _source(4, '/job:worker/replica:0/task:0/device:CPU:0')
+    here = source_variable(4, '/job:worker/replica:0/task:0/device:CPU:0')
     short = tf1.assign_add(here, tf.ones_like(here)).op
-    remote = [_source(4, d) for d in remote_devices]
+    remote = [source_variable(4, d) for d in remote_devices]
     long = tf.group(*[tf1.assign_add(v, tf.ones_like(v)) for v in remote])
     init = tf1.global_variables_initializer()
   with tf1.Session(target, graph=graph, config=config) as sess:

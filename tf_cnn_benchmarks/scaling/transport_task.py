@@ -34,7 +34,8 @@ from tf_cnn_benchmarks.training import optimizers
 tf1 = tf.compat.v1
 
 
-def _server(spec: dict, job: str, task: int):
+def server(spec: dict, job: str, task: int):
+  """Task `job`:`task` of `spec`'s tf.distribute.Server, started."""
   return tf.distribute.Server(
     tf.train.ClusterSpec(spec),
     job_name=job,
@@ -53,10 +54,10 @@ def serve(spec: dict, job: str, task: int) -> None:
   process with its parent (Linux).
   """
   parent = os.getppid()
-  server = _server(spec, job, task)
+  started = server(spec, job, task)
   while os.getppid() == parent:
     time.sleep(0.5)
-  del server
+  del started
 
 
 def _rows(samples) -> list:
@@ -70,7 +71,7 @@ def _step_rows(sample) -> list:
 
 def measure(spec: dict, request: dict) -> dict:
   """Every transport's HopSamples and the ps apply samples, as JSON."""
-  server = _server(spec, 'worker', 0)
+  task = server(spec, 'worker', 0)
   config = bench.plain_config()
   config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
   ps = '/job:ps/replica:0/task:0/device:CPU:0'
@@ -78,19 +79,19 @@ def measure(spec: dict, request: dict) -> dict:
   sizes = request['sizes']
   out = {
     'grpc': _rows(
-      bench.measure_pass(server.target, config, [ps, workers[0]], sizes)
+      bench.measure_pass(task.target, config, [ps, workers[0]], sizes)
     ),
     'collective': _rows(
-      bench.measure_collective(server.target, config, workers, sizes)
+      bench.measure_collective(task.target, config, workers, sizes)
     ),
   }
   remote = [ps, workers[1]]
   out[fmt.CONTROLLER_STEP] = _step_rows(
-    bench.measure_controller_step(server.target, config, remote)
+    bench.measure_controller_step(task.target, config, remote)
   )
   with busy_cores.busy():  # as when colocated tasks compute meanwhile
     out[fmt.CONTROLLER_STEP_BUSY] = _step_rows(  # wide spread: more runs
-      bench.measure_controller_step(server.target, config, remote, reps=300)
+      bench.measure_controller_step(task.target, config, remote, reps=300)
     )
   local = bench.plain_config(tf1.ConfigProto(device_count={'CPU': 2}))
   out['local_copy'] = _rows(
@@ -98,7 +99,7 @@ def measure(spec: dict, request: dict) -> dict:
   )
   if request.get('apply_shapes'):
     out['ps_apply'] = transport_apply.measure_apply(
-      server.target,
+      task.target,
       config,
       ps,
       request['apply_shapes'],

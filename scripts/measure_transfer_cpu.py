@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""What a transfer takes from the compute beside it, per message.
+
+  python scripts/measure_transfer_cpu.py [--transports=grpc,collective]
+      [--sizes=64,65536,1048576,4194304,16777216] [--seconds=3]
+      [--json_out=FILE]
+
+Starts the transport profile's three tasks on 127.0.0.1 (ps 0 and worker 1
+serve in their own processes, this one is worker 0) and one spinning
+process per core, then times chains of messages and reads the CPU the
+spinners lost (tf_cnn_benchmarks/scaling/transfer_cpu.py). Prints, per
+transport and size, a hop's wall time with every core busy and the
+core-microseconds it took from the spinners, per hop and per message (a
+collective hop, an all-reduce over two tasks, is two ring steps of two
+messages each). What the
+cost model charges instead: latency_cpu_fraction x a message's latency,
+and interference_cores per byte (docs/predicting.md). Linux only; keep the
+machine otherwise idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+TRANSPORTS = ('grpc', 'collective')
+DEFAULT_SIZES = '64,65536,1048576,4194304,16777216'
+
+
+class UsageError(ValueError):
+  """Bad input: one line, exit status 2."""
+
+
+def parse_args(argv):
+  """The script's options, checked (UsageError names the flag)."""
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument('--transports', default=','.join(TRANSPORTS))
+  p.add_argument('--sizes', default=DEFAULT_SIZES, help='bytes, ascending')
+  p.add_argument('--seconds', type=float, default=3.0)
+  p.add_argument('--json_out', default=None)
+  args = p.parse_args(argv)
+  kinds = args.transports.split(',')
+  if not kinds or any(k not in TRANSPORTS for k in kinds):
+    raise UsageError(
+      '--transports: want some of %s, got %r'
+      % (','.join(TRANSPORTS), args.transports)
+    )
+  try:
+    sizes = [int(s) for s in args.sizes.split(',')]
+  except ValueError:
+    sizes = []
+  if not sizes or min(sizes) < 4:
+    raise UsageError('--sizes: want byte counts >= 4, got %r' % args.sizes)
+  if not 0.1 <= args.seconds <= 60:
+    raise UsageError('--seconds: want 0.1 to 60, got %g' % args.seconds)
+  if not os.path.exists('/proc/self/stat'):
+    raise UsageError('measure_transfer_cpu.py: needs Linux /proc')
+  args.transports, args.sizes = kinds, sizes
+  return args
+
+
+def run(args) -> list:
+  """Every transport and size measured: transfer_cpu.HopCpu rows."""
+  import tensorflow as tf
+
+  from tf_cnn_benchmarks.scaling import busy_cores
+  from tf_cnn_benchmarks.scaling import transfer_cpu
+  from tf_cnn_benchmarks.scaling import transport
+  from tf_cnn_benchmarks.scaling import transport_bench
+  from tf_cnn_benchmarks.scaling import transport_task
+
+  spec, rows = transport.local_spec(), []
+  collectives = tf.Graph()  # one graph: instance keys stay unique
+  with transport.serving_tasks(spec):
+    task = transport_task.server(spec, 'worker', 0)
+    with busy_cores.spinners() as pids:
+      for kind in args.transports:
+        for nbytes in args.sizes:
+          hops = transport_bench.plan_for(nbytes)[0]
+          graph = collectives if kind == 'collective' else tf.Graph()
+          wall, lost = transfer_cpu.measure(
+            task.target, kind, nbytes, hops, pids, args.seconds, graph
+          )
+          messages = transfer_cpu.messages_in_hop(kind)
+          row = transfer_cpu.HopCpu(kind, nbytes, messages, wall, lost)
+          print(_line(row), flush=True)
+          rows.append(row)
+  return rows
+
+
+def _line(row) -> str:
+  j = row.as_json()
+  return (
+    '%-10s %9d B: %9.1f us a hop, %9.1f core-us lost (%.2f cores); '
+    '%9.1f core-us a message'
+    % (
+      j['transport'],
+      j['bytes'],
+      j['wall_us_per_hop'],
+      j['lost_core_us_per_hop'],
+      j['cores'],
+      j['lost_core_us_per_message'],
+    )
+  )
+
+
+def main(argv=None) -> int:
+  """Entry point; bad input: one line on stderr, exit status 2."""
+  try:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+  except UsageError as e:
+    print(str(e), file=sys.stderr)
+    return 2
+  rows = run(args)
+  if args.json_out:
+    with open(args.json_out, 'w', encoding='utf-8') as f:
+      for row in rows:
+        f.write(json.dumps(row.as_json(), sort_keys=True) + '\n')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,136 @@
+"""What one transfer takes from the compute beside it, measured.
+
+A transfer between tasks on one host is CPU work (serialising, copies, the
+RPC's threads). On a host whose cores all compute, that work is taken from
+the compute. This measures it directly: with one spinning process per core
+(busy_cores.spinners), a chain of messages runs for a while, and the
+spinners' CPU time shows how much they lost. A short chain and a chain with
+H more hops run for the same time each (transport_bench's chains), so
+
+    lost per hop = (lost per long run - lost per short run) / H
+
+where a run's loss is (cores x its wall time - the spinners' CPU in it).
+The wall time per hop comes the same way. A gRPC hop is one message; a
+collective's hop, an all-reduce over two tasks, is two ring steps
+(transport.MESSAGES_PER_HOP) in each of which both tasks send one: four
+(messages_in_hop).
+
+Used by scripts/measure_transfer_cpu.py with the transport profile's tasks
+(transport.serving_tasks) up; Linux (/proc) only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import tensorflow as tf
+
+from tf_cnn_benchmarks.scaling import busy_cores
+from tf_cnn_benchmarks.scaling import transport
+from tf_cnn_benchmarks.scaling import transport_bench as bench
+
+tf1 = tf.compat.v1
+
+PS = '/job:ps/replica:0/task:0/device:CPU:0'
+WORKERS = tuple(
+  '/job:worker/replica:0/task:%d/device:CPU:0' % t for t in (0, 1)
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+  """Runs of one chain for a while: how many, their wall seconds, and the
+  spinners' CPU seconds meanwhile."""
+
+  runs: int
+  wall_s: float
+  spinner_cpu_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class HopCpu:
+  """One transport and size: a hop's wall time and the CPU it took."""
+
+  transport: str
+  nbytes: int
+  messages_per_hop: int  # all the hop's messages (every task's)
+  wall_us: float  # per hop, all cores busy
+  lost_core_us: float  # per hop: spinner CPU lost
+
+  @property
+  def cores(self) -> float:
+    """Cores the hop kept from the spinners while it ran."""
+    return self.lost_core_us / self.wall_us if self.wall_us > 0 else 0.0
+
+  def as_json(self) -> dict:
+    """The figures, per hop and per message."""
+    m = self.messages_per_hop
+    return {
+      'transport': self.transport,
+      'bytes': self.nbytes,
+      'messages_per_hop': m,
+      'wall_us_per_hop': round(self.wall_us, 1),
+      'lost_core_us_per_hop': round(self.lost_core_us, 1),
+      'lost_core_us_per_message': round(self.lost_core_us / m, 1),
+      'cores': round(self.cores, 3),
+    }
+
+
+def messages_in_hop(transport_name: str) -> int:
+  """Every message of one measured hop: its sequential steps times the
+  tasks sending in each (both tasks in a collective's ring step)."""
+  senders = 2 if transport_name == 'collective' else 1
+  return transport.MESSAGES_PER_HOP[transport_name] * senders
+
+
+def per_hop(short: Window, long: Window, hops: int, cores: int) -> tuple:
+  """(wall us, lost core-us) of one hop from a short and a long window."""
+
+  def per_run(w):
+    lost = cores * w.wall_s - w.spinner_cpu_s
+    return w.wall_s / w.runs, lost / w.runs
+
+  (wall_s, lost_s), (wall_l, lost_l) = per_run(short), per_run(long)
+  return (wall_l - wall_s) * 1e6 / hops, (lost_l - lost_s) * 1e6 / hops
+
+
+def _window(sess, fetch, pids, seconds) -> Window:
+  runs, cpu0, start = 0, busy_cores.cpu_seconds(pids), time.perf_counter()
+  while time.perf_counter() - start < seconds:
+    sess.run(fetch)
+    runs += 1
+  wall = time.perf_counter() - start
+  return Window(runs, wall, busy_cores.cpu_seconds(pids) - cpu0)
+
+
+def _chains(kind: str, nbytes: int, hops: int):
+  """(short, long, the variables to initialise) in the default graph."""
+  if kind == 'grpc':
+    start = bench.source_variable(nbytes, PS)
+    pair = [PS, WORKERS[0]]
+    short = bench.pass_chain(start, pair, 1)
+    return short, bench.pass_chain(start, pair, 1 + hops), [start]
+  starts = [bench.source_variable(nbytes, d) for d in WORKERS]
+  short = bench.reduce_chain(starts, list(WORKERS), 1)
+  return short, bench.reduce_chain(starts, list(WORKERS), 1 + hops), starts
+
+
+def measure(target, kind, nbytes, hops, pids, seconds, graph) -> tuple:
+  """(wall us, lost core-us) of one hop of `kind` at `nbytes`.
+
+  graph: the collectives share one graph (the tasks remember instance
+  keys across graphs); a gRPC chain may take a new one.
+  """
+  config = bench.plain_config()
+  config.experimental.collective_group_leader = WORKERS[0].rsplit('/', 1)[0]
+  with graph.as_default():
+    short, long, variables = _chains(kind, nbytes, hops)
+    init = tf1.variables_initializer(variables)
+  with tf1.Session(target, graph=graph, config=config) as sess:
+    sess.run(init)
+    for fetch in (short, long, short, long):  # build the executors
+      sess.run(fetch)
+    first = _window(sess, short, pids, seconds)
+    second = _window(sess, long, pids, seconds)
+  return per_hop(first, second, hops, len(pids))
