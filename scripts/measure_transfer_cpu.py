@@ -90,6 +90,13 @@ def run(args) -> list:
           row = transfer_cpu.HopCpu(kind, nbytes, messages, wall, lost)
           print(_line(row), flush=True)
           rows.append(row)
+  if len(args.sizes) >= 3:
+    for name, (message, byte) in transfer_cpu.fit(rows).items():
+      print(
+        '%s: %.1f core-us a message, %.3f core-us a kB of it '
+        "(the profile's cpu_us_per_message, cpu_us_per_byte)"
+        % (name, message, byte * 1000)
+      )
   return rows
 
 

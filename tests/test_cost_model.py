@@ -673,3 +673,31 @@ def test_a_collective_over_two_tasks_takes_the_profiled_hop(n):
   assert _run(b)[ends[0]] == pytest.approx(expected, rel=1e-6)
   if n == 2:
     assert expected == pytest.approx(collective.time_us(size))
+
+
+def test_a_measured_message_cpu_replaces_the_constants():
+  """A profile whose gRPC says what a message takes from busy cores: M
+  core-us a message (work on the sender before it leaves), b core-us a
+  byte (half on each end). Two colocated workers on 1 core, so the bytes
+  move at 1 / b bytes a us (the transport alone: 1e9); the constants
+  (interference 2 cores, all of the latency as CPU) play no part.
+  S = 1 MB, M = 500, b = 0.01: 500 + L + S * b us."""
+  size, per_message, per_byte = 1_000_000.0, 500.0, 0.01
+  base = made_up_profile([(4, 1.0)], cores=1)
+  grpc = dataclasses.replace(
+    base.transports['grpc'],
+    cpu_us_per_message=per_message,
+    cpu_us_per_byte=per_byte,
+  )
+  profile = dataclasses.replace(
+    base, transports=dict(base.transports, grpc=grpc)
+  )
+  constants = dict(no_interference(latency_cpu_fraction=1.0).constants)
+  constants['interference_cores'] = cal_lib.Constant(2.0, 'test', '')
+  target = target_lib.make_target(num_workers=2, colocated=True)
+  b = cost_model_graph.StepBuilder(
+    profile, target, cal_lib.Calibration(constants)
+  )
+  end = b.message(('cpu', 0), ('cpu', 1), size, [])
+  expected = per_message + LATENCY_US + size * per_byte
+  assert _run(b)[end] == pytest.approx(expected, rel=1e-6)

@@ -139,6 +139,10 @@ def _broken(**change):
       _broken(**{'transports.grpc.messages_per_hop': 0}),
       "'transports.grpc.messages_per_hop'",
     ),
+    (
+      _broken(**{'transports.grpc.cpu_us_per_byte': -1}),
+      "'transports.grpc.cpu_us_per_byte'",
+    ),
     ([1, 2], "'(top)'"),
   ],
 )
@@ -181,7 +185,10 @@ def test_a_hop_of_two_messages_is_timed_per_message(tmp_path):
   rate stays; messages_per_hop round-trips (absent: 1)."""
   data = _profile_dict()
   data['transports']['collective'] = dict(
-    data['transports']['grpc'], messages_per_hop=2
+    data['transports']['grpc'],
+    messages_per_hop=2,
+    cpu_us_per_message=250.0,
+    cpu_us_per_byte=0.0015,
   )
   profile = fmt.load_profile(_write(tmp_path, data))
   hop = profile.transports['collective']
@@ -194,6 +201,9 @@ def test_a_hop_of_two_messages_is_timed_per_message(tmp_path):
   )
   one = hop.per_message()
   assert one.messages_per_hop == 1 and one.bytes_per_us == 900.0
+  # The CPU figures are per message already; absent: None.
+  assert (one.cpu_us_per_message, one.cpu_us_per_byte) == (250.0, 0.0015)
+  assert profile.transports['grpc'].cpu_us_per_message is None
   for nbytes in (32, 100, 512, 32768, 1 << 20):
     assert one.time_us(nbytes) == pytest.approx(hop.time_us(2 * nbytes) / 2)
   assert profile.transports['grpc'].per_message() is profile.transports['grpc']

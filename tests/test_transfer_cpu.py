@@ -61,4 +61,27 @@ def test_real_transfers_take_cpu_from_the_spinners(tmp_path):
   ]
   for r in rows:
     assert r['wall_us_per_hop'] > 0 and r['lost_core_us_per_hop'] > 0
-  assert rows[2]['messages_per_hop'] == 4
+  assert rows[2]['messages_in_hop'] == 4
+
+
+def test_fit_a_message_from_the_smallest_and_a_byte_from_the_largest():
+  """gRPC: 300 core-us at 64 B (one message), 1300 at 1 MB, 17300 at
+  16 MB: a byte of a message 16000 / 15 MB. A collective hop of two tasks
+  is 4 messages carrying 2 S bytes: 1000 at 64 B is 250 a message, and
+  (33000 - 3000) / 15 MB / 2 a byte."""
+  mb = 1_000_000
+  rows = [
+    transfer_cpu.HopCpu('grpc', 64, 1, 500.0, 300.0),
+    transfer_cpu.HopCpu('grpc', mb, 1, 900.0, 1300.0),
+    transfer_cpu.HopCpu('grpc', 16 * mb, 1, 9000.0, 17300.0),
+    transfer_cpu.HopCpu('collective', 64, 4, 1000.0, 1000.0),
+    transfer_cpu.HopCpu('collective', mb, 4, 3000.0, 3000.0),
+    transfer_cpu.HopCpu('collective', 16 * mb, 4, 30000.0, 33000.0),
+  ]
+  figures = transfer_cpu.fit(rows)
+  assert figures['grpc'] == pytest.approx((300.0, 16000.0 / (15 * mb)))
+  assert figures['collective'] == pytest.approx(
+    (250.0, 30000.0 / (15 * mb) / 2)
+  )
+  again = transfer_cpu.rows_from_json([r.as_json() for r in rows])
+  assert transfer_cpu.fit(again) == pytest.approx(figures)

@@ -27,6 +27,12 @@ PROFILE_VERSION = 1
 CONTROLLER_STEP = 'controller_step'
 CONTROLLER_STEP_BUSY = 'controller_step_busy'
 
+# Messages in sequence in one measured hop of each transport: an all-reduce
+# over two tasks is a reduce-scatter step then an all-gather step, each task
+# sending half the tensor in each; the cost model times a ring step as one
+# message.
+MESSAGES_PER_HOP = {'grpc': 1, 'collective': 2, 'local_copy': 1}
+
 
 class ProfileError(ValueError):
   """A profile file that cannot be read or holds a bad value.
@@ -139,6 +145,12 @@ class Transport:
   # an all-reduce over two tasks is a reduce-scatter step then an
   # all-gather step (2); a pass between two tasks is one message (1).
   messages_per_hop: int = 1
+  # What one message takes from busy cores, both ends together
+  # (transfer_cpu.py, with every core spinning): core-us per message and
+  # per byte of the message. None: not measured (the cost model then uses
+  # its interference_cores and latency_cpu_fraction).
+  cpu_us_per_message: float | None = None
+  cpu_us_per_byte: float | None = None
 
   def per_message(self) -> 'Transport':
     """This transport with one message per hop: each row and the latency
@@ -418,8 +430,15 @@ def _read_transports(r, top):
       messages_per_hop=r.int_(t, 'messages_per_hop', tp, minimum=1)
       if 'messages_per_hop' in t
       else 1,
+      cpu_us_per_message=_optional_num(r, t, 'cpu_us_per_message', tp),
+      cpu_us_per_byte=_optional_num(r, t, 'cpu_us_per_byte', tp),
     )
   return transports
+
+
+def _optional_num(r, d, key, path):
+  """A number >= 0 at `key`, or None when the key is absent or null."""
+  return None if d.get(key) is None else r.num(d, key, path)
 
 
 def _read_samples(r, d, path):

@@ -12,7 +12,7 @@ H more hops run for the same time each (transport_bench's chains), so
 where a run's loss is (cores x its wall time - the spinners' CPU in it).
 The wall time per hop comes the same way. A gRPC hop is one message; a
 collective's hop, an all-reduce over two tasks, is two ring steps
-(transport.MESSAGES_PER_HOP) in each of which both tasks send one: four
+(fmt.MESSAGES_PER_HOP) in each of which both tasks send one: four
 (messages_in_hop).
 
 Used by scripts/measure_transfer_cpu.py with the transport profile's tasks
@@ -27,7 +27,7 @@ import time
 import tensorflow as tf
 
 from tf_cnn_benchmarks.scaling import busy_cores
-from tf_cnn_benchmarks.scaling import transport
+from tf_cnn_benchmarks.scaling import profile_format as fmt
 from tf_cnn_benchmarks.scaling import transport_bench as bench
 
 tf1 = tf.compat.v1
@@ -54,7 +54,7 @@ class HopCpu:
 
   transport: str
   nbytes: int
-  messages_per_hop: int  # all the hop's messages (every task's)
+  messages: int  # all the hop's messages (every task's)
   wall_us: float  # per hop, all cores busy
   lost_core_us: float  # per hop: spinner CPU lost
 
@@ -65,11 +65,11 @@ class HopCpu:
 
   def as_json(self) -> dict:
     """The figures, per hop and per message."""
-    m = self.messages_per_hop
+    m = self.messages
     return {
       'transport': self.transport,
       'bytes': self.nbytes,
-      'messages_per_hop': m,
+      'messages_in_hop': m,
       'wall_us_per_hop': round(self.wall_us, 1),
       'lost_core_us_per_hop': round(self.lost_core_us, 1),
       'lost_core_us_per_message': round(self.lost_core_us / m, 1),
@@ -81,7 +81,7 @@ def messages_in_hop(transport_name: str) -> int:
   """Every message of one measured hop: its sequential steps times the
   tasks sending in each (both tasks in a collective's ring step)."""
   senders = 2 if transport_name == 'collective' else 1
-  return transport.MESSAGES_PER_HOP[transport_name] * senders
+  return fmt.MESSAGES_PER_HOP[transport_name] * senders
 
 
 def per_hop(short: Window, long: Window, hops: int, cores: int) -> tuple:
@@ -134,3 +134,60 @@ def measure(target, kind, nbytes, hops, pids, seconds, graph) -> tuple:
     first = _window(sess, short, pids, seconds)
     second = _window(sess, long, pids, seconds)
   return per_hop(first, second, hops, len(pids))
+
+
+# Sizes the profile measures the CPU at: the smallest gives a message's
+# own cost (its bytes are nothing), the two largest the cost of a byte.
+PROFILE_SIZES = (64, 1 << 20, 16 << 20)
+PROFILE_SECONDS = 2.0
+
+
+def fit(rows) -> dict:
+  """{transport: (core-us a message, core-us a byte of a message)} of the
+  HopCpu rows of each transport (its three or more sizes).
+
+  A hop of an S-byte tensor is `messages` messages; they carry S
+  bytes per ring step (fmt.MESSAGES_PER_HOP steps). The smallest
+  size's loss is its messages'; the slope between the two largest sizes,
+  per byte carried, is a byte's.
+  """
+  out = {}
+  for name in sorted({r.transport for r in rows}):
+    mine = sorted(
+      (r for r in rows if r.transport == name), key=lambda r: r.nbytes
+    )
+    small, mid, big = mine[0], mine[-2], mine[-1]
+    steps = fmt.MESSAGES_PER_HOP[name]
+    slope = (big.lost_core_us - mid.lost_core_us) / (big.nbytes - mid.nbytes)
+    out[name] = (
+      max(0.0, small.lost_core_us / small.messages),
+      max(0.0, slope / steps),
+    )
+  return out
+
+
+def measure_all(target, pids, sizes=PROFILE_SIZES, seconds=PROFILE_SECONDS):
+  """HopCpu rows of gRPC and collective at `sizes`, with the spinners
+  `pids` running (a task whose collectives ran no other graph yet)."""
+  rows, collectives = [], tf.Graph()
+  for kind in ('grpc', 'collective'):
+    for nbytes in sizes:
+      hops = bench.plan_for(nbytes)[0]
+      graph = collectives if kind == 'collective' else tf.Graph()
+      wall, lost = measure(target, kind, nbytes, hops, pids, seconds, graph)
+      rows.append(HopCpu(kind, nbytes, messages_in_hop(kind), wall, lost))
+  return rows
+
+
+def rows_from_json(items) -> list:
+  """HopCpu rows of their as_json() forms."""
+  return [
+    HopCpu(
+      r['transport'],
+      r['bytes'],
+      r['messages_in_hop'],
+      r['wall_us_per_hop'],
+      r['lost_core_us_per_hop'],
+    )
+    for r in items
+  ]

@@ -21,6 +21,7 @@ import sys
 from tf_cnn_benchmarks.scaling import busy_cores
 from tf_cnn_benchmarks.scaling import profile_format as fmt
 from tf_cnn_benchmarks.scaling import profile_stats as stats
+from tf_cnn_benchmarks.scaling import transfer_cpu
 from tf_cnn_benchmarks.scaling import transport_bench
 
 # Below this size the table is used; the line is fitted from here up.
@@ -37,10 +38,7 @@ DESCRIPTIONS = {
   'local_copy': 'a tensor passed between two logical CPU devices of one '
   'process, per hop',
 }
-# Messages in sequence in one measured hop: an all-reduce over two tasks is
-# a reduce-scatter step then an all-gather step, each task sending half the
-# tensor in each; the cost model times a ring step as one message.
-MESSAGES_PER_HOP = {'grpc': 1, 'collective': 2, 'local_copy': 1}
+MESSAGES_PER_HOP = fmt.MESSAGES_PER_HOP
 # Not a message size fit: one figure, the latency of a step a controller
 # drives (transport_bench.measure_controller_step).
 CONTROLLER_STEP = fmt.CONTROLLER_STEP
@@ -221,11 +219,31 @@ def _error_line(stderr: str) -> str:
   return (errors or lines or ['no output'])[-1][:300]
 
 
+def _with_cpu(transports: dict, timeout: float) -> dict:
+  """gRPC and collective with the CPU their messages take from busy cores
+  (transfer_cpu.py), measured by a run of tasks of its own."""
+  request = {
+    'transfer_cpu': True,
+    'sizes': list(transfer_cpu.PROFILE_SIZES),
+    'seconds': transfer_cpu.PROFILE_SECONDS,
+  }
+  rows = transfer_cpu.rows_from_json(
+    _run_tasks(local_spec(), request, timeout)['transfer_cpu']
+  )
+  return {
+    name: dataclasses.replace(
+      transports[name], cpu_us_per_message=message, cpu_us_per_byte=byte
+    )
+    for name, (message, byte) in transfer_cpu.fit(rows).items()
+  }
+
+
 def measure_transports(
   sizes=transport_bench.DEFAULT_SIZES,
   apply_shapes=(),
   optimizer_config=None,
   timeout: float = 900.0,
+  cpu: bool = True,
 ) -> TransportProfile:
   """Measures and fits every transport (and the ps apply of `apply_shapes`).
 
@@ -236,6 +254,7 @@ def measure_transports(
     optimizer_config: a training.optimizers.OptimizerConfig (with
       apply_shapes).
     timeout: seconds the measuring task may take.
+    cpu: also measure what a message takes from busy cores (about 40 s).
   """
   spec = local_spec()
   request = {'sizes': [int(s) for s in sizes]}
@@ -249,6 +268,8 @@ def measure_transports(
     )
     for name, measured in DESCRIPTIONS.items()
   }
+  if cpu:
+    transports.update(_with_cpu(transports, timeout))
   for name in CONTROLLER_STEPS:
     if result.get(name):
       transports[name] = controller_transport(result[name], name)

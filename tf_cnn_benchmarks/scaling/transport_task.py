@@ -10,7 +10,8 @@ measures gRPC passes between ps 0 and itself, collective all-reduces
 between worker 0 and worker 1, a step it drives on ps 0 and worker 1 (a
 controller's; again with every core kept busy), copies between two logical
 CPUs of one process, and the optimizer apply on ps 0, and prints one JSON
-line.
+line. A request with "transfer_cpu" measures, in a run of its own, the CPU
+gRPC and collective messages take from busy cores (transfer_cpu.py).
 transport.py starts these processes; every figure crosses a real gRPC
 channel between separate processes.
 """
@@ -27,6 +28,7 @@ import tensorflow as tf
 from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.scaling import busy_cores
 from tf_cnn_benchmarks.scaling import profile_format as fmt
+from tf_cnn_benchmarks.scaling import transfer_cpu
 from tf_cnn_benchmarks.scaling import transport_apply
 from tf_cnn_benchmarks.scaling import transport_bench as bench
 from tf_cnn_benchmarks.training import optimizers
@@ -108,13 +110,27 @@ def measure(spec: dict, request: dict) -> dict:
   return out
 
 
+def measure_cpu(spec: dict, request: dict) -> dict:
+  """What gRPC and collective messages take from busy cores (the request's
+  sizes and seconds; transfer_cpu.py), as JSON. Its own run of the tasks:
+  the collectives here must meet no other graph's instance keys."""
+  task = server(spec, 'worker', 0)
+  with busy_cores.spinners() as pids:
+    rows = transfer_cpu.measure_all(
+      task.target, pids, request['sizes'], request['seconds']
+    )
+  return {'transfer_cpu': [r.as_json() for r in rows]}
+
+
 def main(argv) -> int:
   """The `serve` or `measure` command (see the module docstring)."""
   command, spec = argv[1], json.loads(argv[2])
   if command == 'serve':
     serve(spec, argv[3], int(argv[4]))
     return 0
-  result = measure(spec, json.loads(argv[3]))
+  request = json.loads(argv[3])
+  run = measure_cpu if request.get('transfer_cpu') else measure
+  result = run(spec, request)
   print(json.dumps(result), flush=True)
   return 0
 
