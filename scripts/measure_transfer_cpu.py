@@ -66,30 +66,23 @@ def parse_args(argv):
 
 def run(args) -> list:
   """Every transport and size measured: transfer_cpu.HopCpu rows."""
-  import tensorflow as tf
-
   from tf_cnn_benchmarks.scaling import busy_cores
   from tf_cnn_benchmarks.scaling import transfer_cpu
   from tf_cnn_benchmarks.scaling import transport
-  from tf_cnn_benchmarks.scaling import transport_bench
   from tf_cnn_benchmarks.scaling import transport_task
 
-  spec, rows = transport.local_spec(), []
-  collectives = tf.Graph()  # one graph: instance keys stay unique
+  spec = transport.local_spec()
   with transport.serving_tasks(spec):
     task = transport_task.server(spec, 'worker', 0)
     with busy_cores.spinners() as pids:
-      for kind in args.transports:
-        for nbytes in args.sizes:
-          hops = transport_bench.plan_for(nbytes)[0]
-          graph = collectives if kind == 'collective' else tf.Graph()
-          wall, lost = transfer_cpu.measure(
-            task.target, kind, nbytes, hops, pids, args.seconds, graph
-          )
-          messages = transfer_cpu.messages_in_hop(kind)
-          row = transfer_cpu.HopCpu(kind, nbytes, messages, wall, lost)
-          print(_line(row), flush=True)
-          rows.append(row)
+      rows = transfer_cpu.measure_all(
+        task.target,
+        pids,
+        args.sizes,
+        args.seconds,
+        kinds=args.transports,
+        report=lambda row: print(_line(row), flush=True),
+      )
   if len(args.sizes) >= 3:
     for name, (message, byte) in transfer_cpu.fit(rows).items():
       print(

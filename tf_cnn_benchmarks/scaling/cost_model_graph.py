@@ -197,29 +197,17 @@ class StepBuilder:
     else:
       use('up:' + hs, weight)
       use('down:' + hd, weight)
-    per_core, soft_share = self._cpu_costs(t)
-    use(self.cpu(src), per_core)
-    use(self.cpu(dst), per_core)
+    per_byte = t.cpu_us_per_byte
+    if per_byte is None:  # not measured: the assumed cores at its rate
+      per_byte = self.cal.value('interference_cores') / t.bytes_per_us
+    use(self.cpu(src), per_byte / 2.0)  # half on each end
+    use(self.cpu(dst), per_byte / 2.0)
     latency = max(0.0, t.time_us(nbytes) - nbytes / t.bytes_per_us)
-    if t.cpu_us_per_message is not None:
-      soft = t.cpu_us_per_message
-      wire = latency + self.target.link_latency_us
-    else:
-      soft = latency * soft_share
-      wire = latency - soft + self.target.link_latency_us
-    return t.bytes_per_us, wire, soft
-
-  def _cpu_costs(self, t) -> tuple:
-    """(core-us a byte asks of each end, share of the latency that is CPU
-    work): the transport's measured CPU when the profile has it (each end
-    half of it), else the calibration's interference_cores at the
-    transport's rate and latency_cpu_fraction."""
-    if t.cpu_us_per_byte is not None:
-      return t.cpu_us_per_byte / 2.0, 0.0
-    interference = self.cal.value('interference_cores')
-    return interference / (2.0 * t.bytes_per_us), self.cal.value(
-      'latency_cpu_fraction'
-    )
+    soft, delay = t.cpu_us_per_message, latency  # measured: beside it
+    if soft is None:  # not measured: a share of the latency is CPU work
+      soft = latency * self.cal.value('latency_cpu_fraction')
+      delay = latency - soft
+    return t.bytes_per_us, delay + self.target.link_latency_us, soft
 
   # ---- a tower's compute -------------------------------------------------
 

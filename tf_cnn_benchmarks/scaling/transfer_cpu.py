@@ -36,6 +36,7 @@ PS = '/job:ps/replica:0/task:0/device:CPU:0'
 WORKERS = tuple(
   '/job:worker/replica:0/task:%d/device:CPU:0' % t for t in (0, 1)
 )
+LEADER = '/job:worker/replica:0/task:0'  # of the collectives' group
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +124,7 @@ def measure(target, kind, nbytes, hops, pids, seconds, graph) -> tuple:
   keys across graphs); a gRPC chain may take a new one.
   """
   config = bench.plain_config()
-  config.experimental.collective_group_leader = WORKERS[0].rsplit('/', 1)[0]
+  config.experimental.collective_group_leader = LEADER
   with graph.as_default():
     short, long, variables = _chains(kind, nbytes, hops)
     init = tf1.variables_initializer(variables)
@@ -166,16 +167,26 @@ def fit(rows) -> dict:
   return out
 
 
-def measure_all(target, pids, sizes=PROFILE_SIZES, seconds=PROFILE_SECONDS):
-  """HopCpu rows of gRPC and collective at `sizes`, with the spinners
-  `pids` running (a task whose collectives ran no other graph yet)."""
+def measure_all(
+  target,
+  pids,
+  sizes=PROFILE_SIZES,
+  seconds=PROFILE_SECONDS,
+  kinds=('grpc', 'collective'),
+  report=None,
+):
+  """HopCpu rows of each transport of `kinds` at `sizes`, with the
+  spinners `pids` running (a task whose collectives ran no other graph
+  yet); `report` is called with each row as it is measured."""
   rows, collectives = [], tf.Graph()
-  for kind in ('grpc', 'collective'):
+  for kind in kinds:
     for nbytes in sizes:
       hops = bench.plan_for(nbytes)[0]
       graph = collectives if kind == 'collective' else tf.Graph()
       wall, lost = measure(target, kind, nbytes, hops, pids, seconds, graph)
       rows.append(HopCpu(kind, nbytes, messages_in_hop(kind), wall, lost))
+      if report:
+        report(rows[-1])
   return rows
 
 

@@ -38,7 +38,6 @@ DESCRIPTIONS = {
   'local_copy': 'a tensor passed between two logical CPU devices of one '
   'process, per hop',
 }
-MESSAGES_PER_HOP = fmt.MESSAGES_PER_HOP
 # Not a message size fit: one figure, the latency of a step a controller
 # drives (transport_bench.measure_controller_step).
 CONTROLLER_STEP = fmt.CONTROLLER_STEP
@@ -97,7 +96,7 @@ def fit_transport(
 
   The line is fitted on sizes >= fit_from (all sizes when fewer than two
   are); the table holds the medians of the sizes up to fit_from.
-  messages_per_hop: the messages one measured hop is (MESSAGES_PER_HOP).
+  messages_per_hop: the messages one measured hop is (fmt.MESSAGES_PER_HOP).
   """
   rows = sorted(rows)
   big = [r for r in rows if r[0] >= fit_from]
@@ -264,7 +263,7 @@ def measure_transports(
   result = _run_tasks(spec, request, timeout)
   transports = {
     name: fit_transport(
-      result[name], measured, messages_per_hop=MESSAGES_PER_HOP[name]
+      result[name], measured, messages_per_hop=fmt.MESSAGES_PER_HOP[name]
     )
     for name, measured in DESCRIPTIONS.items()
   }

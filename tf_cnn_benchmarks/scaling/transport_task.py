@@ -75,9 +75,8 @@ def measure(spec: dict, request: dict) -> dict:
   """Every transport's HopSamples and the ps apply samples, as JSON."""
   task = server(spec, 'worker', 0)
   config = bench.plain_config()
-  config.experimental.collective_group_leader = '/job:worker/replica:0/task:0'
-  ps = '/job:ps/replica:0/task:0/device:CPU:0'
-  workers = ['/job:worker/replica:0/task:%d/device:CPU:0' % t for t in (0, 1)]
+  config.experimental.collective_group_leader = transfer_cpu.LEADER
+  ps, workers = transfer_cpu.PS, list(transfer_cpu.WORKERS)
   sizes = request['sizes']
   out = {
     'grpc': _rows(
