@@ -158,10 +158,27 @@ def test_modes_cover_every_cluster_manager():
   assert sorted({m[0] for m in MODES}) == variable_mgr.cluster_names()
 
 
+# Variants of a manager run in the slow suite only (the default suite keeps
+# one run of every manager, two ps tasks and hybrid's split).
+SLOW_MODES = {
+  'parameter_server --nopack_ps_transfers',
+  'hybrid --hybrid_threshold_bytes=1000000',
+}
+
+
+def _mode_params(modes, slow=frozenset(), name=None):
+  """pytest.params of `modes`, ids from `name(mode)`, slow where listed."""
+  name = name or (lambda m: ' '.join([m[0]] + m[2]))
+  return [
+    pytest.param(
+      *m, id=name(m), marks=[pytest.mark.slow] if name(m) in slow else []
+    )
+    for m in modes
+  ]
+
+
 @pytest.mark.parametrize(
-  'mode,launcher_flags,extra',
-  MODES,
-  ids=[' '.join([m[0]] + m[2]) for m in MODES],
+  'mode,launcher_flags,extra', _mode_params(MODES, SLOW_MODES)
 )
 def test_two_workers_train_like_one_tower_double_batch(
   tmp_path, mode, launcher_flags, extra
@@ -560,8 +577,17 @@ FP16_MODES = [
 ]
 
 
+# One ps-held and one all-reduced manager in the default suite; the rest slow.
+SLOW_FP16_MODES = {
+  'distributed_all_reduce',
+  'parameter_server',
+  'distributed_replicated',
+}
+
+
 @pytest.mark.parametrize(
-  'mode,launcher_flags,extra', FP16_MODES, ids=[m[0] for m in FP16_MODES]
+  'mode,launcher_flags,extra',
+  _mode_params(FP16_MODES, SLOW_FP16_MODES, name=lambda m: m[0]),
 )
 def test_fp16_auto_loss_scale_across_workers(
   tmp_path, mode, launcher_flags, extra
@@ -628,8 +654,10 @@ def _momentum_flags(train_dir):
 
 @pytest.mark.parametrize(
   'first_distributed',
-  [True, False],
-  ids=['distributed_then_local', 'local_then_distributed'],
+  [
+    pytest.param(True, id='distributed_then_local', marks=pytest.mark.slow),
+    pytest.param(False, id='local_then_distributed'),
+  ],
 )
 def test_distributed_replicated_and_replicated_checkpoints_interchange(
   tmp_path, first_distributed

@@ -44,7 +44,18 @@ _SLOW = {
     'nasnet',
     'nasnetlarge',
   )
-} | {('densenet100_k24', 'cifar10'), ('nasnet', 'cifar10')}
+} | {
+  (name, 'cifar10')
+  for name in (
+    'densenet100_k24',
+    'nasnet',
+    # Deeper copies of a network stepped fast at its small depth
+    # (densenet40_k12, resnet20, resnet20_v2): 7-10 s each.
+    'densenet100_k12',
+    'resnet110',
+    'resnet110_v2',
+  )
+}
 
 # The models also stepped in NCHW by the default run: one per kind of layer
 # (LRN, depthwise, concat, residual). NASNet's separable convs and factorised
