@@ -21,6 +21,13 @@ one JSON line:
 
   {"hosts": 3, "bytes_per_host": 131072, "ring_ms": 46.9,
    "all_to_all_ms": 63.0, "ideal_ms": 46.5, "efficiency": 0.744, ...}
+
+A third pattern, fan_out, is what a ps task does when every worker reads
+its variables: host 0 sends B bytes to each other host at once, and times
+on its own clock when each receiver acknowledged. Flows that share a link
+fairly end together; TCP's do not (docs/predicting_validation.md). The line
+adds "fan_out_ms" (each flow's median end, ascending) and "fan_out_shares"
+(those ends over the last one's).
 """
 
 import argparse
@@ -39,6 +46,9 @@ import measure_link  # beside this script
 PORT = 7310
 DEFAULT_KILOBYTES = 256
 PATTERNS = ('ring', 'all_to_all')
+# Host 0 sends B bytes to every other host at once (a ps task answering
+# every worker's read): when each flow ends, on host 0's clock.
+FAN_OUT = 'fan_out'
 ACK = b'a'
 
 
@@ -115,6 +125,41 @@ def _one_round(sends, receives):
   return time.perf_counter() - start
 
 
+def _fan_out_round(sends):
+  """Host 0's messages sent at once: the seconds until each one's receiver
+  acknowledged it, ascending."""
+  ends, lock = [], threading.Lock()
+
+  def send(conn, nbytes):
+    conn.sendall(b'\0' * nbytes)
+    measure_link._recv_exactly(conn, 1)
+    with lock:
+      ends.append(time.perf_counter() - start)
+
+  threads = [threading.Thread(target=send, args=p) for p in sends]
+  start = time.perf_counter()
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  return sorted(ends)
+
+
+def fan_out_rounds(me, outgoing, incoming, nbytes, rounds, gap_s):
+  """The fan_out rounds: host 0's per-flow end times (ms, ascending) per
+  round; [] on the other hosts, which receive and acknowledge."""
+  times = []
+  for _ in range(rounds):
+    if me == 0:
+      time.sleep(gap_s)
+      ends = _fan_out_round([(c, nbytes) for c in outgoing.values()])
+      times.append([round(t * 1e3, 3) for t in ends])
+    else:
+      measure_link._recv_exactly(incoming[0], nbytes)
+      incoming[0].sendall(ACK)
+  return times
+
+
 def peer(me, addresses, nbytes, rounds, gap_s):
   """One host: every pattern's round times (ms), as a dict."""
   outgoing, incoming = _connect_all(me, addresses)
@@ -130,6 +175,7 @@ def peer(me, addresses, nbytes, rounds, gap_s):
     for _ in range(rounds):
       time.sleep(gap_s)
       times[pattern].append(round(_one_round(sends, receives) * 1e3, 3))
+  times[FAN_OUT] = fan_out_rounds(me, outgoing, incoming, nbytes, rounds, gap_s)
   return times
 
 
@@ -167,7 +213,23 @@ def summarise(per_host, nbytes, mbits, topology='switch'):
   out['mean_efficiency'] = round(
     out['ring_mean_ms'] / out['all_to_all_mean_ms'], 3
   )
+  fan_out = per_host[0].get(FAN_OUT)
+  if fan_out:
+    out.update(fan_out_figures(fan_out))
   return out
+
+
+def fan_out_figures(rounds) -> dict:
+  """Host 0's fan_out rounds: each flow's median end (ms, the first to end
+  first) and those ends as shares of the last one's (all 1: the flows
+  shared the link fairly and ended together)."""
+  ends = [
+    statistics.median(r[k] for r in rounds) for k in range(len(rounds[0]))
+  ]
+  return {
+    'fan_out_ms': [round(t, 3) for t in ends],
+    'fan_out_shares': [round(t / ends[-1], 3) for t in ends],
+  }
 
 
 def among_tasks(args, switch):
@@ -213,6 +275,17 @@ def among_tasks(args, switch):
     ),
     flush=True,
   )
+  if 'fan_out_ms' in figures:
+    print(
+      'launcher: fan-out from one host to %d at once: the flows ended at '
+      '%s ms (shares of the last: %s)'
+      % (
+        n - 1,
+        ', '.join('%.1f' % t for t in figures['fan_out_ms']),
+        ', '.join('%.2f' % f for f in figures['fan_out_shares']),
+      ),
+      flush=True,
+    )
   return 0
 
 

@@ -3,7 +3,7 @@
 
   python scripts/measure_transfer_cpu.py [--transports=grpc,collective]
       [--sizes=64,65536,1048576,4194304,16777216] [--seconds=3]
-      [--json_out=FILE]
+      [--concurrent=1,4,16] [--json_out=FILE]
 
 Starts the transport profile's three tasks on 127.0.0.1 (ps 0 and worker 1
 serve in their own processes, this one is worker 0) and one spinning
@@ -14,8 +14,11 @@ core-microseconds it took from the spinners, per hop and per message (a
 collective hop, an all-reduce over two tasks, is two ring steps of two
 messages each). What the
 cost model charges instead: latency_cpu_fraction x a message's latency,
-and interference_cores per byte (docs/predicting.md). Linux only; keep the
-machine otherwise idle.
+and interference_cores per byte (docs/predicting.md). --concurrent=K,...
+also runs K chains at once (K hops in flight together, as a step's
+gradients are): their messages share some of the cost
+(docs/predicting_experiments.md). Linux only; keep the machine otherwise
+idle.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ def parse_args(argv):
   p.add_argument('--transports', default=','.join(TRANSPORTS))
   p.add_argument('--sizes', default=DEFAULT_SIZES, help='bytes, ascending')
   p.add_argument('--seconds', type=float, default=3.0)
+  p.add_argument(
+    '--concurrent', default='1', help='chains at once, e.g. 1,4,16'
+  )
   p.add_argument('--json_out', default=None)
   args = p.parse_args(argv)
   kinds = args.transports.split(',')
@@ -56,6 +62,15 @@ def parse_args(argv):
     sizes = []
   if not sizes or min(sizes) < 4:
     raise UsageError('--sizes: want byte counts >= 4, got %r' % args.sizes)
+  try:
+    copies = [int(k) for k in args.concurrent.split(',')]
+  except ValueError:
+    copies = []
+  if not copies or min(copies) < 1 or max(copies) > 64:
+    raise UsageError(
+      '--concurrent: want chain counts 1-64, got %r' % args.concurrent
+    )
+  args.concurrent = copies
   if not 0.1 <= args.seconds <= 60:
     raise UsageError('--seconds: want 0.1 to 60, got %g' % args.seconds)
   if not os.path.exists('/proc/self/stat'):
@@ -82,8 +97,9 @@ def run(args) -> list:
         args.seconds,
         kinds=args.transports,
         report=lambda row: print(_line(row), flush=True),
+        copies=args.concurrent,
       )
-  if len(args.sizes) >= 3:
+  if len(args.sizes) >= 3 and 1 in args.concurrent:
     for name, (message, byte) in transfer_cpu.fit(rows).items():
       print(
         '%s: %.1f core-us a message, %.3f core-us a kB of it '
@@ -96,11 +112,12 @@ def run(args) -> list:
 def _line(row) -> str:
   j = row.as_json()
   return (
-    '%-10s %9d B: %9.1f us a hop, %9.1f core-us lost (%.2f cores); '
+    '%-10s %9d B x%-2d: %9.1f us a hop, %9.1f core-us lost (%.2f cores); '
     '%9.1f core-us a message'
     % (
       j['transport'],
       j['bytes'],
+      j['copies'],
       j['wall_us_per_hop'],
       j['lost_core_us_per_hop'],
       j['cores'],

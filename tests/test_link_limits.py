@@ -270,6 +270,18 @@ def test_exchange_summary_takes_each_round_slowest_host():
   assert out['ideal_ms'] == pytest.approx(10 * 1514 / 1448, abs=1e-3)
 
 
+def test_fan_out_figures_take_each_flows_median_end():
+  # Host 0's rounds: each sorted list is one round's flow ends (ms).
+  rounds = [[6.0, 9.0, 10.0], [8.0, 9.0, 12.0], [7.0, 10.0, 10.0]]
+  hosts = [
+    {'ring': [1.0], 'all_to_all': [1.0], 'fan_out': rounds},
+    {'ring': [1.0], 'all_to_all': [1.0], 'fan_out': []},
+  ]
+  out = measure_exchange.summarise(hosts, 125_000, None)
+  assert out['fan_out_ms'] == [7.0, 9.0, 10.0]
+  assert out['fan_out_shares'] == [0.7, 0.9, 1.0]
+
+
 @needs_shaping
 def test_measure_exchange_is_held_to_the_link():
   proc = _launch(
@@ -288,6 +300,11 @@ def test_measure_exchange_is_held_to_the_link():
   assert figures['ring_ms'] >= 0.85 * figures['ideal_ms'], figures
   assert figures['all_to_all_ms'] >= 0.85 * figures['ideal_ms'], figures
   assert figures['efficiency'] > 0
+  # fan_out: host 0's flows to the 2 others, each no sooner than its bytes
+  # at the link's rate, the last at 1.
+  ends, shares = figures['fan_out_ms'], figures['fan_out_shares']
+  assert len(ends) == 2 and ends == sorted(ends) and shares[-1] == 1.0
+  assert ends[0] >= 0.85 * figures['ideal_ms'], figures
 
 
 _PROBE_IN_A_SHAPED_NAMESPACE = r"""

@@ -39,6 +39,8 @@ def test_a_hop_is_the_difference_of_the_two_chains_per_run():
     (['--sizes=64,x'], '--sizes'),
     (['--sizes=2'], '--sizes'),
     (['--seconds=0'], '--seconds'),
+    (['--concurrent=0'], '--concurrent'),
+    (['--concurrent=4,x'], '--concurrent'),
   ],
 )
 def test_bad_flags_are_one_line_and_status_2(capsys, argv, flag):
@@ -85,3 +87,16 @@ def test_fit_a_message_from_the_smallest_and_a_byte_from_the_largest():
   )
   again = transfer_cpu.rows_from_json([r.as_json() for r in rows])
   assert transfer_cpu.fit(again) == pytest.approx(figures)
+  # Rows of chains at once are not the one message's cost: left out.
+  crowded = transfer_cpu.HopCpu('grpc', 64, 1, 900.0, 2400.0, copies=16)
+  assert transfer_cpu.fit(rows + [crowded]) == pytest.approx(figures)
+
+
+def test_copies_at_once_share_their_loss_over_all_their_messages():
+  """16 collective hops at once (4 messages each) lost 10240 core-us:
+  160 a message; the row says how many ran at once."""
+  row = transfer_cpu.HopCpu('collective', 64, 4, 7800.0, 10240.0, copies=16)
+  j = row.as_json()
+  assert (j['copies'], j['messages_in_hop']) == (16, 4)
+  assert j['lost_core_us_per_message'] == pytest.approx(160.0)
+  assert transfer_cpu.rows_from_json([j]) == [row]

@@ -10,7 +10,10 @@ H more hops run for the same time each (transport_bench's chains), so
     lost per hop = (lost per long run - lost per short run) / H
 
 where a run's loss is (cores x its wall time - the spinners' CPU in it).
-The wall time per hop comes the same way. A gRPC hop is one message; a
+The wall time per hop comes the same way. With `copies` > 1 that many
+chains run at once (independent hops in flight together, as a step's
+gradients are): a message's CPU then is what the copies' hops lost over
+all their messages. A gRPC hop is one message; a
 collective's hop, an all-reduce over two tasks, is two ring steps
 (fmt.MESSAGES_PER_HOP) in each of which both tasks send one: four
 (messages_in_hop).
@@ -56,8 +59,9 @@ class HopCpu:
   transport: str
   nbytes: int
   messages: int  # all the hop's messages (every task's)
-  wall_us: float  # per hop, all cores busy
-  lost_core_us: float  # per hop: spinner CPU lost
+  wall_us: float  # per hop (of every copy at once), all cores busy
+  lost_core_us: float  # per hop (of every copy): spinner CPU lost
+  copies: int = 1  # chains run at once
 
   @property
   def cores(self) -> float:
@@ -66,11 +70,12 @@ class HopCpu:
 
   def as_json(self) -> dict:
     """The figures, per hop and per message."""
-    m = self.messages
+    m = self.messages * self.copies
     return {
       'transport': self.transport,
       'bytes': self.nbytes,
-      'messages_in_hop': m,
+      'copies': self.copies,
+      'messages_in_hop': self.messages,
       'wall_us_per_hop': round(self.wall_us, 1),
       'lost_core_us_per_hop': round(self.lost_core_us, 1),
       'lost_core_us_per_message': round(self.lost_core_us / m, 1),
@@ -105,20 +110,29 @@ def _window(sess, fetch, pids, seconds) -> Window:
   return Window(runs, wall, busy_cores.cpu_seconds(pids) - cpu0)
 
 
-def _chains(kind: str, nbytes: int, hops: int):
-  """(short, long, the variables to initialise) in the default graph."""
-  if kind == 'grpc':
-    start = bench.source_variable(nbytes, PS)
-    pair = [PS, WORKERS[0]]
-    short = bench.pass_chain(start, pair, 1)
-    return short, bench.pass_chain(start, pair, 1 + hops), [start]
-  starts = [bench.source_variable(nbytes, d) for d in WORKERS]
-  short = bench.reduce_chain(starts, list(WORKERS), 1)
-  return short, bench.reduce_chain(starts, list(WORKERS), 1 + hops), starts
+def _chains(kind: str, nbytes: int, hops: int, copies: int = 1):
+  """(short, long, the variables to initialise) in the default graph:
+  `copies` independent chains of each length, run together."""
+  shorts, longs, variables = [], [], []
+  for _ in range(copies):
+    if kind == 'grpc':
+      starts = [bench.source_variable(nbytes, PS)]
+      pair = [PS, WORKERS[0]]
+      shorts.append(bench.pass_chain(starts[0], pair, 1))
+      longs.append(bench.pass_chain(starts[0], pair, 1 + hops))
+    else:
+      starts = [bench.source_variable(nbytes, d) for d in WORKERS]
+      shorts.append(bench.reduce_chain(starts, list(WORKERS), 1))
+      longs.append(bench.reduce_chain(starts, list(WORKERS), 1 + hops))
+    variables += starts
+  return tf.group(*shorts), tf.group(*longs), variables
 
 
-def measure(target, kind, nbytes, hops, pids, seconds, graph) -> tuple:
-  """(wall us, lost core-us) of one hop of `kind` at `nbytes`.
+def measure(
+  target, kind, nbytes, hops, pids, seconds, graph, copies=1
+) -> tuple:
+  """(wall us, lost core-us) of one hop of `kind` at `nbytes` (of
+  `copies` hops at once).
 
   graph: the collectives share one graph (the tasks remember instance
   keys across graphs); a gRPC chain may take a new one.
@@ -126,7 +140,7 @@ def measure(target, kind, nbytes, hops, pids, seconds, graph) -> tuple:
   config = bench.plain_config()
   config.experimental.collective_group_leader = LEADER
   with graph.as_default():
-    short, long, variables = _chains(kind, nbytes, hops)
+    short, long, variables = _chains(kind, nbytes, hops, copies)
     init = tf1.variables_initializer(variables)
   with tf1.Session(target, graph=graph, config=config) as sess:
     sess.run(init)
@@ -145,7 +159,8 @@ PROFILE_SECONDS = 2.0
 
 def fit(rows) -> dict:
   """{transport: (core-us a message, core-us a byte of a message)} of the
-  HopCpu rows of each transport (its three or more sizes).
+  HopCpu rows of each transport (its three or more sizes; rows of
+  several copies at once are left out).
 
   A hop of an S-byte tensor is `messages` messages; they carry S
   bytes per ring step (fmt.MESSAGES_PER_HOP steps). The smallest
@@ -155,7 +170,8 @@ def fit(rows) -> dict:
   out = {}
   for name in sorted({r.transport for r in rows}):
     mine = sorted(
-      (r for r in rows if r.transport == name), key=lambda r: r.nbytes
+      (r for r in rows if r.transport == name and r.copies == 1),
+      key=lambda r: r.nbytes,
     )
     small, mid, big = mine[0], mine[-2], mine[-1]
     steps = fmt.MESSAGES_PER_HOP[name]
@@ -174,19 +190,25 @@ def measure_all(
   seconds=PROFILE_SECONDS,
   kinds=('grpc', 'collective'),
   report=None,
+  copies=(1,),
 ):
-  """HopCpu rows of each transport of `kinds` at `sizes`, with the
-  spinners `pids` running (a task whose collectives ran no other graph
-  yet); `report` is called with each row as it is measured."""
+  """HopCpu rows of each transport of `kinds` at `sizes`, each with
+  each number of `copies` at once, with the spinners `pids` running (a
+  task whose collectives ran no other graph yet); `report` is called with
+  each row as it is measured."""
   rows, collectives = [], tf.Graph()
   for kind in kinds:
     for nbytes in sizes:
-      hops = bench.plan_for(nbytes)[0]
-      graph = collectives if kind == 'collective' else tf.Graph()
-      wall, lost = measure(target, kind, nbytes, hops, pids, seconds, graph)
-      rows.append(HopCpu(kind, nbytes, messages_in_hop(kind), wall, lost))
-      if report:
-        report(rows[-1])
+      for k in copies:
+        hops = bench.plan_for(nbytes)[0]
+        graph = collectives if kind == 'collective' else tf.Graph()
+        wall, lost = measure(
+          target, kind, nbytes, hops, pids, seconds, graph, k
+        )
+        messages = messages_in_hop(kind)
+        rows.append(HopCpu(kind, nbytes, messages, wall, lost, k))
+        if report:
+          report(rows[-1])
   return rows
 
 
@@ -199,6 +221,7 @@ def rows_from_json(items) -> list:
       r['messages_in_hop'],
       r['wall_us_per_hop'],
       r['lost_core_us_per_hop'],
+      r.get('copies', 1),
     )
     for r in items
   ]
