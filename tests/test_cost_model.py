@@ -90,6 +90,9 @@ def no_interference(latency_cpu_fraction=0.0):
   constants['latency_cpu_fraction'] = cal_lib.Constant(
     latency_cpu_fraction, 'test', ''
   )
+  # The hand formulas share links fairly (flows started together end
+  # together; tests/test_cost_model_sharing.py checks the measured stagger).
+  constants['flow_stagger'] = cal_lib.Constant(1.0, 'test', '')
   return cal_lib.Calibration(constants)
 
 

@@ -9,6 +9,7 @@ values fitted on cells kept out of the scored set.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 
@@ -102,6 +103,73 @@ def all_to_all_efficiency(mbits, topology: str = 'switch') -> float:
     if topology == 'shared'
     else ALL_TO_ALL_EFFICIENCY
   )
+  return _by_rate(table, mbits)
+
+
+# Flows that start together on one link (a ps task answering every
+# worker's read, the pushes into it) do not end together: TCP lets the
+# first take more than a fair share. The simulation weighs the k-th flow to
+# start on a link q^k (simulate.py); each q is fitted (fit_flow_stagger) to
+# the median ends of three flows sent at once from one host, as shares of
+# the last one's: launch_local_cluster.py --measure_exchange
+# --num_workers=4, its fan_out rounds (raw TCP, no TensorFlow, no scored
+# cell; AVX2 EPYC, 2026-11-27, docs/predicting_experiments.md). Rows: Mbit/s,
+# the first and second flows' shares (medians of 2-4 runs), q.
+FLOW_STAGGER_SHARES = {
+  'shared': ((25.0, 0.93, 1.0), (100.0, 0.83, 0.94), (1000.0, 0.89, 0.935)),
+  'switch': ((25.0, 0.59, 0.85), (100.0, 0.66, 0.94), (1000.0, 0.825, 0.955)),
+}
+FLOW_STAGGER_UNTHROTTLED_SHARES = {
+  'shared': (0.72, 0.89),
+  'switch': (0.70, 0.905),
+}
+FLOW_STAGGER_SOURCE = (
+  "the ends of three TCP flows sent at once, measured on this repository's "
+  'AVX2 EPYC (launch_local_cluster.py --measure_exchange, its fan_out '
+  'rounds; docs/predicting_experiments.md), not on a scored cell; between '
+  'the rates: linear in log(rate)'
+)
+
+
+def flow_stagger(mbits, topology: str = 'switch') -> float:
+  """q, what each later flow to start on a link weighs against the one
+  before it, on `topology` at `mbits` Mbit/s (None: unthrottled)."""
+  if mbits is None:
+    return fit_flow_stagger(FLOW_STAGGER_UNTHROTTLED_SHARES[topology] + (1.0,))
+  rows = [
+    (rate, fit_flow_stagger((a, b, 1.0)))
+    for rate, a, b in FLOW_STAGGER_SHARES[topology]
+  ]
+  return _by_rate(rows, mbits)
+
+
+def stagger_shares(q: float, flows: int) -> list:
+  """When each of `flows` equal flows started together on one link ends,
+  as shares of the last one's time, with weights q^k (simulate.py)."""
+  from tf_cnn_benchmarks.scaling import simulate
+
+  graph = simulate.Graph()
+  for k in range(flows):
+    graph.add(simulate.Job(1.0, {'link': 1.0}, name='flow %d' % k))
+  ends = sorted(simulate.run(graph, {'link': 1.0}, {'link': q}))
+  return [t / ends[-1] for t in ends]
+
+
+@functools.lru_cache(maxsize=None)
+def fit_flow_stagger(shares: tuple) -> float:
+  """The q (0.01 to 1, by 0.005) whose stagger_shares come closest to the
+  measured `shares` (each flow's end over the last one's, ascending)."""
+
+  def misfit(q):
+    model = stagger_shares(q, len(shares))
+    return sum((a - b) ** 2 for a, b in zip(model, shares))
+
+  return min((i / 200.0 for i in range(2, 201)), key=misfit)
+
+
+def _by_rate(table, mbits) -> float:
+  """A ((Mbit/s, value), ...) table at `mbits`: linear in log(rate)
+  between its rows, its end rows beyond them."""
   if mbits <= table[0][0]:
     return table[0][1]
   for (r0, e0), (r1, e1) in zip(table, table[1:]):
@@ -121,6 +189,13 @@ class Calibration:
     """The value of constant `name`."""
     return self.constants[name].value
 
+  def flow_stagger(self, mbits, topology: str) -> float:
+    """q of the links of `topology` at `mbits`: the measured table, or the
+    calibration's one `flow_stagger` constant where it gives one."""
+    if 'flow_stagger' in self.constants:
+      return self.value('flow_stagger')
+    return flow_stagger(mbits, topology)
+
   def lines(self) -> list:
     """One printable line per constant: name, value, where it came from."""
     table = '; '.join(
@@ -135,8 +210,26 @@ class Calibration:
       for name, c in sorted(self.constants.items())
     ] + [
       'all_to_all_efficiency = %s (share of a link an all-to-all phase '
-      'fills): %s' % (table, ALL_TO_ALL_SOURCE)
+      'fills): %s' % (table, ALL_TO_ALL_SOURCE),
+      'flow_stagger = %s (what each later flow to start on a link weighs '
+      'against the one before it; 1: fair sharing): %s'
+      % (_stagger_text(), FLOW_STAGGER_SOURCE),
     ]
+
+
+def _stagger_text() -> str:
+  return '; '.join(
+    '%s: %s, %.3f unthrottled'
+    % (
+      topology,
+      ', '.join(
+        '%.3f at %g Mbit/s' % (flow_stagger(rate, topology), rate)
+        for rate, _, _ in rows
+      ),
+      flow_stagger(None, topology),
+    )
+    for topology, rows in sorted(FLOW_STAGGER_SHARES.items())
+  )
 
 
 def default_calibration() -> Calibration:
@@ -144,11 +237,18 @@ def default_calibration() -> Calibration:
   return Calibration()
 
 
+# Constants a calibration file may add (none by default).
+_OPTIONAL = {
+  'flow_stagger': 'one q for every link in place of the measured '
+  'FLOW_STAGGER table (1: links shared fairly)',
+}
+
+
 def _checked(name, entry, path):
-  if name not in _DEFAULTS:
+  if name not in _DEFAULTS and name not in _OPTIONAL:
     raise CalibrationError(
       '%s: unknown constant %r; known: %s'
-      % (path, name, ', '.join(sorted(_DEFAULTS)))
+      % (path, name, ', '.join(sorted({*_DEFAULTS, *_OPTIONAL})))
     )
   value = entry.get('value') if isinstance(entry, dict) else None
   source = entry.get('fitted_on') if isinstance(entry, dict) else None
@@ -165,7 +265,12 @@ def _checked(name, entry, path):
     raise CalibrationError(
       '%s: %s.fitted_on: want the cells it was fitted on' % (path, name)
     )
-  return Constant(float(value), 'fitted on ' + source, _DEFAULTS[name].meaning)
+  if name == 'flow_stagger' and not 0 < value <= 1:
+    raise CalibrationError(
+      '%s: flow_stagger.value: want 0 < q <= 1, got %r' % (path, value)
+    )
+  meaning = _DEFAULTS[name].meaning if name in _DEFAULTS else _OPTIONAL[name]
+  return Constant(float(value), 'fitted on ' + source, meaning)
 
 
 def load_calibration(path: str) -> Calibration:

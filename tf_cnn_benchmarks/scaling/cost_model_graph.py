@@ -23,6 +23,8 @@ from tf_cnn_benchmarks.scaling import simulate
 
 # What a tower computes on: the profile's device kind.
 _GPU_KINDS = ('gpu', 'cuda', 'rocm')
+# The resources that are links between hosts ('up:w0', 'down:p1', 'link').
+_LINK_RESOURCES = ('link', 'up', 'down')
 
 
 def host_of(place) -> str:
@@ -64,6 +66,9 @@ class StepBuilder:
         target.link_mbits, target.topology
       )
     )
+    # (transport, deps, hosts) of the phases whose messages' CPU has a
+    # shared part already paid (see _unshared_cpu).
+    self._in_flight = set()
 
   # ---- resources ---------------------------------------------------------
 
@@ -92,6 +97,16 @@ class StepBuilder:
       for d in range(t.devices_per_worker):
         caps['dev:w%d:%d' % (w, d)] = 1.0
     return caps
+
+  def link_decay(self) -> Dict[str, float]:
+    """{host link resource: q}: links share flows by their start order
+    (simulate.py) with the flow_stagger of the target's links (measured;
+    a calibration may give one q)."""
+    t = self.target
+    q = self.cal.flow_stagger(t.link_mbits, t.topology)
+    return {
+      r: q for r in self.capacities() if r.split(':')[0] in _LINK_RESOURCES
+    }
 
   def transport(self, name):
     """The profile's transport `name` (grpc when it has no such one), per
@@ -147,11 +162,24 @@ class StepBuilder:
     if senders:  # the transport's own work runs on the sender's host CPU
       soft = max(s for _, s in senders) * repeat / self.compute_scale
       hosts = [('cpu', p[1]) if p[0] == 'dev' else p for p, _ in senders]
+      soft *= self._unshared_cpu(transport, deps, hosts)
       deps = [self.work(hosts, soft, deps, name + '/rpc')]
     amount = nbytes * repeat * self.comm_scale
     return self.graph.add(
       simulate.Job(amount, demands, cap, delay * repeat, tuple(deps), name)
     )
+
+  def _unshared_cpu(self, transport, deps, hosts) -> float:
+    """The share of a phase's message CPU it pays itself: 1, or, when a
+    phase from the same hosts started on the same jobs before it (their
+    messages are in flight together, as hybrid's collectives after the
+    last gradient), 1 - the part they share (the transport's measured
+    cpu_shared_fraction), paid by the first."""
+    key = (transport, tuple(sorted(set(deps))), tuple(sorted(hosts)))
+    if key not in self._in_flight:
+      self._in_flight.add(key)
+      return 1.0
+    return 1.0 - self.transport(transport).cpu_shared_fraction()
 
   def message(self, src, dst, nbytes, deps, transport='grpc', name='msg'):
     """One message (a phase of one flow)."""

@@ -32,6 +32,9 @@ CONTROLLER_STEP_BUSY = 'controller_step_busy'
 # sending half the tensor in each; the cost model times a ring step as one
 # message.
 MESSAGES_PER_HOP = {'grpc': 1, 'collective': 2, 'local_copy': 1}
+# Chains of messages in flight at once when a transport's
+# cpu_us_per_message_concurrent is measured (transfer_cpu.py).
+CONCURRENT_MESSAGES = 16
 
 
 class ProfileError(ValueError):
@@ -151,6 +154,22 @@ class Transport:
   # its interference_cores and latency_cpu_fraction).
   cpu_us_per_message: float | None = None
   cpu_us_per_byte: float | None = None
+  # The same with CONCURRENT_MESSAGES chains of messages in flight at once
+  # (per message): messages in flight together share part of the cost.
+  # None: not measured (each message then pays cpu_us_per_message).
+  cpu_us_per_message_concurrent: float | None = None
+
+  def cpu_shared_fraction(self) -> float:
+    """The share of cpu_us_per_message that messages in flight together
+    pay once between them: with a fixed part F shared and the rest paid by
+    each, one alone costs F + M and each of k at once F / k + M, so
+    F = (alone - at k) * k / (k - 1). 0 when not measured."""
+    alone, crowded = self.cpu_us_per_message, self.cpu_us_per_message_concurrent
+    if not alone or crowded is None:
+      return 0.0
+    k = CONCURRENT_MESSAGES
+    fixed = (alone - crowded) * k / (k - 1)
+    return min(max(fixed / alone, 0.0), 1.0)
 
   def per_message(self) -> 'Transport':
     """This transport with one message per hop: each row and the latency
@@ -432,6 +451,9 @@ def _read_transports(r, top):
       else 1,
       cpu_us_per_message=_optional_num(r, t, 'cpu_us_per_message', tp),
       cpu_us_per_byte=_optional_num(r, t, 'cpu_us_per_byte', tp),
+      cpu_us_per_message_concurrent=_optional_num(
+        r, t, 'cpu_us_per_message_concurrent', tp
+      ),
     )
   return transports
 

@@ -21,6 +21,14 @@ its most loaded one. (A transfer that shares a CPU with compute is slowed
 by the CPU's overload, not held to the CPU's capacity in bytes: its ask is
 scaled from its own full-speed rate.) The simulation runs until every job
 finished and returns each job's finish time.
+
+A resource may instead be shared by start order (`decay`: resource -> q,
+0 < q <= 1): the k-th running job to have started there (k from 0; ties:
+the one added first) weighs q^k, and an overloaded resource is split in
+proportion to the weights, none above its ask (what one leaves goes to the
+others). TCP flows that start together on one bottleneck do not end
+together: the first of three ends at 0.6-0.9 of the last (measured,
+cost_model_calibration.FLOW_STAGGER), as if it held a larger share.
 """
 
 from __future__ import annotations
@@ -71,33 +79,53 @@ class Graph:
     return self.add(Job(0.0, deps=tuple(sorted(set(deps))), name=name))
 
 
-def _rates(jobs, running, capacity):
+def _rates(jobs, running, capacity, decay=None, started=None):
   """The progress rate of each running job (see the module docstring).
 
   Each job first asks what it would use alone (its full-speed rate: its cap
   and its tightest resource), then every resource asked for more than it
-  has slows its jobs by the same factor.
+  has slows its jobs: all by the same factor, or (a resource in `decay`)
+  by weights of their start order (`started`: job -> start time).
   """
-  alone = {}
+  alone, users = {}, {}
   for j in running:
     rate = jobs[j].cap
     for r, d in jobs[j].demands.items():
-      if d > 0:
-        rate = min(rate, capacity[r] / d)
-    alone[j] = rate
-  load: Dict[str, float] = {}
-  for j in running:
-    for r, d in jobs[j].demands.items():
       if d > 0:  # nothing asked is nothing (0 * an unbounded rate is nan)
-        load[r] = load.get(r, 0.0) + d * alone[j]
-  rates = {}
-  for j in running:
-    factor = 1.0
-    for r, d in jobs[j].demands.items():
-      if d > 0 and load[r] > capacity[r]:
-        factor = min(factor, capacity[r] / load[r])
-    rates[j] = alone[j] * factor
-  return rates
+        rate = min(rate, capacity[r] / d)
+        users.setdefault(r, []).append(j)
+    alone[j] = rate
+  factor = {j: 1.0 for j in running}
+  for r, mine in users.items():
+    asks = {j: jobs[j].demands[r] * alone[j] for j in mine}
+    if sum(asks.values()) <= capacity[r]:
+      continue
+    if decay and r in decay:
+      order = sorted(mine, key=lambda j: (started[j], j))
+      weights = {j: decay[r] ** k for k, j in enumerate(order)}
+      shares = weighted_shares(capacity[r], asks, weights)
+    else:
+      scale = capacity[r] / sum(asks.values())
+      shares = {j: a * scale for j, a in asks.items()}
+    for j in mine:
+      factor[j] = min(factor[j], shares[j] / asks[j])
+  return {j: alone[j] * factor[j] for j in running}
+
+
+def weighted_shares(capacity, asks, weights) -> dict:
+  """`capacity` split in proportion to `weights`, none above its ask (what
+  one does not take goes to the others in the same proportion)."""
+  out, left, active = {}, capacity, dict(asks)
+  while active:
+    total = sum(weights[j] for j in active)
+    full = [j for j, a in active.items() if a <= left * weights[j] / total]
+    if not full:
+      out.update({j: left * weights[j] / total for j in active})
+      break
+    for j in full:
+      out[j] = active.pop(j)
+      left -= out[j]
+  return out
 
 
 def _dependents(jobs):
@@ -109,11 +137,12 @@ def _dependents(jobs):
   return waiting, after
 
 
-def run(graph: Graph, capacity: Dict[str, float]) -> List[float]:
+def run(graph: Graph, capacity: Dict[str, float], decay=None) -> List[float]:
   """Simulates `graph`; returns every job's finish time (microseconds).
 
   capacity: resource -> units per microsecond (bytes/us for a link, cores
-  for a CPU). A resource a job names must be in it.
+  for a CPU). A resource a job names must be in it. decay: {resource: q},
+  the resources shared by start order (module docstring), or None.
   """
   jobs = graph.jobs
   for job in jobs:
@@ -128,13 +157,17 @@ def run(graph: Graph, capacity: Dict[str, float]) -> List[float]:
   ]
   heapq.heapify(starts)
   running: set = set()
+  started: Dict[int, float] = {}
   now, left = 0.0, len(jobs)
   while left:
     while starts and starts[0][0] <= now + _EPS:
-      running.add(heapq.heappop(starts)[1])
+      j = heapq.heappop(starts)[1]
+      running.add(j)
+      started[j] = now
     done = [j for j in running if remaining[j] <= _EPS]
     if not done:
-      now = _advance(jobs, running, remaining, capacity, starts, now)
+      rates = _rates(jobs, running, capacity, decay, started)
+      now = _advance(rates, running, remaining, starts, now)
       continue
     for j in done:
       running.discard(j)
@@ -146,9 +179,8 @@ def run(graph: Graph, capacity: Dict[str, float]) -> List[float]:
   return finish
 
 
-def _advance(jobs, running, remaining, capacity, starts, now):
-  """Moves time to the next finish or start; returns the new time."""
-  rates = _rates(jobs, running, capacity)
+def _advance(rates, running, remaining, starts, now):
+  """Moves time to the next finish or start at `rates`; the new time."""
   unbounded = [j for j in running if rates[j] == float('inf')]
   if unbounded:  # no cap and no resource: done at once
     for j in unbounded:

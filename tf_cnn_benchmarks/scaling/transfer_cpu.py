@@ -157,6 +157,17 @@ PROFILE_SIZES = (64, 1 << 20, 16 << 20)
 PROFILE_SECONDS = 2.0
 
 
+def fit_concurrent(rows) -> dict:
+  """{transport: core-us a message with fmt.CONCURRENT_MESSAGES chains in
+  flight at once}, from the smallest size's row of that many copies (a
+  transport without one is left out)."""
+  out = {}
+  for r in sorted(rows, key=lambda r: r.nbytes, reverse=True):
+    if r.copies == fmt.CONCURRENT_MESSAGES:
+      out[r.transport] = max(0.0, r.lost_core_us / (r.messages * r.copies))
+  return out
+
+
 def fit(rows) -> dict:
   """{transport: (core-us a message, core-us a byte of a message)} of the
   HopCpu rows of each transport (its three or more sizes; rows of
@@ -192,14 +203,16 @@ def measure_all(
   report=None,
   copies=(1,),
 ):
-  """HopCpu rows of each transport of `kinds` at `sizes`, each with
-  each number of `copies` at once, with the spinners `pids` running (a
-  task whose collectives ran no other graph yet); `report` is called with
-  each row as it is measured."""
+  """HopCpu rows of each transport of `kinds` at `sizes` (and at the
+  smallest size, with each number of `copies` at once), with the spinners
+  `pids` running (a task whose collectives ran no other graph yet);
+  `report` is called with each row as it is measured."""
   rows, collectives = [], tf.Graph()
   for kind in kinds:
     for nbytes in sizes:
       for k in copies:
+        if k > 1 and nbytes != min(sizes):
+          continue  # the shared cost is a message's, not its bytes'
         hops = bench.plan_for(nbytes)[0]
         graph = collectives if kind == 'collective' else tf.Graph()
         wall, lost = measure(

@@ -225,13 +225,18 @@ def _with_cpu(transports: dict, timeout: float) -> dict:
     'transfer_cpu': True,
     'sizes': list(transfer_cpu.PROFILE_SIZES),
     'seconds': transfer_cpu.PROFILE_SECONDS,
+    'copies': [1, fmt.CONCURRENT_MESSAGES],
   }
   rows = transfer_cpu.rows_from_json(
     _run_tasks(local_spec(), request, timeout)['transfer_cpu']
   )
+  crowded = transfer_cpu.fit_concurrent(rows)
   return {
     name: dataclasses.replace(
-      transports[name], cpu_us_per_message=message, cpu_us_per_byte=byte
+      transports[name],
+      cpu_us_per_message=message,
+      cpu_us_per_byte=byte,
+      cpu_us_per_message_concurrent=crowded.get(name),
     )
     for name, (message, byte) in transfer_cpu.fit(rows).items()
   }

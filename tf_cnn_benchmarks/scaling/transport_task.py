@@ -116,7 +116,11 @@ def measure_cpu(spec: dict, request: dict) -> dict:
   task = server(spec, 'worker', 0)
   with busy_cores.spinners() as pids:
     rows = transfer_cpu.measure_all(
-      task.target, pids, request['sizes'], request['seconds']
+      task.target,
+      pids,
+      request['sizes'],
+      request['seconds'],
+      copies=request.get('copies', (1,)),
     )
   return {'transfer_cpu': [r.as_json() for r in rows]}
 

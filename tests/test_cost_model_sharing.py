@@ -1,0 +1,154 @@
+"""How the cost model shares links and message CPU: flows that start
+together end apart (start-order weights, measured flow_stagger), and
+messages in flight together pay part of their CPU once."""
+
+import dataclasses
+
+import pytest
+
+from tests.test_cost_model import made_up_profile
+from tests.test_cost_model import no_interference
+from tf_cnn_benchmarks.scaling import cost_model_calibration as cal_lib
+from tf_cnn_benchmarks.scaling import cost_model_graph
+from tf_cnn_benchmarks.scaling import profile_format
+from tf_cnn_benchmarks.scaling import simulate
+from tf_cnn_benchmarks.scaling import target as target_lib
+
+
+def _three_flows(decay):
+  graph = simulate.Graph()
+  for k in range(3):
+    graph.add(simulate.Job(1.0, {'link': 1.0}, name='flow %d' % k))
+  return simulate.run(graph, {'link': 1.0}, decay)
+
+
+def test_flows_started_together_end_in_start_order_by_hand():
+  """Three flows of 1 unit on a link of 1 unit/us, weights 1, 1/2, 1/4.
+  Shares 4/7, 2/7, 1/7: the first ends at 7/4 us, when the second has 1/2
+  and the third 1/4. Then 2/3 and 1/3: the second ends 3/4 us later, the
+  third holding 1/2, which it finishes alone at 3 us (the link never
+  idles: 3 units in 3 us)."""
+  assert _three_flows({'link': 0.5}) == pytest.approx([1.75, 2.5, 3.0])
+  # Without decay (or q = 1) the link is shared fairly: all end at 3 us.
+  assert _three_flows(None) == pytest.approx([3.0, 3.0, 3.0])
+  assert _three_flows({'link': 1.0}) == pytest.approx([3.0, 3.0, 3.0])
+
+
+def test_a_weighted_share_above_its_ask_goes_to_the_others():
+  shares = simulate.weighted_shares(
+    1.0, {'a': 0.1, 'b': 1.0, 'c': 1.0}, {'a': 1.0, 'b': 0.5, 'c': 0.25}
+  )
+  # a asks 0.1 (below its 4/7); b and c split 0.9 as 2:1.
+  assert shares == pytest.approx({'a': 0.1, 'b': 0.6, 'c': 0.3})
+
+
+def test_flow_stagger_is_fitted_to_the_measured_ends():
+  shares = cal_lib.stagger_shares(0.5, 3)
+  assert shares == pytest.approx([1.75 / 3, 2.5 / 3, 1.0])
+  assert cal_lib.fit_flow_stagger(tuple(shares)) == pytest.approx(0.5)
+  assert cal_lib.fit_flow_stagger((1.0, 1.0, 1.0)) == 1.0  # fair: ends at once
+  # The table's rows: each rate's q fitted to its measured shares, and
+  # linear in log(rate) between them.
+  (r0, a0, b0), (r1, a1, b1) = cal_lib.FLOW_STAGGER_SHARES['switch'][:2]
+  q0 = cal_lib.fit_flow_stagger((a0, b0, 1.0))
+  q1 = cal_lib.fit_flow_stagger((a1, b1, 1.0))
+  assert cal_lib.flow_stagger(r0, 'switch') == q0
+  middle = (r0 * r1) ** 0.5
+  assert cal_lib.flow_stagger(middle, 'switch') == pytest.approx((q0 + q1) / 2)
+  assert 0 < cal_lib.flow_stagger(None, 'shared') < 1
+  assert any(
+    line.startswith('flow_stagger = ')
+    for line in cal_lib.default_calibration().lines()
+  )
+
+
+def test_the_model_shares_host_links_by_start_order():
+  """Three workers read S bytes each from one ps at once over a shared
+  100 Mbit/s link: with the measured q the first read ends at the share
+  stagger_shares gives, the last when all 3 S crossed."""
+  size, rate = 1_000_000.0, 12.5  # bytes, bytes/us (100 Mbit/s payload)
+  target = target_lib.make_target(
+    num_workers=3, num_ps=1, link_mbits=100.0, topology='shared'
+  )
+  cal = cal_lib.Calibration(
+    {
+      k: c
+      for k, c in no_interference().constants.items()
+      if k != 'flow_stagger'  # the measured table
+    }
+  )
+  b = cost_model_graph.StepBuilder(
+    made_up_profile([(4, 1.0)], latency=0.0), target, cal
+  )
+  decay = b.link_decay()
+  assert set(decay) == {'link'} | {
+    '%s:%s' % (d, h) for d in ('up', 'down') for h in ('w0', 'w1', 'w2', 'p0')
+  }
+  q = cal_lib.flow_stagger(100.0, 'shared')
+  reads = [b.message(('ps', 0), ('cpu', w), size, []) for w in range(3)]
+  ends = simulate.run(b.graph, b.capacities(), decay)
+  got = sorted(ends[j] for j in reads)
+  last = 3 * size / rate
+  assert got == pytest.approx([f * last for f in cal_lib.stagger_shares(q, 3)])
+
+
+def _with_cpu(profile, alone, crowded):
+  """`profile` whose collective messages cost `alone` core-us each, and
+  `crowded` each with 16 in flight."""
+  t = dataclasses.replace(
+    profile.transports['collective'],
+    cpu_us_per_message=alone,
+    cpu_us_per_message_concurrent=crowded,
+  )
+  return dataclasses.replace(
+    profile, transports=dict(profile.transports, collective=t)
+  )
+
+
+def test_the_shared_part_of_a_messages_cpu_by_hand():
+  """300 core-us a message alone, 150 with 16 at once: the shared part F
+  and the own part M solve F + M = 300, F/16 + M = 150, so F = 160 and the
+  shared fraction is 160/300."""
+  t = profile_format.Transport(1.0, 1.0, cpu_us_per_message=300.0)
+  assert t.cpu_shared_fraction() == 0.0  # not measured: each pays all
+  t = dataclasses.replace(t, cpu_us_per_message_concurrent=150.0)
+  assert t.cpu_shared_fraction() == pytest.approx(160.0 / 300.0)
+  assert dataclasses.replace(
+    t, cpu_us_per_message_concurrent=400.0
+  ).cpu_shared_fraction() == pytest.approx(0.0)
+
+
+def test_phases_started_on_the_same_jobs_pay_the_shared_cpu_once():
+  """Two collective phases between two workers that wait for the same job
+  are in flight together: the first pays 300 core-us a message, the second
+  only its own 140 (300 - 160). A phase waiting for another job pays all."""
+  profile = _with_cpu(made_up_profile([(4, 1.0)]), 300.0, 150.0)
+  target = target_lib.make_target(num_workers=2, colocated=True)
+  b = cost_model_graph.StepBuilder(profile, target, no_interference())
+  start, other = b.graph.join([], 'start'), b.graph.join([], 'other')
+  flows = [(('cpu', 0), ('cpu', 1)), (('cpu', 1), ('cpu', 0))]
+  for deps in ([start], [start], [other]):
+    b.phase(flows, 64, deps, 'collective', 'ring')
+  soft = [j.amount for j in b.graph.jobs if j.name == 'ring/rpc']
+  assert soft == pytest.approx([300.0, 140.0, 300.0])
+
+
+def test_the_concurrent_figure_survives_a_profile_round_trip():
+  profile = _with_cpu(made_up_profile([(4, 1.0)]), 300.0, 150.0)
+  again = profile_format.profile_from_dict(
+    profile_format.profile_to_dict(profile)
+  )
+  t = again.transports['collective']
+  assert t.cpu_us_per_message_concurrent == 150.0
+  assert t.per_message().cpu_shared_fraction() == t.cpu_shared_fraction()
+
+
+def test_a_calibration_file_may_give_one_flow_stagger(tmp_path):
+  path = tmp_path / 'cal.json'
+  path.write_text('{"flow_stagger": {"value": 1, "fitted_on": "none: fair"}}')
+  cal = cal_lib.load_calibration(str(path))
+  assert cal.flow_stagger(25.0, 'switch') == 1.0
+  assert cal_lib.default_calibration().flow_stagger(25.0, 'switch') < 1.0
+  path.write_text('{"flow_stagger": {"value": 0, "fitted_on": "x"}}')
+  with pytest.raises(cal_lib.CalibrationError, match='flow_stagger'):
+    cal_lib.load_calibration(str(path))
