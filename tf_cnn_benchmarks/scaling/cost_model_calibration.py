@@ -110,24 +110,32 @@ def all_to_all_efficiency(mbits, topology: str = 'switch') -> float:
 # worker's read, the pushes into it) do not end together: TCP lets the
 # first take more than a fair share. The simulation weighs the k-th flow to
 # start on a link q^k (simulate.py); each q is fitted (fit_flow_stagger) to
-# the median ends of three flows sent at once from one host, as shares of
-# the last one's: launch_local_cluster.py --measure_exchange
-# --num_workers=4, its fan_out rounds (raw TCP, no TensorFlow, no scored
-# cell; AVX2 EPYC, 2026-11-27, docs/predicting_experiments.md). Rows: Mbit/s,
-# the first and second flows' shares (medians of 2-4 runs), q.
+# the median ends of three workers' reads of one ps task at once, as shares
+# of the last one's, over TensorFlow's gRPC: read_stagger.py under
+# launch_local_cluster.py, 15 rounds a run, the mean of two runs (AVX2 EPYC,
+# 2026-11-27, results/read_stagger_epyc_avx2.txt; no scored cell). Rows:
+# Mbit/s, the first and second reads' shares.
 FLOW_STAGGER_SHARES = {
-  'shared': ((25.0, 0.93, 1.0), (100.0, 0.83, 0.94), (1000.0, 0.89, 0.935)),
-  'switch': ((25.0, 0.59, 0.85), (100.0, 0.66, 0.94), (1000.0, 0.825, 0.955)),
+  'shared': (
+    (25.0, 0.785, 0.911),
+    (100.0, 0.788, 0.932),
+    (1000.0, 0.775, 0.923),
+  ),
+  'switch': (
+    (25.0, 0.792, 0.880),
+    (100.0, 0.793, 0.921),
+    (1000.0, 0.746, 0.948),
+  ),
 }
 FLOW_STAGGER_UNTHROTTLED_SHARES = {
-  'shared': (0.72, 0.89),
-  'switch': (0.70, 0.905),
+  'shared': (0.795, 0.925),
+  'switch': (0.810, 0.901),
 }
 FLOW_STAGGER_SOURCE = (
-  "the ends of three TCP flows sent at once, measured on this repository's "
-  'AVX2 EPYC (launch_local_cluster.py --measure_exchange, its fan_out '
-  'rounds; docs/predicting_experiments.md), not on a scored cell; between '
-  'the rates: linear in log(rate)'
+  'the ends of three workers reading one ps task at once over TF gRPC, '
+  "measured on this repository's AVX2 EPYC (read_stagger.py, "
+  'results/read_stagger_epyc_avx2.txt), not on a scored cell; between the '
+  'rates: linear in log(rate)'
 )
 
 

@@ -1,8 +1,10 @@
 """Workers reading one ps task at once over TF's gRPC: when each read ends.
 
-    python scripts/launch_local_cluster.py --module=tf_cnn_benchmarks.scaling.read_stagger \\
-        --num_workers=3 --num_ps=1 [--link_mbits=R --topology=shared|switch] \\
-        --start_at=EPOCH_S [--read_bytes=B] [--rounds=N] [--period_ms=P]
+    python scripts/launch_local_cluster.py \\
+        --module=tf_cnn_benchmarks.scaling.read_stagger \\
+        --num_workers=3 --num_ps=1 --no-controller \\
+        [--link_mbits=R --topology=shared|switch] \\
+        -- --start_at=EPOCH_S [--read_bytes=B] [--rounds=N] [--period_ms=P]
 
 Each task gets the cluster flags from the launcher. The ps task serves until
 the rounds are over. Each worker reads a B-byte tensor that the ps task
