@@ -81,6 +81,9 @@ def test_real_transports_over_grpc_tasks():
   for name in ('grpc', 'collective'):
     t = measured.transports[name]
     assert t.cpu_us_per_message > 0 and t.cpu_us_per_byte >= 0
+    # ... and with 16 messages in flight at once (their shared part).
+    assert t.cpu_us_per_message_concurrent > 0
+    assert 0 <= t.cpu_shared_fraction() <= 1
   assert measured.transports['local_copy'].cpu_us_per_message is None
   # An all-reduce over two tasks is two ring steps; a pass is one message.
   assert {k: t.messages_per_hop for k, t in measured.transports.items()} == {
