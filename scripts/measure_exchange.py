@@ -25,7 +25,7 @@ one JSON line:
 A third pattern, fan_out, is what a ps task does when every worker reads
 its variables: host 0 sends B bytes to each other host at once, and times
 on its own clock when each receiver acknowledged. Flows that share a link
-fairly end together; TCP's do not (docs/predicting_validation.md). The line
+fairly end together; TCP's do not (docs/predicting_experiments.md). The line
 adds "fan_out_ms" (each flow's median end, ascending) and "fan_out_shares"
 (those ends over the last one's).
 """
