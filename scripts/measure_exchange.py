@@ -179,12 +179,17 @@ def peer(me, addresses, nbytes, rounds, gap_s):
   return times
 
 
-def _wire_payload() -> float:
-  """The share of a shaped link's rate that carries TCP payload: the cost
-  model's wire_payload (one place for that rule)."""
+def _repo_on_path() -> None:
+  """Puts the repository on sys.path (this script runs from scripts/)."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   if root not in sys.path:
     sys.path.insert(0, root)
+
+
+def _wire_payload() -> float:
+  """The share of a shaped link's rate that carries TCP payload: the cost
+  model's wire_payload (one place for that rule)."""
+  _repo_on_path()
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.scaling import cost_model_calibration
 
@@ -223,13 +228,12 @@ def fan_out_figures(rounds) -> dict:
   """Host 0's fan_out rounds: each flow's median end (ms, the first to end
   first) and those ends as shares of the last one's (all 1: the flows
   shared the link fairly and ended together)."""
-  ends = [
-    statistics.median(r[k] for r in rounds) for k in range(len(rounds[0]))
-  ]
-  return {
-    'fan_out_ms': [round(t, 3) for t in ends],
-    'fan_out_shares': [round(t / ends[-1], 3) for t in ends],
-  }
+  _repo_on_path()
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.scaling import read_stagger
+
+  ends, shares = read_stagger.finisher_medians(rounds)
+  return {'fan_out_ms': ends, 'fan_out_shares': shares}
 
 
 def among_tasks(args, switch):

@@ -46,27 +46,23 @@ def parse_args(argv):
 
 
 def _server(args):
-  import tensorflow as tf
+  from tf_cnn_benchmarks.scaling import transport_task
 
-  spec = tf.train.ClusterSpec(
-    {'worker': args.worker_hosts.split(','), 'ps': args.ps_hosts.split(',')}
-  )
-  return tf.distribute.Server(
-    spec, job_name=args.job_name, task_index=args.task_index, start=True
-  )
+  spec = {
+    'worker': args.worker_hosts.split(','),
+    'ps': args.ps_hosts.split(','),
+  }
+  return transport_task.server(spec, args.job_name, args.task_index)
 
 
-def _read_fetch(nbytes: int):
-  """A tensor the ps task makes, summed on this worker: one response."""
+def _read_fetch(nbytes: int, task: int):
+  """A tensor the ps task makes, summed on worker `task`: one response."""
   import tensorflow as tf
 
   with tf.device('/job:ps/task:0/device:CPU:0'):
     value = tf.fill([max(1, nbytes // 4)], 1.0)
-  with tf.device('/job:worker/task:%d/device:CPU:0' % _TASK[0]):
+  with tf.device('/job:worker/task:%d/device:CPU:0' % task):
     return tf.reduce_sum(value)
-
-
-_TASK = [0]
 
 
 def worker(args) -> dict:
@@ -77,10 +73,9 @@ def worker(args) -> dict:
 
   tf1 = tf.compat.v1
   server = _server(args)
-  _TASK[0] = args.task_index
   graph = tf.Graph()
   with graph.as_default():
-    fetch = _read_fetch(args.read_bytes)
+    fetch = _read_fetch(args.read_bytes, args.task_index)
   ends = []
   with tf1.Session(
     server.target, graph=graph, config=bench.plain_config()
@@ -99,12 +94,18 @@ def summarise(lines) -> dict:
   """From the workers' lines: each finisher's median end (ms, the first
   to end first) and those ends as shares of the last one's."""
   per_task = [json.loads(ln[ln.index(PREFIX) + len(PREFIX) :]) for ln in lines]
-  rounds = [sorted(r) for r in zip(*[t['ends_ms'] for t in per_task])]
-  ends = [statistics.median(r[k] for r in rounds) for k in range(len(per_task))]
-  return {
-    'ends_ms': [round(t, 3) for t in ends],
-    'shares': [round(t / ends[-1], 3) for t in ends],
-  }
+  ends, shares = finisher_medians(zip(*[t['ends_ms'] for t in per_task]))
+  return {'ends_ms': ends, 'shares': shares}
+
+
+def finisher_medians(rounds) -> tuple:
+  """([median end of the k-th to finish], [those over the last one's]) of
+  rounds of flows' end times (each round in any order), rounded to 3."""
+  ordered = [sorted(r) for r in rounds]
+  ends = [
+    statistics.median(r[k] for r in ordered) for k in range(len(ordered[0]))
+  ]
+  return [round(t, 3) for t in ends], [round(t / ends[-1], 3) for t in ends]
 
 
 def main(argv=None) -> int:
