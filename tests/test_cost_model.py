@@ -93,6 +93,9 @@ def no_interference(latency_cpu_fraction=0.0):
   # The hand formulas share links fairly (flows started together end
   # together; tests/test_cost_model_sharing.py checks the measured stagger).
   constants['flow_stagger'] = cal_lib.Constant(1.0, 'test', '')
+  # ... and a throttled link's bytes cost no CPU beyond loopback's
+  # (tests/test_cost_model_sharing.py checks the measured table).
+  constants['link_cpu_us_per_byte'] = cal_lib.Constant(0.0, 'test', '')
   return cal_lib.Calibration(constants)
 
 

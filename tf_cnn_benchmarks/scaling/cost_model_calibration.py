@@ -139,6 +139,48 @@ FLOW_STAGGER_SOURCE = (
 )
 
 
+# The CPU a byte takes on the launcher's throttled links beyond what it
+# takes over an unthrottled loopback (the profile's transports measure
+# that): the token bucket passes frames one at a time, and each costs the
+# kernel and the receiving thread a wake-up. Core-us a byte carried, the
+# slope between 64 KiB and the largest message of link_cpu.py's rows under
+# launch_local_cluster.py (every core kept busy by spinners), less the same
+# slope unthrottled (shared: 0.00102 and 0.00157, switch: 0.00124 and
+# 0.00183; the profiles measure about that over loopback); the median of
+# two runs (AVX2 EPYC, 2026-11-27, results/link_cpu_epyc_avx2.jsonl; the
+# runs within 2-20%, 40% for gRPC on 1000 Mbit/s switch ports). Rows:
+# Mbit/s, grpc, collective.
+LINK_CPU = {
+  'shared': (
+    (25.0, 0.03664, 0.03393),
+    (100.0, 0.01910, 0.02364),
+    (1000.0, 0.00043, 0.00058),
+  ),
+  'switch': (
+    (25.0, 0.03467, 0.03326),
+    (100.0, 0.02082, 0.02877),
+    (1000.0, 0.00071, 0.00028),
+  ),
+}
+LINK_CPU_SOURCE = (
+  'the CPU lost to spinners per byte of gRPC and collective messages over '
+  "the launcher's links, less over unthrottled ones, measured on this "
+  "repository's AVX2 EPYC (link_cpu.py, results/link_cpu_epyc_avx2.jsonl), "
+  'not on a scored cell; between the rates: linear in log(rate), 0 '
+  'unthrottled'
+)
+_LINK_CPU_COLUMN = {'grpc': 1, 'collective': 2}
+
+
+def link_cpu(mbits, topology: str, transport: str) -> float:
+  """Core-us a byte of `transport` takes on a `topology` link of `mbits`
+  beyond the loopback's (None, unthrottled: 0)."""
+  if mbits is None:
+    return 0.0
+  column = _LINK_CPU_COLUMN.get(transport, 1)
+  return _by_rate([(r[0], r[column]) for r in LINK_CPU[topology]], mbits)
+
+
 def flow_stagger(mbits, topology: str = 'switch') -> float:
   """q, what each later flow to start on a link weighs against the one
   before it, on `topology` at `mbits` Mbit/s (None: unthrottled)."""
@@ -204,6 +246,16 @@ class Calibration:
       return self.value('flow_stagger')
     return flow_stagger(mbits, topology)
 
+  def link_cpu(self, mbits, topology: str, transport: str) -> float:
+    """Core-us a byte of `transport` takes on the target's links beyond
+    the loopback's: the measured table, or the calibration's one
+    `link_cpu_us_per_byte` (for every throttled link) where it gives one."""
+    if mbits is None:
+      return 0.0
+    if 'link_cpu_us_per_byte' in self.constants:
+      return self.value('link_cpu_us_per_byte')
+    return link_cpu(mbits, topology, transport)
+
   def lines(self) -> list:
     """One printable line per constant: name, value, where it came from."""
     table = '; '.join(
@@ -222,7 +274,20 @@ class Calibration:
       'flow_stagger = %s (what each later flow to start on a link weighs '
       'against the one before it; 1: fair sharing): %s'
       % (_stagger_text(), FLOW_STAGGER_SOURCE),
+      'link_cpu = %s (core-us a byte takes on a throttled link beyond '
+      'loopback; grpc, collective): %s' % (_link_cpu_text(), LINK_CPU_SOURCE),
     ]
+
+
+def _link_cpu_text() -> str:
+  return '; '.join(
+    '%s: %s'
+    % (
+      topology,
+      ', '.join('%.4f, %.4f at %g Mbit/s' % (g, c, r) for r, g, c in rows),
+    )
+    for topology, rows in sorted(LINK_CPU.items())
+  )
 
 
 def _stagger_text() -> str:
@@ -249,6 +314,9 @@ def default_calibration() -> Calibration:
 _OPTIONAL = {
   'flow_stagger': 'one q for every link in place of the measured '
   'FLOW_STAGGER table (1: links shared fairly)',
+  'link_cpu_us_per_byte': 'core-us a byte takes on every throttled link '
+  'beyond loopback, in place of the measured LINK_CPU table (0: the '
+  "NIC's offloads make a wire byte cost what a loopback byte does)",
 }
 
 

@@ -152,10 +152,12 @@ class StepBuilder:
     if not flows:
       return self.graph.join(deps, name)
     crowded = self._all_to_all_flows(flows)
-    demands, cap, delay, senders = {}, float('inf'), 0.0, []
+    demands, first, cap, delay, senders = {}, {}, float('inf'), 0.0, []
     for src, dst in flows:
       weight = self.all_to_all_weight if (src, dst) in crowded else 1.0
-      c, lat, soft = self._flow(src, dst, transport, nbytes, demands, weight)
+      c, lat, soft = self._flow(
+        src, dst, transport, nbytes, (demands, first), weight
+      )
       cap, delay = min(cap, c), max(delay, lat)
       if soft > 0:
         senders.append((src, soft))
@@ -166,7 +168,9 @@ class StepBuilder:
       deps = [self.work(hosts, soft, deps, name + '/rpc')]
     amount = nbytes * repeat * self.comm_scale
     return self.graph.add(
-      simulate.Job(amount, demands, cap, delay * repeat, tuple(deps), name)
+      simulate.Job(
+        amount, demands, cap, delay * repeat, tuple(deps), name, first
+      )
     )
 
   def _unshared_cpu(self, transport, deps, hosts) -> float:
@@ -204,12 +208,19 @@ class StepBuilder:
       if len(outs.get(host_of(s), ())) > 1 and len(ins.get(host_of(d), ())) > 1
     }
 
-  def _flow(self, src, dst, transport, nbytes, demands, weight=1.0):
-    """Adds one flow's link demands (`weight` units of each port per byte);
-    returns (cap, wire delay, cpu us)."""
+  def _flow(self, src, dst, transport, nbytes, uses, weight=1.0):
+    """Adds one flow's link demands (`weight` units of each port per byte)
+    and its CPU per byte to `uses` (demands, priority uses); returns (cap,
+    wire delay, cpu us).
 
-    def use(r, amount):
-      demands[r] = demands.get(r, 0.0) + amount
+    The CPU per byte is the transport's (measured over loopback) and the
+    link's (cost_model_calibration.LINK_CPU: frames one by one), half on
+    each end, taken ahead of compute (simulate.py: it does not slow the
+    transfer, it slows what shares the cores)."""
+    demands, first = uses
+
+    def use(r, amount, into=demands):
+      into[r] = into.get(r, 0.0) + amount
 
     hs, hd = host_of(src), host_of(dst)
     if hs == hd:  # one process: a device link, or a copy in host memory
@@ -228,8 +239,11 @@ class StepBuilder:
     per_byte = t.cpu_us_per_byte
     if per_byte is None:  # not measured: the assumed cores at its rate
       per_byte = self.cal.value('interference_cores') / t.bytes_per_us
-    use(self.cpu(src), per_byte / 2.0)  # half on each end
-    use(self.cpu(dst), per_byte / 2.0)
+    per_byte += self.cal.link_cpu(
+      self.target.link_mbits, self.target.topology, transport
+    )
+    use(self.cpu(src), per_byte / 2.0, first)  # half on each end
+    use(self.cpu(dst), per_byte / 2.0, first)
     latency = max(0.0, t.time_us(nbytes) - nbytes / t.bytes_per_us)
     soft, delay = t.cpu_us_per_message, latency  # measured: beside it
     if soft is None:  # not measured: a share of the latency is CPU work

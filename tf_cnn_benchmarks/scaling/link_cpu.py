@@ -1,0 +1,127 @@
+"""The CPU a transfer takes over the launcher's links, as compute sees it.
+
+    python scripts/launch_local_cluster.py \\
+        --module=tf_cnn_benchmarks.scaling.link_cpu \\
+        --num_workers=2 --num_ps=1 --no-controller \\
+        [--link_mbits=R --topology=shared|switch] \\
+        -- --done_file=PATH [--sizes=65536,1048576] [--seconds=3]
+
+Each task gets the cluster flags from the launcher. Worker 0 keeps every
+core busy with spinners and times chains of gRPC passes (ps 0 <-> worker 0)
+and collective all-reduces (worker 0 with worker 1) at each size, reading
+the CPU the spinners lost (transfer_cpu.measure_all, as
+scripts/measure_transfer_cpu.py does on 127.0.0.1). It prints one line per
+row, `link_cpu: {...}` (transfer_cpu.HopCpu.as_json), then writes
+--done_file; ps 0 and worker 1 serve until that file exists.
+
+On a token-bucket link the bytes arrive frame by frame, and each frame
+costs the kernel and the receiving threads a wake-up: a throttled transfer
+takes far more CPU per byte than one over an unthrottled loopback
+(docs/predicting_experiments.md). per_byte() turns the rows into that
+figure; cost_model_calibration.LINK_CPU_US_PER_BYTE holds the measured
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+PREFIX = 'link_cpu: '
+# How often a serving task looks for the done file, and how long it waits
+# for it at most (the launcher's own --timeout ends a stuck run sooner).
+POLL_S = 0.5
+MAX_SERVE_S = 3600.0
+
+
+def parse_args(argv):
+  """The task's flags (the launcher's cluster flags and this module's)."""
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  for flag in ('--worker_hosts', '--ps_hosts', '--job_name'):
+    p.add_argument(flag, required=True)
+  p.add_argument('--task_index', type=int, required=True)
+  p.add_argument('--done_file', required=True)
+  p.add_argument('--sizes', default='65536,1048576')
+  p.add_argument('--seconds', type=float, default=3.0)
+  args, _ = p.parse_known_args(argv)
+  args.sizes = [int(s) for s in args.sizes.split(',')]
+  return args
+
+
+def _spec(args) -> dict:
+  return {
+    'worker': args.worker_hosts.split(','),
+    'ps': args.ps_hosts.split(','),
+  }
+
+
+def serve(args) -> None:
+  """A serving task: its server until worker 0 wrote the done file."""
+  from tf_cnn_benchmarks.scaling import transport_task
+
+  server = transport_task.server(_spec(args), args.job_name, args.task_index)
+  end = time.monotonic() + MAX_SERVE_S
+  while not os.path.exists(args.done_file) and time.monotonic() < end:
+    time.sleep(POLL_S)
+  del server
+
+
+def measure(args) -> list:
+  """Worker 0: every row (HopCpu.as_json), each printed as it comes."""
+  from tf_cnn_benchmarks.scaling import busy_cores
+  from tf_cnn_benchmarks.scaling import transfer_cpu
+  from tf_cnn_benchmarks.scaling import transport_task
+
+  task = transport_task.server(_spec(args), 'worker', 0)
+  rows = []
+
+  def report(row):
+    rows.append(row.as_json())
+    print(PREFIX + json.dumps(rows[-1], sort_keys=True), flush=True)
+
+  with busy_cores.spinners() as pids:
+    transfer_cpu.measure_all(
+      task.target, pids, args.sizes, args.seconds, report=report
+    )
+  return rows
+
+
+def per_byte(rows) -> dict:
+  """{transport: core-us a byte carried}: the slope of the CPU lost per hop
+  between each transport's smallest and largest size (what a message costs
+  whatever its size drops out), over the bytes the hop's messages carry (a
+  collective hop over two tasks, 4 messages of half its tensor, carries
+  twice its size: fmt.MESSAGES_PER_HOP ring steps)."""
+  from tf_cnn_benchmarks.scaling import profile_format as fmt
+
+  out = {}
+  for name in sorted({r['transport'] for r in rows}):
+    mine = sorted(
+      (r for r in rows if r['transport'] == name), key=lambda r: r['bytes']
+    )
+    small, big = mine[0], mine[-1]
+    carried = (big['bytes'] - small['bytes']) * fmt.MESSAGES_PER_HOP[name]
+    lost = big['lost_core_us_per_hop'] - small['lost_core_us_per_hop']
+    out[name] = max(0.0, lost / carried) if carried > 0 else 0.0
+  return out
+
+
+def main(argv=None) -> int:
+  """The task: worker 0 measures, the others serve."""
+  args = parse_args(sys.argv[1:] if argv is None else argv)
+  if args.job_name == 'worker' and args.task_index == 0:
+    try:
+      measure(args)
+    finally:
+      with open(args.done_file, 'w', encoding='utf-8') as f:
+        f.write('done\n')
+    return 0
+  serve(args)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
