@@ -1,6 +1,6 @@
 """How the cost model shares links and message CPU: flows that start
 together end apart (start-order weights, measured flow_stagger), and
-messages in flight together pay part of their CPU once."""
+messages in flight together pay part of their CPU once (crowds)."""
 
 import dataclasses
 
@@ -118,19 +118,44 @@ def test_the_shared_part_of_a_messages_cpu_by_hand():
   ).cpu_shared_fraction() == pytest.approx(0.0)
 
 
-def test_phases_started_on_the_same_jobs_pay_the_shared_cpu_once():
-  """Two collective phases between two workers that wait for the same job
-  are in flight together: the first pays 300 core-us a message, the second
-  only its own 140 (300 - 160). A phase waiting for another job pays all."""
+def _crowd_of_two(cpus, crowds):
+  graph = simulate.Graph()
+  for _ in range(2):
+    graph.add(simulate.Job(100.0, {'cpu': 1.0}, cap=1.0, crowd='c'))
+  return simulate.run(graph, {'cpu': cpus}, crowds=crowds)
+
+
+def test_jobs_of_a_crowd_running_together_share_part_of_their_work():
+  """Two jobs of 100 us, half of each shared (s = 0.5): together each
+  costs 1 - 0.5 + 0.5 / 2 = 0.75 of its amount. On two cores each runs
+  alone at 1/0.75: both end at 75. On one core they ask 2 cores' worth
+  and get half each: 150 (200 without the crowd)."""
+  assert _crowd_of_two(2.0, {'c': 0.5}) == pytest.approx([75.0, 75.0])
+  assert _crowd_of_two(1.0, {'c': 0.5}) == pytest.approx([150.0, 150.0])
+  assert _crowd_of_two(1.0, None) == pytest.approx([200.0, 200.0])
+  assert _crowd_of_two(2.0, {'c': 0.0}) == pytest.approx([100.0, 100.0])
+
+
+def test_messages_in_flight_together_pay_the_shared_cpu_once():
+  """Two collective phases between two colocated workers, on different
+  jobs but in flight at once: their message CPU (300 core-us alone, 150
+  with 16 at once: 160/300 of it shared) is one crowd, each costing
+  1 - (160/300) / 2 of its 300 us: both end at 220 us (8 cores, nothing
+  else running)."""
   profile = _with_cpu(made_up_profile([(4, 1.0)]), 300.0, 150.0)
   target = target_lib.make_target(num_workers=2, colocated=True)
   b = cost_model_graph.StepBuilder(profile, target, no_interference())
   start, other = b.graph.join([], 'start'), b.graph.join([], 'other')
   flows = [(('cpu', 0), ('cpu', 1)), (('cpu', 1), ('cpu', 0))]
-  for deps in ([start], [start], [other]):
+  for deps in ([start], [other]):
     b.phase(flows, 64, deps, 'collective', 'ring')
-  soft = [j.amount for j in b.graph.jobs if j.name == 'ring/rpc']
-  assert soft == pytest.approx([300.0, 140.0, 300.0])
+  rpc = [i for i, j in enumerate(b.graph.jobs) if j.name == 'ring/rpc']
+  assert {b.graph.jobs[i].crowd for i in rpc} == {'collective@cpu'}
+  assert b.crowds == {'collective@cpu': pytest.approx(160.0 / 300.0)}
+  ends = simulate.run(b.graph, b.capacities(), crowds=b.crowds)
+  assert [ends[i] for i in rpc] == pytest.approx([220.0, 220.0])
+  alone = simulate.run(b.graph, b.capacities())
+  assert [alone[i] for i in rpc] == pytest.approx([300.0, 300.0])
 
 
 def test_the_concurrent_figure_survives_a_profile_round_trip():

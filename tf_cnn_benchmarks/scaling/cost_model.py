@@ -226,7 +226,7 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   """(images/sec, step ms) of one simulated step; scales: see StepBuilder."""
   b = cost_model_graph.StepBuilder(profile, target, cal, **scales)
   ends = _step_jobs(b, strategy, parse_spec(strategy.all_reduce_spec))
-  finish = simulate.run(b.graph, b.capacities(), b.link_decay())
+  finish = simulate.run(b.graph, b.capacities(), b.link_decay(), b.crowds)
   per_worker = {w: finish[j] for w, j in ends.items()}
   images = profile.run.batch_size * target.devices_per_worker
   busy = target.colocated and not b.on_gpu  # the other tasks' compute

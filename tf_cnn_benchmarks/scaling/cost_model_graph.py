@@ -66,9 +66,10 @@ class StepBuilder:
         target.link_mbits, target.topology
       )
     )
-    # (transport, deps, hosts) of the phases whose messages' CPU has a
-    # shared part already paid (see _unshared_cpu).
-    self._in_flight = set()
+    # {crowd label: shared fraction}: the messages' CPU jobs of one
+    # transport on the same hosts share part of it while in flight together
+    # (simulate.py's crowds; see phase).
+    self.crowds: Dict[str, float] = {}
 
   # ---- resources ---------------------------------------------------------
 
@@ -117,15 +118,23 @@ class StepBuilder:
 
   # ---- jobs --------------------------------------------------------------
 
-  def work(self, places: Sequence, us: float, deps, name='work') -> int:
-    """Work of `us` full-speed microseconds at each of `places` at once."""
+  def work(
+    self, places: Sequence, us: float, deps, name='work', crowd=''
+  ) -> int:
+    """Work of `us` full-speed microseconds at each of `places` at once
+    (crowd: simulate.Job.crowd)."""
     demands: Dict[str, float] = {}
     for p in places:
       r = self._work_resource(p)
       demands[r] = demands.get(r, 0.0) + 1.0
     return self.graph.add(
       simulate.Job(
-        us * self.compute_scale, demands, cap=1.0, deps=tuple(deps), name=name
+        us * self.compute_scale,
+        demands,
+        cap=1.0,
+        deps=tuple(deps),
+        name=name,
+        crowd=crowd,
       )
     )
 
@@ -164,8 +173,8 @@ class StepBuilder:
     if senders:  # the transport's own work runs on the sender's host CPU
       soft = max(s for _, s in senders) * repeat / self.compute_scale
       hosts = [('cpu', p[1]) if p[0] == 'dev' else p for p, _ in senders]
-      soft *= self._unshared_cpu(transport, deps, hosts)
-      deps = [self.work(hosts, soft, deps, name + '/rpc')]
+      crowd = self._crowd(transport, hosts)
+      deps = [self.work(hosts, soft, deps, name + '/rpc', crowd)]
     amount = nbytes * repeat * self.comm_scale
     return self.graph.add(
       simulate.Job(
@@ -173,17 +182,18 @@ class StepBuilder:
       )
     )
 
-  def _unshared_cpu(self, transport, deps, hosts) -> float:
-    """The share of a phase's message CPU it pays itself: 1, or, when a
-    phase from the same hosts started on the same jobs before it (their
-    messages are in flight together, as hybrid's collectives after the
-    last gradient), 1 - the part they share (the transport's measured
-    cpu_shared_fraction), paid by the first."""
-    key = (transport, tuple(sorted(set(deps))), tuple(sorted(hosts)))
-    if key not in self._in_flight:
-      self._in_flight.add(key)
-      return 1.0
-    return 1.0 - self.transport(transport).cpu_shared_fraction()
+  def _crowd(self, transport, hosts) -> str:
+    """The crowd label of a phase's message CPU: its transport and the CPUs
+    it runs on. Messages in flight together share part of their CPU (one
+    thread wake-up serves several): the transport's measured
+    cpu_shared_fraction, '' (none) when it has none."""
+    shared = self.transport(transport).cpu_shared_fraction()
+    if shared <= 0:
+      return ''
+    cpus = sorted({self.cpu(h) for h in hosts})
+    label = '%s@%s' % (transport, ','.join(cpus))
+    self.crowds[label] = shared
+    return label
 
   def message(self, src, dst, nbytes, deps, transport='grpc', name='msg'):
     """One message (a phase of one flow)."""

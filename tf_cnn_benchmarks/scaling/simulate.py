@@ -40,6 +40,13 @@ every core kept busy by spinners takes 1.3 ms against 1.1 ms idle, while a
 a 100 Mbit/s link, its wire time). Priority users of one resource that ask
 more than it has share it among themselves; what they leave is at least
 PRIORITY_FLOOR of it (the others never stop).
+
+Jobs of one `crowd` (a label) running at the same time share part of their
+work (`crowds`: label -> s, the shared fraction): each of k running costs
+1 - s + s / k of its amount, as k messages in flight at once pay one
+thread wake-up between them (measured with 16 at once, Transport.
+cpu_shared_fraction). Such a job asks less of its resources per unit of
+progress and may progress faster than its cap.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ class Job:
   name: for debugging and tests.
   priority: resource -> units per unit of progress taken ahead of the
     other jobs' demands (module docstring).
+  crowd: the label of the jobs it shares part of its work with ('' none).
   """
 
   amount: float
@@ -74,6 +82,7 @@ class Job:
   deps: Tuple[int, ...] = ()
   name: str = ''
   priority: Dict[str, float] = dataclasses.field(default_factory=dict)
+  crowd: str = ''
 
 
 class Graph:
@@ -95,14 +104,31 @@ class Graph:
     return self.add(Job(0.0, deps=tuple(sorted(set(deps))), name=name))
 
 
-def _rates(jobs, running, capacity, decay=None, started=None):
+def _costs(jobs, running, crowds) -> Dict[int, float]:
+  """{job: the share of its amount it costs now} for the running jobs of a
+  crowd in `crowds` (1 - s + s / k, k of its crowd running)."""
+  if not crowds:
+    return {}
+  count: Dict[str, int] = {}
+  for j in running:
+    if jobs[j].crowd in crowds:
+      count[jobs[j].crowd] = count.get(jobs[j].crowd, 0) + 1
+  return {
+    j: 1.0 - crowds[jobs[j].crowd] * (1.0 - 1.0 / count[jobs[j].crowd])
+    for j in running
+    if jobs[j].crowd in count
+  }
+
+
+def _rates(jobs, running, capacity, decay=None, started=None, costs=None):
   """The progress rate of each running job (see the module docstring).
 
   The jobs first share the resources as if no use had priority; the
   priority uses at those rates (scaled down where they ask more than a
   resource has) come off the capacities, and the jobs share what is left.
   """
-  first = _shared_rates(jobs, running, capacity, decay, started)
+  costs = costs or {}
+  first = _shared_rates(jobs, running, capacity, decay, started, costs)
   users = [j for j in running if jobs[j].priority]
   if not users:
     return first
@@ -118,15 +144,16 @@ def _rates(jobs, running, capacity, decay=None, started=None):
   for r, u in load.items():
     taken = u * scale.get(r, 1.0)
     left[r] = max(capacity[r] - taken, PRIORITY_FLOOR * capacity[r])
-  rates = _shared_rates(jobs, running, left, decay, started)
+  rates = _shared_rates(jobs, running, left, decay, started, costs)
   for j in users:
     most = first[j] * min(scale.get(r, 1.0) for r in jobs[j].priority)
     rates[j] = min(rates[j], most)
   return rates
 
 
-def _shared_rates(jobs, running, capacity, decay=None, started=None):
-  """The rates with every use shared (the priority uses left out).
+def _shared_rates(jobs, running, capacity, decay, started, costs):
+  """The rates with every use shared (the priority uses left out; a crowd's
+  job asks `costs[j]` of its demands per unit of progress, its cap over it).
 
   Each job first asks what it would use alone (its full-speed rate: its cap
   and its tightest resource), then every resource asked for more than it
@@ -135,15 +162,16 @@ def _shared_rates(jobs, running, capacity, decay=None, started=None):
   """
   alone, users = {}, {}
   for j in running:
-    rate = jobs[j].cap
+    cost = costs.get(j, 1.0)
+    rate = jobs[j].cap / cost
     for r, d in jobs[j].demands.items():
       if d > 0:  # nothing asked is nothing (0 * an unbounded rate is nan)
-        rate = min(rate, capacity[r] / d)
+        rate = min(rate, capacity[r] / (d * cost))
         users.setdefault(r, []).append(j)
     alone[j] = rate
   factor = {j: 1.0 for j in running}
   for r, mine in users.items():
-    asks = {j: jobs[j].demands[r] * alone[j] for j in mine}
+    asks = {j: jobs[j].demands[r] * costs.get(j, 1.0) * alone[j] for j in mine}
     if sum(asks.values()) <= capacity[r]:
       continue
     if decay and r in decay:
@@ -183,12 +211,15 @@ def _dependents(jobs):
   return waiting, after
 
 
-def run(graph: Graph, capacity: Dict[str, float], decay=None) -> List[float]:
+def run(
+  graph: Graph, capacity: Dict[str, float], decay=None, crowds=None
+) -> List[float]:
   """Simulates `graph`; returns every job's finish time (microseconds).
 
   capacity: resource -> units per microsecond (bytes/us for a link, cores
   for a CPU). A resource a job names must be in it. decay: {resource: q},
   the resources shared by start order (module docstring), or None.
+  crowds: {crowd label: shared fraction s} (module docstring), or None.
   """
   jobs = graph.jobs
   for job in jobs:
@@ -212,7 +243,8 @@ def run(graph: Graph, capacity: Dict[str, float], decay=None) -> List[float]:
       started[j] = now
     done = [j for j in running if remaining[j] <= _EPS]
     if not done:
-      rates = _rates(jobs, running, capacity, decay, started)
+      costs = _costs(jobs, running, crowds)
+      rates = _rates(jobs, running, capacity, decay, started, costs)
       now = _advance(rates, running, remaining, starts, now)
       continue
     for j in done:
