@@ -135,10 +135,15 @@ def table(records) -> dict:
   }
 
 
+def _row_order(item):
+  """Topology, then rate, unthrottled last."""
+  (topology, link), _ = item
+  return topology, link is None, link or 0.0
+
+
 def print_table(figures) -> None:
   """Each link's figures, and less the unthrottled one of its topology."""
-  order = lambda k: (k[0], k[1] is None, k[1] or 0.0)  # noqa: E731
-  for (topology, link), d in sorted(figures.items(), key=lambda i: order(i[0])):
+  for (topology, link), d in sorted(figures.items(), key=_row_order):
     base = figures.get((topology, None), {})
     print(
       '%-6s %12s: '

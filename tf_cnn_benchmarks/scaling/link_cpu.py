@@ -24,11 +24,12 @@ table.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
+
+from tf_cnn_benchmarks.scaling import launched_task
 
 PREFIX = 'link_cpu: '
 # How often a serving task looks for the done file, and how long it waits
@@ -39,10 +40,7 @@ MAX_SERVE_S = 3600.0
 
 def parse_args(argv):
   """The task's flags (the launcher's cluster flags and this module's)."""
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  for flag in ('--worker_hosts', '--ps_hosts', '--job_name'):
-    p.add_argument(flag, required=True)
-  p.add_argument('--task_index', type=int, required=True)
+  p = launched_task.parser(__doc__.splitlines()[0])
   p.add_argument('--done_file', required=True)
   p.add_argument('--sizes', default='65536,1048576')
   p.add_argument('--seconds', type=float, default=3.0)
@@ -51,18 +49,9 @@ def parse_args(argv):
   return args
 
 
-def _spec(args) -> dict:
-  return {
-    'worker': args.worker_hosts.split(','),
-    'ps': args.ps_hosts.split(','),
-  }
-
-
 def serve(args) -> None:
   """A serving task: its server until worker 0 wrote the done file."""
-  from tf_cnn_benchmarks.scaling import transport_task
-
-  server = transport_task.server(_spec(args), args.job_name, args.task_index)
+  server = launched_task.server(args)
   end = time.monotonic() + MAX_SERVE_S
   while not os.path.exists(args.done_file) and time.monotonic() < end:
     time.sleep(POLL_S)
@@ -73,9 +62,8 @@ def measure(args) -> list:
   """Worker 0: every row (HopCpu.as_json), each printed as it comes."""
   from tf_cnn_benchmarks.scaling import busy_cores
   from tf_cnn_benchmarks.scaling import transfer_cpu
-  from tf_cnn_benchmarks.scaling import transport_task
 
-  task = transport_task.server(_spec(args), 'worker', 0)
+  task = launched_task.server(args, 'worker', 0)
   rows = []
 
   def report(row):

@@ -22,37 +22,25 @@ its share of the last one's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
+
+from tf_cnn_benchmarks.scaling import launched_task
 
 PREFIX = 'read_stagger: '
 
 
 def parse_args(argv):
   """The task's flags (the launcher's cluster flags and this module's)."""
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  for flag in ('--worker_hosts', '--ps_hosts', '--job_name'):
-    p.add_argument(flag, required=True)
-  p.add_argument('--task_index', type=int, required=True)
+  p = launched_task.parser(__doc__.splitlines()[0])
   p.add_argument('--start_at', type=float, required=True)
   p.add_argument('--read_bytes', type=int, default=1 << 20)
   p.add_argument('--rounds', type=int, default=15)
   p.add_argument('--period_ms', type=float, default=1000.0)
   args, _ = p.parse_known_args(argv)
   return args
-
-
-def _server(args):
-  from tf_cnn_benchmarks.scaling import transport_task
-
-  spec = {
-    'worker': args.worker_hosts.split(','),
-    'ps': args.ps_hosts.split(','),
-  }
-  return transport_task.server(spec, args.job_name, args.task_index)
 
 
 def _read_fetch(nbytes: int, task: int):
@@ -72,7 +60,7 @@ def worker(args) -> dict:
   from tf_cnn_benchmarks.scaling import transport_bench as bench
 
   tf1 = tf.compat.v1
-  server = _server(args)
+  server = launched_task.server(args)
   graph = tf.Graph()
   with graph.as_default():
     fetch = _read_fetch(args.read_bytes, args.task_index)
@@ -112,7 +100,7 @@ def main(argv=None) -> int:
   """The task: the ps serves, a worker times its reads."""
   args = parse_args(sys.argv[1:] if argv is None else argv)
   if args.job_name == 'ps':
-    server = _server(args)
+    server = launched_task.server(args)
     end = args.start_at + args.rounds * args.period_ms / 1000.0 + 10.0
     time.sleep(max(0.0, end - time.time()))
     del server
