@@ -69,6 +69,15 @@ def parse_args(argv):
     help="every task shares the profiled host's cores",
   )
   p.add_argument('--cores_per_host', type=int, default=None)
+  p.add_argument(
+    '--worker_inter_op_threads',
+    type=int,
+    default=None,
+    help="inter-op threads of each worker's server (its "
+    '--num_inter_threads; with 1 its all-reduce transfers wait for its '
+    "compute). Default: TensorFlow's, one per core; the launcher's workers "
+    'on one shared link get cores / workers (--cluster_threads=auto)',
+  )
   p.add_argument('--variable_update', default='all')
   p.add_argument('--all_reduce_spec', default='all')
   p.add_argument('--gradient_repacking', type=int, default=0)
@@ -211,6 +220,7 @@ def _targets(args):
       topology=args.topology,
       colocated=args.colocated,
       cores_per_host=args.cores_per_host,
+      worker_inter_op_threads=args.worker_inter_op_threads,
     )
     for n in _worker_counts(args.num_workers)
   ]

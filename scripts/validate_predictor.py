@@ -234,6 +234,8 @@ def cell_text(cell) -> str:
 def predict(args, profiles, cell) -> dict:
   """{'model': {...}, 'paleo': {...}, 'daydream': {...}} for one cell
   ({'auto': {...}}, the launcher's pick, for an `auto` cell)."""
+  from tf_cnn_benchmarks.scaling import auto
+  from tf_cnn_benchmarks.scaling import auto_launch
   from tf_cnn_benchmarks.scaling import baselines
   from tf_cnn_benchmarks.scaling import cost_model
   from tf_cnn_benchmarks.scaling import target as target_lib
@@ -242,12 +244,19 @@ def predict(args, profiles, cell) -> dict:
     path = profile_path(args, cell['model'], cell['batch_size'])
     return va.predict(path, task_flags(cell), cell)
   profile = profiles[cell['model'], cell['batch_size']]
+  # The launcher's tasks: their servers' threads as it places them.
+  cluster = auto_launch.stand_in_cluster(
+    cell['num_workers'], cell['num_ps'], False, cell['topology']
+  )
   target = target_lib.make_target(
     num_workers=cell['num_workers'],
     num_ps=cell['num_ps'],
     link_mbits=cell['link_mbits'],
     topology=cell['topology'],
     colocated=True,
+    worker_inter_op_threads=auto.worker_inter_op_threads(
+      {}, cluster, profile.host.cpu_cores
+    ),
   )
   strategy = cost_model.Strategy(cell['strategy'])
   pred = cost_model.predict(profile, target, strategy)

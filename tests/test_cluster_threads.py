@@ -7,6 +7,7 @@ import pytest
 
 from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.config import params as params_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,7 +131,7 @@ def _launched_params(num_workers, num_ps, extra=()):
 
 @pytest.mark.parametrize('num_workers', [1, 2, 3])
 def test_launched_tasks_split_the_cores(num_workers):
-  cores = servers.available_cores()
+  cores = thread_pools.available_cores()
   plans = _launched_params(num_workers, 1)
   assert sorted(plans) == ['ps:0'] + [
     'worker:%d' % w for w in range(num_workers)

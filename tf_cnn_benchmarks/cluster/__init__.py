@@ -8,6 +8,7 @@ starts a `tf.distribute.Server`.
   spec.py         who is in the cluster: flags or TF_CONFIG -> `Cluster`
                   (TF_CONFIG's master is the chief; an evaluator joins none)
   servers.py      this task's `tf.distribute.Server` and its config
+  thread_pools.py --cluster_threads' rule, without TensorFlow
   roles.py        who runs steps, who keeps done flags, who only serves
   done_flags.py   the "finished" / "lost" flags kept on the flag keepers
   watchdog.py     liveness: peers' ports probed; one line for a lost task

@@ -2,50 +2,26 @@
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from typing import Any, Mapping
 
 import tensorflow as tf
 
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.cluster import thread_pools as pools_lib
 from tf_cnn_benchmarks.platform import gpu_runtime
 from tf_cnn_benchmarks.platform import quiet
 
 tf1 = tf.compat.v1
-
-# --cluster_threads: size each task's pools for the tasks sharing its host,
-# or leave TensorFlow's defaults (every task sized for all the cores).
-THREAD_MODES = ('auto', 'tf_default')
-
-
-@dataclasses.dataclass(frozen=True)
-class ThreadPools:
-  """A task's intra-op and inter-op pool sizes (0: TensorFlow's default)."""
-
-  intra_op: int = 0
-  inter_op: int = 0
-
-
-# Both pools at TensorFlow's defaults.
-TF_DEFAULTS = ThreadPools()
-
-
-def available_cores() -> int:
-  """Cores this process may run on (its affinity mask, as TensorFlow counts)."""
-  try:
-    return max(1, len(os.sched_getaffinity(0)))
-  except (AttributeError, OSError):
-    return max(1, os.cpu_count() or 1)
+# The pools' rule lives without TensorFlow (thread_pools.py, the cost model
+# reads it); its types are named here too for this module's callers.
+ThreadPools = pools_lib.ThreadPools
+TF_DEFAULTS = pools_lib.TF_DEFAULTS
 
 
 def tasks_on_my_host(cluster: spec_lib.Cluster) -> dict:
   """{job: number of its tasks whose address has this task's host}."""
   host = cluster.address_of(*cluster.me).rpartition(':')[0]
-  return {
-    job: sum(1 for a in addresses if a.rpartition(':')[0] == host)
-    for job, addresses in cluster.spec_dict().items()
-  }
+  return pools_lib.tasks_on_host(cluster.spec_dict(), host)
 
 
 def thread_pools(
@@ -54,25 +30,14 @@ def thread_pools(
   cores: int | None = None,
   explicit: ThreadPools = TF_DEFAULTS,
 ) -> ThreadPools:
-  """The pool sizes of this task's server.
-
-  TensorFlow sizes every process's pools for all the cores, so N tasks on
-  one host run N times as many busy (spinning) threads as cores. With
-  mode 'auto', the workers on a host split its cores; a ps or controller
-  that shares the host with workers (it applies updates or only drives the
-  steps) gets an even share of all the host's tasks. A task alone on its
-  host keeps TensorFlow's defaults. Hosts are compared as written in the
-  cluster's addresses. `explicit` (--num_intra_threads /
-  --num_inter_threads; 0: unset) wins over both modes.
+  """The pool sizes of this task's server: thread_pools.host_pools for
+  the tasks whose address names this task's host (hosts are compared as
+  written). `explicit` (--num_intra_threads / --num_inter_threads; 0: unset)
+  wins over both modes.
   """
-  sized = TF_DEFAULTS
-  here = tasks_on_my_host(cluster)
-  sharing = sum(here.values())
-  if mode == 'auto' and sharing > 1:
-    cores = cores or available_cores()
-    split = here['worker'] if cluster.job_name == 'worker' else sharing
-    share = max(1, cores // split)
-    sized = ThreadPools(share, share)
+  sized = pools_lib.host_pools(
+    tasks_on_my_host(cluster), cluster.job_name, mode, cores
+  )
   return ThreadPools(
     explicit.intra_op or sized.intra_op, explicit.inter_op or sized.inter_op
   )

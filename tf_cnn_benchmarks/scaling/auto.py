@@ -25,6 +25,7 @@ from typing import Optional
 
 from tf_cnn_benchmarks.cluster import slurm
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.scaling import auto_profile
 from tf_cnn_benchmarks.scaling import cost_model
@@ -205,9 +206,27 @@ def link_for(overrides: dict, cluster, measure=None, cal=None):
     raise AutoError('--variable_update=auto: %s' % e) from None
 
 
-def target_for(overrides: dict, cluster, link=None) -> target_lib.Target:
+def worker_inter_op_threads(overrides: dict, cluster, cores=None):
+  """The inter-op threads of the cluster's workers' servers, None for
+  TensorFlow's default: --num_inter_threads, else what --cluster_threads
+  gives the first worker beside the tasks on its host (cores: that host's,
+  None: this one's)."""
+  if overrides.get('num_inter_threads'):
+    return overrides['num_inter_threads']
+  if cluster is None:
+    return None
+  host = cluster.worker_hosts[0].rpartition(':')[0]
+  here = thread_pools.tasks_on_host(cluster.spec_dict(), host)
+  mode = overrides.get('cluster_threads') or 'auto'
+  return thread_pools.host_pools(here, 'worker', mode, cores).inter_op or None
+
+
+def target_for(
+  overrides: dict, cluster, link=None, cores=None
+) -> target_lib.Target:
   """The cost model's target: this run's towers, workers, ps and links
-  (link: the measured LinkFigures, when --link_mbits is not given)."""
+  (link: the measured LinkFigures, when --link_mbits is not given; cores:
+  worker_inter_op_threads')."""
   towers = overrides.get('num_gpus') or 1
   colocated = overrides.get('tasks_colocated')
   if cluster is None:
@@ -226,6 +245,9 @@ def target_for(overrides: dict, cluster, link=None) -> target_lib.Target:
       link_latency_us=link.one_way_latency_us if link else 0.0,
       topology=overrides.get('link_topology') or 'switch',
       colocated=bool(colocated),
+      worker_inter_op_threads=worker_inter_op_threads(
+        overrides, cluster, cores
+      ),
     )
   except target_lib.TargetError as e:
     raise AutoError('--variable_update=auto: %s' % e) from None
@@ -346,7 +368,7 @@ def choose(overrides: dict, cal=None, measure_link=None) -> tuple:
     )
   profile, profile_name = load_profile(overrides)
   link = link_for(overrides, cluster, measure_link, cal)
-  target = target_for(overrides, cluster, link)
+  target = target_for(overrides, cluster, link, profile.host.cpu_cores)
   strategies = candidates(overrides, profile, target, cluster)
   if not strategies:
     raise AutoError(

@@ -55,14 +55,22 @@ def link_flags(flags: list, link_mbits, topology: str) -> tuple:
   return shape, rate
 
 
-def _cluster(num_workers: int, num_ps: int, controller: bool):
-  """A stand-in Cluster of the shape (the addresses are not used)."""
+def stand_in_cluster(
+  num_workers: int, num_ps: int, controller: bool, topology: str
+):
+  """A stand-in Cluster of the shape, its tasks on hosts as the launcher
+  places them: on one shared link every task on one address (so they split
+  its cores: cluster/thread_pools.py); on switch ports each on its own."""
+
+  def address(k):
+    return 'localhost:%d' % k if topology == 'shared' else 'host%d:1' % k
+
   return cluster_spec.Cluster(
     job_name='worker',
     task_index=0,
-    worker_hosts=tuple('localhost:%d' % k for k in range(num_workers)),
-    ps_hosts=tuple('localhost:%d' % (100 + k) for k in range(num_ps)),
-    controller_host='localhost:200' if controller else None,
+    worker_hosts=tuple(address(k) for k in range(num_workers)),
+    ps_hosts=tuple(address(100 + k) for k in range(num_ps)),
+    controller_host=address(200) if controller else None,
   )
 
 
@@ -82,8 +90,9 @@ def best_shape(
     shapes.append((ps, ctrl))
   best = None
   for ps, ctrl in shapes:
-    cluster = _cluster(num_workers, ps, ctrl)
-    target = auto.target_for(overrides, cluster)
+    topology = overrides.get('link_topology') or 'switch'
+    cluster = stand_in_cluster(num_workers, ps, ctrl, topology)
+    target = auto.target_for(overrides, cluster, cores=profile.host.cpu_cores)
     strategies = auto.candidates(overrides, profile, target, cluster)
     if not strategies:
       continue

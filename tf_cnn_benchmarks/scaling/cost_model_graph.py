@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Dict, Sequence
 
+from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.scaling import cost_model_calibration
 from tf_cnn_benchmarks.scaling import simulate
 
@@ -260,6 +261,23 @@ class StepBuilder:
       soft = latency * self.cal.value('latency_cpu_fraction')
       delay = latency - soft
     return t.bytes_per_us, delay + self.target.link_latency_us, soft
+
+  def transfers_wait_for_compute(self) -> bool:
+    """Whether a worker's all-reduce transfers start only once its compute
+    is done.
+
+    A worker whose server has one inter-op thread (--cluster_threads=auto
+    gives that to workers sharing a small host) runs on it the compute it
+    keeps making ready, and gets to the receives queued at the step's start
+    only when that compute is done (traced: docs/predicting_experiments.md,
+    section 7). GPU towers leave the thread free (their kernels are queued
+    on streams); one worker has no transfers between hosts.
+    """
+    t = self.target
+    if self.on_gpu or t.num_workers < 2:
+      return False
+    pools = thread_pools.ThreadPools(0, t.worker_inter_op_threads or 0)
+    return thread_pools.inter_op_threads(pools, self.cores) == 1
 
   # ---- a tower's compute -------------------------------------------------
 

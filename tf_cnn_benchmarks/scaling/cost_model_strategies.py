@@ -138,6 +138,9 @@ def all_reduce_step(b, spec, repacking=0, *, collective=False, agg=(0, 10)):
   order = places(b.target)
   done = {p: [] for p in order}
   units = _units(b, ready, last, repacking, agg)
+  if b.transfers_wait_for_compute():
+    computed = list(last.values())
+    units = [(nbytes, list(deps) + computed) for nbytes, deps in units]
   for k, (nbytes, deps) in enumerate(units):
     for p, j in zip(order, _reduce_unit(b, spec, order, nbytes, deps, k)):
       done[p].append(j)

@@ -17,7 +17,7 @@ import os
 
 import tensorflow as tf
 
-from tf_cnn_benchmarks.cluster import servers
+from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.platform import cpu_features
 from tf_cnn_benchmarks.reporting import environment
 from tf_cnn_benchmarks.scaling import profile_chunks
@@ -106,7 +106,7 @@ def _towers_at_once(tower, flags, device, copies, num_steps, timeout):
     return tower
   speedups = profile_concurrent.measure_speedups(
     flags,
-    cores=servers.available_cores(),
+    cores=thread_pools.available_cores(),
     copies=copies,
     num_steps=max(10, num_steps // 2),  # in 3 rounds (profile_concurrent)
     timeout=timeout,

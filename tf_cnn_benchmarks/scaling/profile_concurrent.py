@@ -9,7 +9,7 @@ memory. On this repository's 2-core machine one resnet20 tower alone kept
 images/sec.
 So the profile measures it: k copies of the local benchmark at once, each
 with the thread pools a worker gets on a host shared by k workers (the
-rule of cluster/servers.thread_pools), against one copy alone with
+rule of cluster/thread_pools.host_pools), against one copy alone with
 TensorFlow's default pools (a task alone on its host), in rounds (see
 measure_speedups). speedup(k) = the copies' images/sec summed / the one
 copy's. The cost model turns it into
@@ -26,6 +26,7 @@ import sys
 import tempfile
 from typing import Callable, Dict, Sequence
 
+from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.reporting import result_lines
 
 REPO_ROOT = os.path.dirname(
@@ -59,10 +60,10 @@ def copy_argv(flags: Dict[str, object], k: int, cores: int, num_steps: int):
   for name, value in dict(flags, **fixed).items():
     if value is not None:
       argv.append('--%s=%s' % (name, value))
-  if k > 1:  # a worker sharing its host with k-1 others (servers.py)
-    share = max(1, cores // k)
-    argv += ['--num_intra_threads=%d' % share]
-    argv += ['--num_inter_threads=%d' % share]
+  if k > 1:  # a worker sharing its host with k-1 others
+    pools = thread_pools.host_pools({'worker': k}, 'worker', 'auto', cores)
+    argv += ['--num_intra_threads=%d' % pools.intra_op]
+    argv += ['--num_inter_threads=%d' % pools.inter_op]
   return argv
 
 

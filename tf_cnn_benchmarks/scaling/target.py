@@ -39,6 +39,11 @@ class Target:
   colocated: every task (workers and ps) runs on the profiled host's cores,
     so their compute and communication share those cores.
   cores_per_host: cores of each host; None: the profiled host's.
+  worker_inter_op_threads: the inter-op threads of each worker's server
+    (--num_inter_threads, or --cluster_threads=auto's share when workers
+    share a host: cluster/thread_pools.py); None: TensorFlow's default, one
+    per core. With one, a worker on CPU towers runs its compute to the end
+    before it starts the transfers its all-reduce asks of it.
   """
 
   num_workers: int = 1
@@ -51,6 +56,7 @@ class Target:
   intra_latency_us: Optional[float] = None
   colocated: bool = False
   cores_per_host: Optional[int] = None
+  worker_inter_op_threads: Optional[int] = None
 
   @property
   def num_devices(self) -> int:
@@ -62,14 +68,24 @@ class Target:
     link = (
       'loopback' if self.link_mbits is None else '%gMbit/s' % (self.link_mbits)
     )
-    return '%dx%d +%dps %s %s%s' % (
-      self.num_workers,
-      self.devices_per_worker,
-      self.num_ps,
-      link,
-      self.topology,
-      ' colocated' if self.colocated else '',
+    return (
+      '%dx%d +%dps %s %s%s'
+      % (
+        self.num_workers,
+        self.devices_per_worker,
+        self.num_ps,
+        link,
+        self.topology,
+        ' colocated' if self.colocated else '',
+      )
+      + self._threads_text()
     )
+
+  def _threads_text(self) -> str:
+    n = self.worker_inter_op_threads
+    if n is None:
+      return ''
+    return ' %d inter-op thread%s' % (n, '' if n == 1 else 's')
 
   def as_dict(self) -> dict:
     """The fields, for a JSON line."""
@@ -123,6 +139,8 @@ def check_target(target: Target) -> Target:
     raise TargetError('colocated=%r: want true or false' % target.colocated)
   if target.cores_per_host is not None:
     _positive_int('cores_per_host', target.cores_per_host, 1)
+  if target.worker_inter_op_threads is not None:
+    _positive_int('worker_inter_op_threads', target.worker_inter_op_threads, 1)
   return target
 
 
