@@ -223,19 +223,31 @@ def _step_jobs(b, strategy, spec):
 
 
 def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
-  """(images/sec, step ms) of one simulated step; scales: see StepBuilder."""
+  """(images/sec, step ms) of a step in the steady state: the second of two
+  simulated steps, from each worker's end of the first to its end of the
+  second; scales: see StepBuilder."""
   b = cost_model_graph.StepBuilder(profile, target, cal, **scales)
-  ends = _step_jobs(b, strategy, parse_spec(strategy.all_reduce_spec))
+  spec = parse_spec(strategy.all_reduce_spec)
+  # Two steps, each worker's second starting where its first ended: the
+  # period between them is the steady state the benchmark times. A lone
+  # step starts every worker together, which steps after the first do
+  # not: distributed_replicated's reads at a step's end, which flows share
+  # unevenly, let the first worker served compute while others still read.
+  first = _step_jobs(b, strategy, spec)
+  b.previous_end = {w: [j] for w, j in first.items()}
+  ends = _step_jobs(b, strategy, spec)
   finish = simulate.run(b.graph, b.capacities(), b.link_decay(), b.crowds)
-  per_worker = {w: finish[j] for w, j in ends.items()}
   images = profile.run.batch_size * target.devices_per_worker
   busy = target.colocated and not b.on_gpu  # the other tasks' compute
-  step_us = max(per_worker.values()) + controller_us(profile, strategy, busy)
-  if strategy.sync:
-    rate = images * len(per_worker) / step_us * 1e6
-  else:  # each worker at its own pace: the sum of their rates (a bound)
-    rate = sum(images / us * 1e6 for us in per_worker.values())
-  return rate, step_us / 1000.0
+  extra = controller_us(profile, strategy, busy)
+  if strategy.sync:  # the cluster's period: its last end to its last end
+    last = [max(finish[j] for j in step.values()) for step in (first, ends)]
+    step_us = last[1] - last[0] + extra
+    return images * len(ends) / step_us * 1e6, step_us / 1000.0
+  # Each worker at its own pace: the sum of their rates (a bound).
+  periods = [finish[j] - finish[first[w]] + extra for w, j in ends.items()]
+  rate = sum(images / us * 1e6 for us in periods)
+  return rate, max(periods) / 1000.0
 
 
 def controller_us(profile, strategy, busy=False) -> float:

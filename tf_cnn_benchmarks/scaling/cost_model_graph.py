@@ -71,6 +71,14 @@ class StepBuilder:
     # transport on the same hosts share part of it while in flight together
     # (simulate.py's crowds; see phase).
     self.crowds: Dict[str, float] = {}
+    # {worker: jobs} its step waits for: the previous step's end there
+    # when steps are chained (cost_model.simulate_step); see begin.
+    self.previous_end: Dict[int, list] = {}
+
+  def begin(self, w: int) -> list:
+    """The jobs worker w's step starts after (its first reads, its
+    towers): the end of its previous step, when one was built."""
+    return list(self.previous_end.get(w, ()))
 
   # ---- resources ---------------------------------------------------------
 

@@ -101,7 +101,7 @@ def _reads(b, indices, after=None):
   placed = _by_ps(b, indices)
   out = {}
   for w in range(b.target.num_workers):
-    deps = [after[w]] if after else []
+    deps = [after[w]] if after else b.begin(w)
     jobs = [
       b.message(('ps', k), ('cpu', w), _bytes(b, members), deps, name='read')
       for k, members in placed.items()
@@ -176,7 +176,7 @@ def _tower_reads(b, big, order):
     for k, members in _by_ps(b, big).items():
       for i in members:
         nbytes = b.profile.gradients[i].bytes
-        read = b.message(('ps', k), place, nbytes, [], name='read')
+        read = b.message(('ps', k), place, nbytes, b.begin(place[1]), 'read')
         at = gates.setdefault(place, {}).setdefault(b.forward_use_ms(i), [])
         at.append(read)
   return gates
@@ -191,7 +191,8 @@ def local_parameter_server_step(b):
   grads, order = b.profile.gradients, st.places(b.target)
   total = sum(g.bytes for g in grads)
   cpu = ('cpu', 0)
-  start = {0: [b.phase([(cpu, p) for p in order], total, [], name='read')]}
+  reads = b.phase([(cpu, p) for p in order], total, b.begin(0), name='read')
+  start = {0: [reads]}
   ready, last = st.towers(b, start)
   sums = []
   for i, g in enumerate(grads):

@@ -48,9 +48,9 @@ def towers(b, start_deps, gates=None):
   """
   ready, last, gates = {}, {}, gates or {}
   for place in places(b.target):
-    ready[place], last[place] = b.tower(
-      place[1], place[2], start_deps.get(place[1], []), gates.get(place)
-    )
+    w = place[1]
+    deps = list(start_deps.get(w, [])) + b.begin(w)
+    ready[place], last[place] = b.tower(w, place[2], deps, gates.get(place))
   return ready, last
 
 
