@@ -88,9 +88,8 @@ def best_shape(
     if controller is not None and ctrl != controller:
       continue
     shapes.append((ps, ctrl))
-  best = None
+  best, topology = None, overrides.get('link_topology') or 'switch'
   for ps, ctrl in shapes:
-    topology = overrides.get('link_topology') or 'switch'
     cluster = stand_in_cluster(num_workers, ps, ctrl, topology)
     target = auto.target_for(overrides, cluster, cores=profile.host.cpu_cores)
     strategies = auto.candidates(overrides, profile, target, cluster)

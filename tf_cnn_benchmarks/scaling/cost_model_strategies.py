@@ -6,7 +6,8 @@ replicated, distributed_all_reduce: each gradient (or pack) is all-reduced
   as soon as every tower has it (the reduction is outside the update's
   barrier, so it overlaps the backward pass); every tower applies after all
   its sums. With --gradient_repacking the packs wait for every gradient
-  (they are concatenations).
+  (they are concatenations). Workers with one inter-op thread start them
+  only after every worker's compute (StepBuilder.transfers_wait_for_compute).
 collective_all_reduce: the same with CollectiveReduceV2 over every tower of
   every worker (a ring), one per gradient, plus one scalar for the loss.
 parameter_server: the variables live on the ps tasks, placed greedily by
