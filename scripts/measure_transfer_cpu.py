@@ -3,7 +3,7 @@
 
   python scripts/measure_transfer_cpu.py [--transports=grpc,collective]
       [--sizes=64,65536,1048576,4194304,16777216] [--seconds=3]
-      [--concurrent=1,4,16] [--json_out=FILE]
+      [--concurrent=1,4,16] [--groups=2,3] [--json_out=FILE]
 
 Starts the transport profile's three tasks on 127.0.0.1 (ps 0 and worker 1
 serve in their own processes, this one is worker 0) and one spinning
@@ -17,7 +17,10 @@ cost model charges instead: latency_cpu_fraction x a message's latency,
 and interference_cores per byte (docs/predicting.md). --concurrent=K,...
 also runs K chains at once (K hops in flight together, as a step's
 gradients are): their messages share some of the cost
-(docs/predicting_experiments.md). Linux only; keep the machine otherwise
+(docs/predicting_experiments.md). --groups=2,3 (the default) also times
+the smallest collective over three tasks (ps 0 joins): with the two-task
+one it splits a task's CPU per all-reduce into a ring step's message and
+the op's own part (cpu_us_per_op). Linux only; keep the machine otherwise
 idle.
 """
 
@@ -48,6 +51,9 @@ def parse_args(argv):
   p.add_argument(
     '--concurrent', default='1', help='chains at once, e.g. 1,4,16'
   )
+  p.add_argument(
+    '--groups', default='2,3', help='collective group sizes: 2 or 2,3'
+  )
   p.add_argument('--json_out', default=None)
   args = p.parse_args(argv)
   kinds = args.transports.split(',')
@@ -71,6 +77,9 @@ def parse_args(argv):
       '--concurrent: want chain counts 1-64, got %r' % args.concurrent
     )
   args.concurrent = copies
+  if args.groups not in ('2', '2,3'):
+    raise UsageError('--groups: want 2 or 2,3, got %r' % args.groups)
+  args.groups = [int(n) for n in args.groups.split(',')]
   if not 0.1 <= args.seconds <= 60:
     raise UsageError('--seconds: want 0.1 to 60, got %g' % args.seconds)
   if not os.path.exists('/proc/self/stat'):
@@ -98,15 +107,29 @@ def run(args) -> list:
         kinds=args.transports,
         report=lambda row: print(_line(row), flush=True),
         copies=args.concurrent,
+        groups=args.groups,
       )
+  _print_fits(args, rows)
+  return rows
+
+
+def _print_fits(args, rows) -> None:
+  """The profile's figures the rows give (those they have sizes for)."""
+  from tf_cnn_benchmarks.scaling import transfer_cpu
+
   if len(args.sizes) >= 3 and 1 in args.concurrent:
     for name, (message, byte) in transfer_cpu.fit(rows).items():
       print(
         '%s: %.1f core-us a message, %.3f core-us a kB of it '
-        "(the profile's cpu_us_per_message, cpu_us_per_byte)"
-        % (name, message, byte * 1000)
+        '(two tasks: cpu_us_per_byte, and cpu_us_per_message without a '
+        'group fit)' % (name, message, byte * 1000)
       )
-  return rows
+  for name, (step, op) in transfer_cpu.fit_group(rows).items():
+    print(
+      "%s over 2 and 3 tasks: %.1f core-us a ring step's message, %.1f a "
+      "task's op (the profile's cpu_us_per_message, cpu_us_per_op)"
+      % (name, step, op)
+    )
 
 
 def _line(row) -> str:

@@ -177,3 +177,47 @@ def test_a_calibration_file_may_give_one_flow_stagger(tmp_path):
   path.write_text('{"flow_stagger": {"value": 0, "fitted_on": "x"}}')
   with pytest.raises(cal_lib.CalibrationError, match='flow_stagger'):
     cal_lib.load_calibration(str(path))
+
+
+@pytest.mark.parametrize('n,expected', [(2, 500.0), (3, 700.0)])
+def test_a_collective_pays_its_op_once_and_a_message_a_step(n, expected):
+  """Each task of an all-reduce over n colocated workers (8 cores) runs
+  the op (300 core-us) once and sends a message (100) in each of its
+  2(n - 1) ring steps: 300 + 100 * 2(n - 1) on each host, at once."""
+  profile = _with_cpu(made_up_profile([(4, 1.0)]), 100.0, None)
+  t = dataclasses.replace(profile.transports['collective'], cpu_us_per_op=300.0)
+  profile = dataclasses.replace(
+    profile, transports=dict(profile.transports, collective=t)
+  )
+  target = target_lib.make_target(num_workers=n, colocated=True)
+  b = cost_model_graph.StepBuilder(profile, target, no_interference())
+  places = [('cpu', w) for w in range(n)]
+  flows = [(places[k], places[(k + 1) % n]) for k in range(n)]
+  b.phase(flows, 64, [], 'collective', 'ring', repeat=2 * (n - 1))
+  rpc = [i for i, j in enumerate(b.graph.jobs) if j.name == 'ring/rpc']
+  ends = simulate.run(b.graph, b.capacities())
+  assert [ends[i] for i in rpc] == pytest.approx([expected])
+
+
+def test_the_shared_part_counts_the_ops_share_of_a_measured_message():
+  """A two-task hop (2 steps) of 100 core-us a step's message and 300 an
+  op: a message alone is 100 + 300 / 2 = 250; 150 with 16 at once gives
+  F = (250 - 150) * 16 / 15 shared."""
+  t = profile_format.Transport(
+    1.0,
+    1.0,
+    messages_per_hop=2,
+    cpu_us_per_message=100.0,
+    cpu_us_per_message_concurrent=150.0,
+    cpu_us_per_op=300.0,
+  )
+  assert t.cpu_shared_fraction() == pytest.approx(100.0 * 16 / 15 / 250.0)
+  again = profile_format.profile_from_dict(
+    profile_format.profile_to_dict(
+      dataclasses.replace(
+        made_up_profile([(4, 1.0)]),
+        transports={'grpc': t, 'collective': t},
+      )
+    )
+  )
+  assert again.transports['collective'] == t

@@ -1,6 +1,7 @@
 """transfer_cpu and scripts/measure_transfer_cpu.py: the CPU a transfer
 takes from the compute beside it."""
 
+import dataclasses
 import json
 from pathlib import Path
 import sys
@@ -41,6 +42,7 @@ def test_a_hop_is_the_difference_of_the_two_chains_per_run():
     (['--seconds=0'], '--seconds'),
     (['--concurrent=0'], '--concurrent'),
     (['--concurrent=4,x'], '--concurrent'),
+    (['--groups=3'], '--groups'),
   ],
 )
 def test_bad_flags_are_one_line_and_status_2(capsys, argv, flag):
@@ -60,10 +62,12 @@ def test_real_transfers_take_cpu_from_the_spinners(tmp_path):
     ('grpc', 1048576),
     ('collective', 64),
     ('collective', 1048576),
+    ('collective', 64),
   ]
   for r in rows:
     assert r['wall_us_per_hop'] > 0 and r['lost_core_us_per_hop'] > 0
   assert rows[2]['messages_in_hop'] == 4
+  assert (rows[4]['tasks'], rows[4]['messages_in_hop']) == (3, 12)
 
 
 def test_fit_a_message_from_the_smallest_and_a_byte_from_the_largest():
@@ -100,3 +104,56 @@ def test_copies_at_once_share_their_loss_over_all_their_messages():
   assert (j['copies'], j['messages_in_hop']) == (16, 4)
   assert j['lost_core_us_per_message'] == pytest.approx(160.0)
   assert transfer_cpu.rows_from_json([j]) == [row]
+
+
+def test_two_group_sizes_split_a_tasks_cpu_into_its_steps_and_its_op():
+  """An all-reduce over n tasks: each task runs the op once and sends one
+  message in each of its 2(n - 1) ring steps. Over 2 tasks a hop lost
+  1000 core-us (500 a task: op + 2 steps), over 3 tasks 2100 (700 a task:
+  op + 4 steps): a step's message 100, the op 300. gRPC has no group."""
+  rows = [
+    transfer_cpu.HopCpu('grpc', 64, 1, 500.0, 300.0),
+    transfer_cpu.HopCpu('collective', 64, 4, 1200.0, 1000.0),
+    transfer_cpu.HopCpu('collective', 64, 12, 2200.0, 2100.0, tasks=3),
+  ]
+  assert transfer_cpu.messages_in_hop('collective', 3) == 12
+  assert transfer_cpu.fit_group(rows) == {
+    'collective': pytest.approx((100.0, 300.0))
+  }
+  again = transfer_cpu.rows_from_json([r.as_json() for r in rows])
+  assert again == rows and again[2].as_json()['tasks'] == 3
+  # Steps costing more than the whole two-task share are capped at it
+  # (the op then 0); fewer than nothing, at 0 (the op all of it).
+  dear = dataclasses.replace(rows[2], lost_core_us=4500.0)
+  cheap = dataclasses.replace(rows[2], lost_core_us=1200.0)
+  assert transfer_cpu.fit_group(rows[:2] + [dear]) == {
+    'collective': pytest.approx((250.0, 0.0))
+  }
+  assert transfer_cpu.fit_group(rows[:2] + [cheap]) == {
+    'collective': pytest.approx((0.0, 500.0))
+  }
+  assert transfer_cpu.fit_group(rows[:2]) == {}
+
+
+def test_the_three_task_row_is_left_out_of_the_two_task_fits():
+  """fit and fit_concurrent read two-task hops only."""
+  mb = 1_000_000
+  rows = [
+    transfer_cpu.HopCpu('collective', 64, 4, 1000.0, 1000.0),
+    transfer_cpu.HopCpu('collective', mb, 4, 3000.0, 3000.0),
+    transfer_cpu.HopCpu('collective', 16 * mb, 4, 30000.0, 33000.0),
+    transfer_cpu.HopCpu('collective', 64, 4, 7800.0, 10240.0, copies=16),
+  ]
+  three = transfer_cpu.HopCpu('collective', 64, 12, 2000.0, 9000.0, tasks=3)
+  assert transfer_cpu.fit(rows + [three]) == transfer_cpu.fit(rows)
+  assert transfer_cpu.fit_concurrent(rows + [three]) == {'collective': 160.0}
+  plan = transfer_cpu._plan(('grpc', 'collective'), (64, mb), (1, 16), (2, 3))
+  assert plan == [
+    ('grpc', 64, 1, 2),
+    ('grpc', 64, 16, 2),
+    ('grpc', mb, 1, 2),
+    ('collective', 64, 1, 2),
+    ('collective', 64, 16, 2),
+    ('collective', mb, 1, 2),
+    ('collective', 64, 1, 3),
+  ]

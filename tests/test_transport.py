@@ -85,6 +85,9 @@ def test_real_transports_over_grpc_tasks():
     assert t.cpu_us_per_message_concurrent > 0
     assert 0 <= t.cpu_shared_fraction() <= 1
   assert measured.transports['local_copy'].cpu_us_per_message is None
+  # The collective also over three tasks: its op's own part, apart.
+  assert measured.transports['collective'].cpu_us_per_op >= 0
+  assert measured.transports['grpc'].cpu_us_per_op is None
   # An all-reduce over two tasks is two ring steps; a pass is one message.
   assert {k: t.messages_per_hop for k, t in measured.transports.items()} == {
     'grpc': 1,

@@ -118,12 +118,17 @@ class StepBuilder:
       r: q for r in self.capacities() if r.split(':')[0] in _LINK_RESOURCES
     }
 
-  def transport(self, name):
-    """The profile's transport `name` (grpc when it has no such one), per
-    message: a ring step is one message, and the profile's collective was
-    timed per all-reduce of two tasks, two such steps."""
+  def measured_transport(self, name):
+    """The profile's transport `name` (grpc when it has no such one), as
+    measured: per hop."""
     transports = self.profile.transports
-    return (transports.get(name) or transports['grpc']).per_message()
+    return transports.get(name) or transports['grpc']
+
+  def transport(self, name):
+    """measured_transport(name) per message: a ring step is one message,
+    and the profile's collective was timed per all-reduce of two tasks, two
+    such steps."""
+    return self.measured_transport(name).per_message()
 
   # ---- jobs --------------------------------------------------------------
 
@@ -164,7 +169,9 @@ class StepBuilder:
     They advance together (at the pace of the most loaded link), like one
     step of a ring. repeat: that many such steps back to back, as one job
     (each step's latency and bytes counted; the shares of the links taken
-    as constant over them). Returns the job that finishes when all arrived.
+    as constant over them). A phase is one operation: each sending host
+    pays the transport's cpu_us_per_op once for it (a collective's kernel,
+    whatever its steps). Returns the job that finishes when all arrived.
     """
     flows = [(s, d) for s, d in flows if s != d]
     if not flows:
@@ -180,7 +187,8 @@ class StepBuilder:
       if soft > 0:
         senders.append((src, soft))
     if senders:  # the transport's own work runs on the sender's host CPU
-      soft = max(s for _, s in senders) * repeat / self.compute_scale
+      op = self.transport(transport).cpu_us_per_op or 0.0  # once per phase
+      soft = (max(s for _, s in senders) * repeat + op) / self.compute_scale
       hosts = [('cpu', p[1]) if p[0] == 'dev' else p for p, _ in senders]
       crowd = self._crowd(transport, hosts)
       deps = [self.work(hosts, soft, deps, name + '/rpc', crowd)]
@@ -196,7 +204,7 @@ class StepBuilder:
     it runs on. Messages in flight together share part of their CPU (one
     thread wake-up serves several): the transport's measured
     cpu_shared_fraction, '' (none) when it has none."""
-    shared = self.transport(transport).cpu_shared_fraction()
+    shared = self.measured_transport(transport).cpu_shared_fraction()
     if shared <= 0:
       return ''
     cpus = sorted({self.cpu(h) for h in hosts})

@@ -158,15 +158,27 @@ class Transport:
   # (per message): messages in flight together share part of the cost.
   # None: not measured (each message then pays cpu_us_per_message).
   cpu_us_per_message_concurrent: float | None = None
+  # What each task of an operation pays once for it, beside its messages
+  # (a collective's kernel: core-us per task per all-reduce, whatever the
+  # group's size), fitted with cpu_us_per_message from all-reduces over 2
+  # and 3 tasks (transfer_cpu.fit_group). None: not measured (the op's own
+  # cost is then inside cpu_us_per_message).
+  cpu_us_per_op: float | None = None
 
   def cpu_shared_fraction(self) -> float:
-    """The share of cpu_us_per_message that messages in flight together
+    """The share of a message's CPU that messages in flight together
     pay once between them: with a fixed part F shared and the rest paid by
     each, one alone costs F + M and each of k at once F / k + M, so
-    F = (alone - at k) * k / (k - 1). 0 when not measured."""
+    F = (alone - at k) * k / (k - 1). 0 when not measured.
+
+    Of the transport as measured (before per_message): one message alone
+    of the measured hop is cpu_us_per_message and its share of the op's
+    cpu_us_per_op (a two-task hop: messages_per_hop steps, each task
+    sending one message a step)."""
     alone, crowded = self.cpu_us_per_message, self.cpu_us_per_message_concurrent
     if not alone or crowded is None:
       return 0.0
+    alone += (self.cpu_us_per_op or 0.0) / self.messages_per_hop
     k = CONCURRENT_MESSAGES
     fixed = (alone - crowded) * k / (k - 1)
     return min(max(fixed / alone, 0.0), 1.0)
@@ -454,6 +466,7 @@ def _read_transports(r, top):
       cpu_us_per_message_concurrent=_optional_num(
         r, t, 'cpu_us_per_message_concurrent', tp
       ),
+      cpu_us_per_op=_optional_num(r, t, 'cpu_us_per_op', tp),
     )
   return transports
 

@@ -16,7 +16,10 @@ gradients are): a message's CPU then is what the copies' hops lost over
 all their messages. A gRPC hop is one message; a
 collective's hop, an all-reduce over two tasks, is two ring steps
 (fmt.MESSAGES_PER_HOP) in each of which both tasks send one: four
-(messages_in_hop).
+(messages_in_hop). Over three tasks (ps 0 joins the group) it is four
+steps of three messages: a task's CPU per all-reduce grows by less than
+its steps do (each task runs the op's kernel once), so the two group sizes
+give a step's cost and the op's own (fit_group).
 
 Used by scripts/measure_transfer_cpu.py with the transport profile's tasks
 (transport.serving_tasks) up; Linux (/proc) only.
@@ -62,6 +65,7 @@ class HopCpu:
   wall_us: float  # per hop (of every copy at once), all cores busy
   lost_core_us: float  # per hop (of every copy): spinner CPU lost
   copies: int = 1  # chains run at once
+  tasks: int = 2  # the tasks a hop spans (a collective's group size)
 
   @property
   def cores(self) -> float:
@@ -80,14 +84,23 @@ class HopCpu:
       'lost_core_us_per_hop': round(self.lost_core_us, 1),
       'lost_core_us_per_message': round(self.lost_core_us / m, 1),
       'cores': round(self.cores, 3),
+      'tasks': self.tasks,
     }
 
 
-def messages_in_hop(transport_name: str) -> int:
+def messages_in_hop(transport_name: str, tasks: int = 2) -> int:
   """Every message of one measured hop: its sequential steps times the
-  tasks sending in each (both tasks in a collective's ring step)."""
-  senders = 2 if transport_name == 'collective' else 1
-  return fmt.MESSAGES_PER_HOP[transport_name] * senders
+  tasks sending in each (every task in a collective's ring step, of which
+  an all-reduce over n tasks has 2(n - 1))."""
+  if transport_name == 'collective':
+    return ring_steps(tasks) * tasks
+  return fmt.MESSAGES_PER_HOP[transport_name]
+
+
+def ring_steps(tasks: int) -> int:
+  """The steps of a ring all-reduce over `tasks` (reduce-scatter, then
+  all-gather): 2 (n - 1); fmt.MESSAGES_PER_HOP['collective'] at two."""
+  return 2 * (tasks - 1)
 
 
 def per_hop(short: Window, long: Window, hops: int, cores: int) -> tuple:
@@ -110,9 +123,17 @@ def _window(sess, fetch, pids, seconds) -> Window:
   return Window(runs, wall, busy_cores.cpu_seconds(pids) - cpu0)
 
 
-def _chains(kind: str, nbytes: int, hops: int, copies: int = 1):
+def _group(tasks: int) -> list:
+  """A collective's devices: the two workers, then ps 0 for a third."""
+  if tasks not in (2, 3):
+    raise ValueError('collective groups of 2 or 3 tasks, not %d' % tasks)
+  return list(WORKERS) + [PS] * (tasks - 2)
+
+
+def _chains(kind: str, nbytes: int, hops: int, copies: int = 1, tasks=2):
   """(short, long, the variables to initialise) in the default graph:
-  `copies` independent chains of each length, run together."""
+  `copies` independent chains of each length, run together (a collective's
+  over `tasks` tasks)."""
   shorts, longs, variables = [], [], []
   for _ in range(copies):
     if kind == 'grpc':
@@ -121,18 +142,19 @@ def _chains(kind: str, nbytes: int, hops: int, copies: int = 1):
       shorts.append(bench.pass_chain(starts[0], pair, 1))
       longs.append(bench.pass_chain(starts[0], pair, 1 + hops))
     else:
-      starts = [bench.source_variable(nbytes, d) for d in WORKERS]
-      shorts.append(bench.reduce_chain(starts, list(WORKERS), 1))
-      longs.append(bench.reduce_chain(starts, list(WORKERS), 1 + hops))
+      group = _group(tasks)
+      starts = [bench.source_variable(nbytes, d) for d in group]
+      shorts.append(bench.reduce_chain(starts, group, 1))
+      longs.append(bench.reduce_chain(starts, group, 1 + hops))
     variables += starts
   return tf.group(*shorts), tf.group(*longs), variables
 
 
 def measure(
-  target, kind, nbytes, hops, pids, seconds, graph, copies=1
+  target, kind, nbytes, hops, pids, seconds, graph, copies=1, tasks=2
 ) -> tuple:
   """(wall us, lost core-us) of one hop of `kind` at `nbytes` (of
-  `copies` hops at once).
+  `copies` hops at once; a collective's over `tasks` tasks).
 
   graph: the collectives share one graph (the tasks remember instance
   keys across graphs); a gRPC chain may take a new one.
@@ -140,7 +162,7 @@ def measure(
   config = bench.plain_config()
   config.experimental.collective_group_leader = LEADER
   with graph.as_default():
-    short, long, variables = _chains(kind, nbytes, hops, copies)
+    short, long, variables = _chains(kind, nbytes, hops, copies, tasks)
     init = tf1.variables_initializer(variables)
   with tf1.Session(target, graph=graph, config=config) as sess:
     sess.run(init)
@@ -160,10 +182,10 @@ PROFILE_SECONDS = 2.0
 def fit_concurrent(rows) -> dict:
   """{transport: core-us a message with fmt.CONCURRENT_MESSAGES chains in
   flight at once}, from the smallest size's row of that many copies (a
-  transport without one is left out)."""
+  transport without one is left out; two-task hops only)."""
   out = {}
   for r in sorted(rows, key=lambda r: r.nbytes, reverse=True):
-    if r.copies == fmt.CONCURRENT_MESSAGES:
+    if r.copies == fmt.CONCURRENT_MESSAGES and r.tasks == 2:
       out[r.transport] = max(0.0, r.lost_core_us / (r.messages * r.copies))
   return out
 
@@ -171,7 +193,7 @@ def fit_concurrent(rows) -> dict:
 def fit(rows) -> dict:
   """{transport: (core-us a message, core-us a byte of a message)} of the
   HopCpu rows of each transport (its three or more sizes; rows of
-  several copies at once are left out).
+  several copies at once, or of more than two tasks, are left out).
 
   A hop of an S-byte tensor is `messages` messages; they carry S
   bytes per ring step (fmt.MESSAGES_PER_HOP steps). The smallest
@@ -180,10 +202,7 @@ def fit(rows) -> dict:
   """
   out = {}
   for name in sorted({r.transport for r in rows}):
-    mine = sorted(
-      (r for r in rows if r.transport == name and r.copies == 1),
-      key=lambda r: r.nbytes,
-    )
+    mine = _alone(rows, name, 2)
     small, mid, big = mine[0], mine[-2], mine[-1]
     steps = fmt.MESSAGES_PER_HOP[name]
     slope = (big.lost_core_us - mid.lost_core_us) / (big.nbytes - mid.nbytes)
@@ -191,6 +210,38 @@ def fit(rows) -> dict:
       max(0.0, small.lost_core_us / small.messages),
       max(0.0, slope / steps),
     )
+  return out
+
+
+def _alone(rows, name, tasks) -> list:
+  """The one-chain rows of transport `name` over `tasks`, by size."""
+  mine = (
+    r
+    for r in rows
+    if r.transport == name and r.copies == 1 and r.tasks == tasks
+  )
+  return sorted(mine, key=lambda r: r.nbytes)
+
+
+def fit_group(rows) -> dict:
+  """{transport: (core-us a ring step's message, core-us a task's op)}
+  of each transport with one-chain rows of its smallest size over 2 and
+  3 tasks.
+
+  A task of an all-reduce over n tasks sends one message in each of its
+  2(n - 1) steps and runs the op once: it pays op + step * 2(n - 1) =
+  (the hop's loss) / n. Two group sizes give both (each kept >= 0, the
+  two-task hop's loss kept whole).
+  """
+  out = {}
+  for name in sorted({r.transport for r in rows if r.tasks == 3}):
+    two, three = _alone(rows, name, 2), _alone(rows, name, 3)
+    if not two or not three or two[0].nbytes != three[0].nbytes:
+      continue
+    per_task = {n: r[0].lost_core_us / n for n, r in ((2, two), (3, three))}
+    step = (per_task[3] - per_task[2]) / (ring_steps(3) - ring_steps(2))
+    step = min(max(step, 0.0), per_task[2] / ring_steps(2))
+    out[name] = (step, per_task[2] - step * ring_steps(2))
   return out
 
 
@@ -202,27 +253,39 @@ def measure_all(
   kinds=('grpc', 'collective'),
   report=None,
   copies=(1,),
+  groups=(2,),
 ):
   """HopCpu rows of each transport of `kinds` at `sizes` (and at the
-  smallest size, with each number of `copies` at once), with the spinners
-  `pids` running (a task whose collectives ran no other graph yet);
-  `report` is called with each row as it is measured."""
+  smallest size, with each number of `copies` at once, and a collective
+  over each number of tasks in `groups` past 2, one chain), with the
+  spinners `pids` running (a task whose collectives ran no other graph
+  yet); `report` is called with each row as it is measured."""
   rows, collectives = [], tf.Graph()
+  for kind, nbytes, k, tasks in _plan(kinds, sizes, copies, groups):
+    hops = bench.plan_for(nbytes)[0]
+    graph = collectives if kind == 'collective' else tf.Graph()
+    wall, lost = measure(
+      target, kind, nbytes, hops, pids, seconds, graph, k, tasks
+    )
+    messages = messages_in_hop(kind, tasks)
+    rows.append(HopCpu(kind, nbytes, messages, wall, lost, k, tasks))
+    if report:
+      report(rows[-1])
+  return rows
+
+
+def _plan(kinds, sizes, copies, groups) -> list:
+  """(kind, bytes, copies, tasks) of each row measure_all measures."""
+  plan = []
   for kind in kinds:
     for nbytes in sizes:
       for k in copies:
         if k > 1 and nbytes != min(sizes):
           continue  # the shared cost is a message's, not its bytes'
-        hops = bench.plan_for(nbytes)[0]
-        graph = collectives if kind == 'collective' else tf.Graph()
-        wall, lost = measure(
-          target, kind, nbytes, hops, pids, seconds, graph, k
-        )
-        messages = messages_in_hop(kind)
-        rows.append(HopCpu(kind, nbytes, messages, wall, lost, k))
-        if report:
-          report(rows[-1])
-  return rows
+        plan.append((kind, nbytes, k, 2))
+    if kind == 'collective':
+      plan += [(kind, min(sizes), 1, n) for n in groups if n > 2]
+  return plan
 
 
 def rows_from_json(items) -> list:
@@ -235,6 +298,7 @@ def rows_from_json(items) -> list:
       r['wall_us_per_hop'],
       r['lost_core_us_per_hop'],
       r.get('copies', 1),
+      r.get('tasks', 2),
     )
     for r in items
   ]

@@ -226,20 +226,26 @@ def _with_cpu(transports: dict, timeout: float) -> dict:
     'sizes': list(transfer_cpu.PROFILE_SIZES),
     'seconds': transfer_cpu.PROFILE_SECONDS,
     'copies': [1, fmt.CONCURRENT_MESSAGES],
+    'groups': [2, 3],
   }
   rows = transfer_cpu.rows_from_json(
     _run_tasks(local_spec(), request, timeout)['transfer_cpu']
   )
   crowded = transfer_cpu.fit_concurrent(rows)
-  return {
-    name: dataclasses.replace(
+  grouped = transfer_cpu.fit_group(rows)
+  out = {}
+  for name, (message, byte) in transfer_cpu.fit(rows).items():
+    op = None
+    if name in grouped:  # a ring step's message and the op's own part
+      message, op = grouped[name]
+    out[name] = dataclasses.replace(
       transports[name],
       cpu_us_per_message=message,
       cpu_us_per_byte=byte,
       cpu_us_per_message_concurrent=crowded.get(name),
+      cpu_us_per_op=op,
     )
-    for name, (message, byte) in transfer_cpu.fit(rows).items()
-  }
+  return out
 
 
 def measure_transports(

@@ -121,6 +121,7 @@ def measure_cpu(spec: dict, request: dict) -> dict:
       request['sizes'],
       request['seconds'],
       copies=request.get('copies', (1,)),
+      groups=request.get('groups', (2,)),
     )
   return {'transfer_cpu': [r.as_json() for r in rows]}
 
