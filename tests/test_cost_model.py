@@ -522,28 +522,33 @@ def test_towers_at_once_get_done_what_the_profile_measured():
   )
 
 
-def test_a_controller_adds_its_step_to_one_graph_managers_only():
+def test_a_step_that_starts_another_tasks_part_pays_the_controller_step():
   """distributed_all_reduce runs as one graph: its controller starts every
   step on every worker and waits for them all, the profile's
-  controller_step (1.5 ms here) after the simulated step. The managers
-  whose workers each run their own graph pay nothing of it."""
+  controller_step (1.5 ms here) after the simulated step. A worker whose
+  graph holds variables on a ps task starts the ps task's part of each
+  step the same way (RunGraph): parameter_server, distributed_replicated,
+  and hybrid when a variable is over its threshold (4000 bytes against
+  1000; not against the default 1 MiB). collective_all_reduce's workers
+  start no other task's part: nothing."""
   base = made_up_profile([(4000, 10.0)])
   step = profile_format.Transport(latency_us=1500.0, bytes_per_us=1e9)
   with_step = dataclasses.replace(
     base, transports=dict(base.transports, controller_step=step)
   )
   target = target_lib.make_target(num_workers=2, link_mbits=100.0)
-  for name, extra in (
-    ('distributed_all_reduce', 1.5),
-    ('collective_all_reduce', 0.0),
-    ('parameter_server', 0.0),
+  for strategy, num_ps, extra in (
+    (cost_model.Strategy('distributed_all_reduce'), 0, 1.5),
+    (cost_model.Strategy('collective_all_reduce'), 0, 0.0),
+    (cost_model.Strategy('parameter_server'), 1, 1.5),
+    (cost_model.Strategy('distributed_replicated'), 1, 1.5),
+    (cost_model.Strategy('hybrid'), 1, 0.0),
+    (cost_model.Strategy('hybrid', hybrid_threshold_bytes=1000), 1, 1.5),
   ):
-    strategy = cost_model.Strategy(name)
-    if name == 'parameter_server':
-      target = dataclasses.replace(target, num_ps=1)
-    a = cost_model.predict(base, target, strategy).step_ms
-    b = cost_model.predict(with_step, target, strategy).step_ms
-    assert b - a == pytest.approx(extra), name
+    shape = dataclasses.replace(target, num_ps=num_ps)
+    a = cost_model.predict(base, shape, strategy).step_ms
+    b = cost_model.predict(with_step, shape, strategy).step_ms
+    assert b - a == pytest.approx(extra), strategy
 
 
 def test_colocated_cpu_tasks_pay_the_busy_controller_step():

@@ -239,7 +239,7 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   finish = simulate.run(b.graph, b.capacities(), b.link_decay(), b.crowds)
   images = profile.run.batch_size * target.devices_per_worker
   busy = target.colocated and not b.on_gpu  # the other tasks' compute
-  extra = controller_us(profile, strategy, busy)
+  extra = controller_us(profile, strategy, busy, b.touches_ps)
   if strategy.sync:  # the cluster's period: its last end to its last end
     last = [max(finish[j] for j in step.values()) for step in (first, ends)]
     step_us = last[1] - last[0] + extra
@@ -250,10 +250,17 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   return rate, max(periods) / 1000.0
 
 
-def controller_us(profile, strategy, busy=False) -> float:
-  """What a one-graph manager's controller adds to every step: it starts
-  each step on every worker and waits for all of them (the profile's
-  controller_step; 0 when not measured or for a manager without one).
+def controller_us(profile, strategy, busy=False, touches_ps=False) -> float:
+  """What starting another task's part of the step adds to every step (the
+  profile's controller_step; 0 when not measured or for a step that starts
+  none).
+
+  A one-graph manager's controller starts each step on every worker and
+  waits for all of them. A worker whose step sends to or from a ps task
+  (`touches_ps`: its graph holds variables there, as parameter_server's,
+  distributed_replicated's and hybrid's over its threshold) likewise starts
+  the ps task's partition of each step over gRPC (RunGraph) and waits for
+  it: the same round trip, which controller_step times.
 
   `busy`: the tasks share the host's cores with the other tasks' towers
   (colocated CPU towers): their RPCs wait for a core, the profile's
@@ -265,7 +272,7 @@ def controller_us(profile, strategy, busy=False) -> float:
   if busy:
     step = profile.transports.get(fmt.CONTROLLER_STEP_BUSY, step)
   manager = variable_mgr.get(strategy.variable_update, in_cluster=True)
-  if step is None or not manager.traits.one_graph:
+  if step is None or not (manager.traits.one_graph or touches_ps):
     return 0.0
   return step.latency_us
 

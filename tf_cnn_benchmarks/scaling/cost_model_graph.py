@@ -74,6 +74,9 @@ class StepBuilder:
     # {worker: jobs} its step waits for: the previous step's end there
     # when steps are chained (cost_model.simulate_step); see begin.
     self.previous_end: Dict[int, list] = {}
+    # Whether the step sends to or from a ps task: a worker's graph then
+    # has a partition there, started each step (cost_model.controller_us).
+    self.touches_ps = False
 
   def begin(self, w: int) -> list:
     """The jobs worker w's step starts after (its first reads, its
@@ -176,6 +179,8 @@ class StepBuilder:
     flows = [(s, d) for s, d in flows if s != d]
     if not flows:
       return self.graph.join(deps, name)
+    if any(p[0] == 'ps' for flow in flows for p in flow):
+      self.touches_ps = True
     crowded = self._all_to_all_flows(flows)
     demands, first, cap, delay, senders = {}, {}, float('inf'), 0.0, []
     for src, dst in flows:

@@ -44,7 +44,8 @@ CONTROLLER_STEP = fmt.CONTROLLER_STEP
 CONTROLLER_STEP_DESCRIPTION = (
   'a step driven over gRPC on two other tasks (ps 0, worker 1) by worker '
   "0's session, less a step of worker 0 alone (the mean of the runs): what "
-  "a one-graph manager's controller adds to every step (no size term)"
+  "starting another task's part of a step adds to it (a one-graph "
+  "manager's controller; a worker with variables on a ps task), no size term"
 )
 # The same step with every core of the host kept busy (busy_cores.py): what
 # it adds when the tasks share their cores with the other tasks' compute.
