@@ -132,6 +132,7 @@ def test_summary_names_the_figures(profiles):
   assert any(line.startswith('gradients: 6 tensors') for line in lines)
 
 
+@pytest.mark.slow  # ~20 s; tests/test_profile_format.py fakes the copies
 def test_concurrent_copies_run_the_benchmark():
   # Real copies of the local benchmark, 2 at once: whatever this machine's
   # speedup, it is a positive figure per k (no timing asserted).
