@@ -28,12 +28,31 @@ def is_auto(cell: dict) -> bool:
   return cell['strategy'] == AUTO
 
 
+def split_cores(cell: dict) -> bool:
+  """Whether the cell's tasks split this machine's cores among them (the
+  launcher's --tasks_colocated=true since the cells that say so); older
+  cells on switch ports ran every task with TensorFlow's pools for all the
+  cores (their addresses differ), on one shared link they split them."""
+  return cell.get('split_cores', cell['topology'] == 'shared')
+
+
+def pools_overrides(cell: dict) -> dict:
+  """The flags (as overrides) that size the pools `cell` ran with: every
+  task of the cluster colocated, or TensorFlow's pools for older switch
+  cells (split_cores)."""
+  if split_cores(cell):
+    return {'tasks_colocated': True}
+  return {'tasks_colocated': True, 'cluster_threads': 'tf_default'}
+
+
 def predict(profile_file: str, task_flags: list, cell: dict) -> dict:
   """{'auto': {...}}: what the launcher will pick for `cell` (its ranking
   over the shapes it may start, from the same profile and link)."""
   from tf_cnn_benchmarks.scaling import auto_launch
 
-  extra = ['--scaling_profile=' + profile_file, '--tasks_colocated=true']
+  extra = ['--scaling_profile=' + profile_file]
+  for name, value in pools_overrides(cell).items():
+    extra.append('--%s=%s' % (name, str(value).lower()))
   shape, rate = auto_launch.link_flags(
     task_flags, cell['link_mbits'], cell['topology']
   )

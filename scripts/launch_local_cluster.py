@@ -26,10 +26,12 @@ every task on the namespace's loopback with one bucket on it: one link all
 flows share. --topology=switch gives each task a namespace of its own on a
 port of a bridge (10.31.0.k, inside the private namespace only), with a
 bucket on each direction of each task's link; the host lists name those
-addresses. --measure_link starts no cluster: it times a TCP transfer and a
-64-byte round trip between two processes placed as worker:0 and worker:1
-would be (measure_link.py). A network that cannot be shaped here is one line
-on stderr and exit status 2.
+addresses. Every task gets --tasks_colocated=true (unless the flags say
+otherwise): on either topology they share this machine's cores, which
+--cluster_threads=auto then splits among them. --measure_link starts no
+cluster: it times a TCP transfer and a 64-byte round trip between two
+processes placed as worker:0 and worker:1 would be (measure_link.py). A
+network that cannot be shaped here is one line on stderr and exit status 2.
 
 With --variable_update=auto the launcher resolves it once: it measures a
 short profile (or takes --scaling_profile), starts the cluster shape (ps
@@ -354,6 +356,17 @@ def free_ports(count):
       s.close()
 
 
+def colocated_flag(flags):
+  """['--tasks_colocated=true'] unless `flags` say it: every task runs on
+  this machine's cores, on switch ports too (each in a namespace of its
+  own), so --cluster_threads=auto splits the cores among them all rather
+  than giving each task TensorFlow's pools for every core."""
+  given = ('--tasks_colocated', '--notasks_colocated')
+  if any(f == g or f.startswith(g + '=') for f in flags for g in given):
+    return []
+  return ['--tasks_colocated=true']
+
+
 def task_commands(args, flags, num_ps, controller, switch=None):
   """{task name: argv} for every task of the cluster.
 
@@ -386,6 +399,7 @@ def task_commands(args, flags, num_ps, controller, switch=None):
       prefixes[name]
       + [args.python, '-m', args.module]
       + flags
+      + colocated_flag(flags)
       + cluster_flags
       + ['--job_name=' + job, '--task_index=%s' % k]
     )

@@ -206,6 +206,7 @@ def grid(args) -> list:
                   'batch_size': args.batch_size,
                   'num_batches': args.num_batches,
                   'num_warmup_batches': args.num_warmup_batches,
+                  'split_cores': True,  # the launcher's tasks_colocated
                 }
               )
   return cells
@@ -255,7 +256,7 @@ def predict(args, profiles, cell) -> dict:
     topology=cell['topology'],
     colocated=True,
     worker_inter_op_threads=auto.worker_inter_op_threads(
-      {}, cluster, profile.host.cpu_cores
+      va.pools_overrides(cell), cluster, profile.host.cpu_cores
     ),
   )
   strategy = cost_model.Strategy(cell['strategy'])

@@ -36,6 +36,19 @@ import launch_local_cluster  # noqa: E402
 PROFILE = AUTO_PROFILE
 SCHEMA = os.path.join(ROOT, 'results', 'schema.json')
 RESNET20 = AUTO_RESNET20
+# The launcher's tests rank with the trivial model's profile: its few
+# variables simulate quickly (each ranking covers every strategy over each
+# cluster shape; resnet20's took 25 s for four tasks).
+TRIVIAL_PROFILE = os.path.join(
+  ROOT, 'results', 'profiles', 'trivial_cifar10_b32_cpu.json'
+)
+LAUNCHER_FLAGS = [
+  '--model=trivial',
+  '--data_name=cifar10',
+  '--batch_size=32',
+  '--variable_update=auto',
+  '--scaling_profile=' + TRIVIAL_PROFILE,
+]
 
 
 def _best_by_the_model(overrides, cluster):
@@ -247,8 +260,7 @@ def _launcher_args(**changes):
 
 
 def test_with_tasks_measure_link_the_tasks_are_told_no_rate(tmp_path):
-  flags = ['--model=resnet20', '--variable_update=auto']
-  flags += ['--scaling_profile=' + PROFILE]
+  flags = list(LAUNCHER_FLAGS)
   told, _, _ = launch_local_cluster.resolve_auto(
     _launcher_args(tasks_measure_link=True), flags, str(tmp_path)
   )
@@ -261,8 +273,7 @@ def test_an_unthrottled_launch_still_tells_the_tasks_its_topology(tmp_path):
   # Its tasks share one loopback: left to their default (switch), they
   # predicted a port each (lenet, 3 workers: psgpu at 1297 images/sec
   # instead of 1220 on the shared loopback).
-  flags = ['--model=resnet20', '--variable_update=auto']
-  flags += ['--scaling_profile=' + PROFILE]
+  flags = list(LAUNCHER_FLAGS)
   for topology in ('shared', 'switch'):
     told, _, _ = launch_local_cluster.resolve_auto(
       _launcher_args(link_mbits=None, topology=topology), flags, str(tmp_path)
@@ -280,22 +291,16 @@ def test_an_unthrottled_launch_still_tells_the_tasks_its_topology(tmp_path):
 
 def test_the_launcher_gives_every_task_the_same_choice(tmp_path):
   args = _launcher_args()
-  flags = [
-    '--model=resnet20',
-    '--data_name=cifar10',
-    '--batch_size=32',
-    '--device=cpu',
-    '--variable_update=auto',
-    '--scaling_profile=' + PROFILE,
-  ]
+  flags = LAUNCHER_FLAGS + ['--device=cpu']
   flags, num_ps, controller = launch_local_cluster.resolve_auto(
     args, flags, str(tmp_path)
   )
   commands = launch_local_cluster.task_commands(args, flags, num_ps, controller)
   picks = set()
   for argv in commands.values():
-    assert '--scaling_profile=' + PROFILE in argv
+    assert '--scaling_profile=' + TRIVIAL_PROFILE in argv
     assert '--link_mbits=100' in argv
+    assert '--tasks_colocated=true' in argv
     overrides = auto_launch.overrides_from_argv(argv[argv.index('-m') + 2 :])
     values, _ = auto.choose(overrides)
     picks.add((values['variable_update'], values['all_reduce_spec']))

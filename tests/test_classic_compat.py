@@ -503,6 +503,9 @@ def _cli(prefix, result_file):
   return proc.returncode, json.loads(Path(result_file).read_text())
 
 
+# Slow: two runs; the default suite runs the script itself in
+# test_classic_callers.py::test_the_classic_script_path_is_the_entry_point.
+@pytest.mark.slow
 def test_classic_entry_script_behaves_like_python_m(tmp_path):
   script = str(REPO / 'tf_cnn_benchmarks' / 'tf_cnn_benchmarks.py')
   rc_script, script_record = _cli([script], tmp_path / 'a.jsonl')

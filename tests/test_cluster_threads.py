@@ -110,7 +110,28 @@ def test_server_config_carries_the_pools():
   assert default.inter_op_parallelism_threads == 0
 
 
-def _launched_params(num_workers, num_ps, extra=()):
+class _Ports:
+  """A stand-in switch: every task on an address of its own."""
+
+  def __init__(self):
+    self.hosts = 0
+
+  def add_host(self):
+    self.hosts += 1
+    return '10.0.0.%d' % self.hosts
+
+  def prefix(self, index):
+    del index
+    return []
+
+
+def _value(text):
+  if text.isdigit():
+    return int(text)
+  return {'true': True, 'false': False}.get(text, text)
+
+
+def _launched_params(num_workers, num_ps, extra=(), switch=None):
   """{task: Params} of the commands the launcher makes for a cluster."""
   sys.path.insert(0, os.path.join(ROOT, 'scripts'))
   import launch_local_cluster  # pylint: disable=g-import-not-at-top
@@ -118,21 +139,26 @@ def _launched_params(num_workers, num_ps, extra=()):
   args, flags = launch_local_cluster.parse_args(
     ['--num_workers=%d' % num_workers, '--', '--device=cpu', *extra]
   )
-  commands = launch_local_cluster.task_commands(args, flags, num_ps, False)
+  commands = launch_local_cluster.task_commands(
+    args, flags, num_ps, False, switch
+  )
   plans = {}
   for task, argv in commands.items():
     kwargs = {}
     for flag in argv[argv.index('-m') + 2 :]:
       name, _, value = flag.lstrip('-').partition('=')
-      kwargs[name] = int(value) if value.isdigit() else value
+      kwargs[name] = _value(value)
     plans[task] = params_lib.make_plan(**kwargs)
   return plans
 
 
 @pytest.mark.parametrize('num_workers', [1, 2, 3])
-def test_launched_tasks_split_the_cores(num_workers):
+@pytest.mark.parametrize('switch', [False, True])
+def test_launched_tasks_split_the_cores(num_workers, switch):
+  # On switch ports too: each task has an address of its own, but all run
+  # on this machine's cores (the launcher says --tasks_colocated=true).
   cores = thread_pools.available_cores()
-  plans = _launched_params(num_workers, 1)
+  plans = _launched_params(num_workers, 1, switch=_Ports() if switch else None)
   assert sorted(plans) == ['ps:0'] + [
     'worker:%d' % w for w in range(num_workers)
   ]
@@ -153,6 +179,36 @@ def test_launched_tasks_with_tf_default_and_explicit_threads():
   plans = _launched_params(2, 1, ['--num_intra_threads=2'])
   for plan in plans.values():
     assert servers.pools_for(plan.cluster, plan.params).intra_op == 2
+
+
+def test_colocated_tasks_split_the_cores_whatever_their_addresses():
+  workers, ps = ['hosta:1', 'hostb:1', 'hostc:1'], ['hostd:1']
+  for me in [('worker', 0), ('worker', 2)]:
+    cluster = _cluster(*me, workers, ps)
+    assert servers.thread_pools(cluster, 'auto', cores=2) == TF_DEFAULTS
+    got = servers.thread_pools(cluster, 'auto', cores=8, colocated=True)
+    assert got == servers.ThreadPools(2, 2)  # 8 cores // 3 workers
+  ps_task = _cluster('ps', 0, workers, ps)
+  got = servers.thread_pools(ps_task, 'auto', cores=8, colocated=True)
+  assert got == servers.ThreadPools(2, 2)  # 8 // 4 tasks
+  # tf_default and explicit counts still win.
+  cluster = _cluster('worker', 1, workers, ps)
+  got = servers.thread_pools(cluster, 'tf_default', cores=8, colocated=True)
+  assert got == TF_DEFAULTS
+
+
+def test_the_launcher_keeps_a_tasks_colocated_flag_it_is_given():
+  plans = _launched_params(2, 1, ['--tasks_colocated=false'], switch=_Ports())
+  for plan in plans.values():
+    assert plan.params.tasks_colocated is False
+    assert servers.pools_for(plan.cluster, plan.params) == TF_DEFAULTS
+  import launch_local_cluster  # pylint: disable=g-import-not-at-top
+
+  for given in ['--notasks_colocated', '--tasks_colocated']:
+    assert launch_local_cluster.colocated_flag(['--model=x', given]) == []
+  assert launch_local_cluster.colocated_flag(['--tasks_colocatedx=1']) == [
+    '--tasks_colocated=true'
+  ]
 
 
 def test_bad_cluster_threads_is_a_params_error():

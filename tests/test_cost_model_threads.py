@@ -53,18 +53,23 @@ def test_one_worker_has_no_transfers_to_hold_back():
 def test_the_launchers_placement_gives_the_workers_threads():
   """On one shared link every task listens on one address: 2 or 3 workers
   on 2 cores get one inter-op thread each; switch ports, TensorFlow's
-  default; --num_inter_threads wins."""
+  default, unless the tasks are colocated (the launcher's); the explicit
+  --num_inter_threads wins."""
+  colocated = {'tasks_colocated': True}
   for workers in (2, 3):
     shared = auto_launch.stand_in_cluster(workers, 1, False, 'shared')
     switch = auto_launch.stand_in_cluster(workers, 1, False, 'switch')
     assert auto.worker_inter_op_threads({}, shared, cores=2) == 1
     assert auto.worker_inter_op_threads({}, switch, cores=2) is None
+    assert auto.worker_inter_op_threads(colocated, switch, cores=2) == 1
     explicit = {'num_inter_threads': 2}
     assert auto.worker_inter_op_threads(explicit, shared, cores=2) == 2
     default = {'cluster_threads': 'tf_default'}
     assert auto.worker_inter_op_threads(default, shared, cores=2) is None
   eight = auto_launch.stand_in_cluster(2, 0, False, 'shared')
   assert auto.worker_inter_op_threads({}, eight, cores=8) == 4
+  ports = auto_launch.stand_in_cluster(2, 0, False, 'switch')
+  assert auto.worker_inter_op_threads(colocated, ports, cores=8) == 4
 
 
 def test_host_pools_rule_by_hand():

@@ -498,3 +498,24 @@ def test_records_and_report_name_the_machine(tmp_path):
   del records[0]['machine'], records[1]['machine']
   lines = vp.header_lines(records, _args(tmp_path))
   assert '- Machine: not in the records (before 2026-11-27).' in lines
+
+
+def test_switch_cells_are_predicted_with_the_pools_they_ran_with(tmp_path):
+  # New cells: the launcher's tasks split the cores on switch ports too;
+  # older switch cells (no split_cores) ran TensorFlow's pools per task.
+  args = _args(
+    tmp_path,
+    '--topologies=switch',
+    '--link_mbits=none',
+    '--strategies=collective_all_reduce',
+  )
+  (cell,) = vp.grid(args)
+  assert cell['split_cores'] is True
+  older = {k: v for k, v in cell.items() if k != 'split_cores'}
+  assert va.pools_overrides(cell) == {'tasks_colocated': True}
+  assert va.pools_overrides(older)['cluster_threads'] == 'tf_default'
+  assert va.split_cores(dict(older, topology='shared'))
+  profiles = vp.load_profiles(args)
+  split = vp.predict(args, profiles, cell)['model']['images_per_sec']
+  full = vp.predict(args, profiles, older)['model']['images_per_sec']
+  assert split != full

@@ -167,6 +167,7 @@ class BenchmarkCNN:
         params.num_intra_threads or 0,
         params.num_inter_threads,
       ),
+      tasks_colocated=params.tasks_colocated,
       runtime_fields=gpu_runtime.config_fields(params),
     )
 

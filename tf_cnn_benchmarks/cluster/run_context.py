@@ -195,15 +195,17 @@ def make(
   run_flags: tuple = (),
   cluster_threads: str = 'auto',
   explicit_threads: tuple = (0, 0),
+  tasks_colocated: Optional[bool] = None,
   runtime_fields: Optional[dict] = None,
 ) -> RunContext:
   """The context of a run: LocalRun without a cluster, else a ClientRun.
 
   run_flags: ((flag, value), ...) every client must share (see fingerprint).
-  cluster_threads, explicit_threads: --cluster_threads and the (intra, inter)
-  thread counts given (0: unset), which size the server's pools (see
-  servers.thread_pools). runtime_fields: the GPU options the task's server
-  creates its devices with (gpu_runtime.config_fields).
+  cluster_threads, explicit_threads, tasks_colocated: --cluster_threads,
+  the (intra, inter) thread counts given (0: unset) and --tasks_colocated,
+  which size the server's pools (see servers.thread_pools).
+  runtime_fields: the GPU options the task's server creates its devices
+  with (gpu_runtime.config_fields).
   """
   if cluster is None:
     return LocalRun(True if reports_results is None else reports_results)
@@ -215,7 +217,10 @@ def make(
     reports_results=reports_results,
     run_flags=run_flags,
     pools=servers.thread_pools(
-      cluster, cluster_threads, explicit=servers.ThreadPools(*explicit_threads)
+      cluster,
+      cluster_threads,
+      explicit=servers.ThreadPools(*explicit_threads),
+      colocated=tasks_colocated,
     ),
     runtime_fields=runtime_fields,
   )

@@ -18,10 +18,13 @@ ThreadPools = pools_lib.ThreadPools
 TF_DEFAULTS = pools_lib.TF_DEFAULTS
 
 
-def tasks_on_my_host(cluster: spec_lib.Cluster) -> dict:
-  """{job: number of its tasks whose address has this task's host}."""
+def tasks_on_my_host(
+  cluster: spec_lib.Cluster, colocated: bool | None = None
+) -> dict:
+  """{job: number of its tasks sharing this task's cores}: those whose
+  address has this task's host, or all of them when `colocated`."""
   host = cluster.address_of(*cluster.me).rpartition(':')[0]
-  return pools_lib.tasks_on_host(cluster.spec_dict(), host)
+  return pools_lib.tasks_sharing_cores(cluster.spec_dict(), host, colocated)
 
 
 def thread_pools(
@@ -29,14 +32,16 @@ def thread_pools(
   mode: str = 'auto',
   cores: int | None = None,
   explicit: ThreadPools = TF_DEFAULTS,
+  colocated: bool | None = None,
 ) -> ThreadPools:
   """The pool sizes of this task's server: thread_pools.host_pools for
   the tasks whose address names this task's host (hosts are compared as
-  written). `explicit` (--num_intra_threads / --num_inter_threads; 0: unset)
-  wins over both modes.
+  written), or for all the cluster's tasks when `colocated`
+  (--tasks_colocated). `explicit` (--num_intra_threads /
+  --num_inter_threads; 0: unset) wins over both modes.
   """
   sized = pools_lib.host_pools(
-    tasks_on_my_host(cluster), cluster.job_name, mode, cores
+    tasks_on_my_host(cluster, colocated), cluster.job_name, mode, cores
   )
   return ThreadPools(
     explicit.intra_op or sized.intra_op, explicit.inter_op or sized.inter_op
@@ -44,13 +49,15 @@ def thread_pools(
 
 
 def pools_for(cluster: spec_lib.Cluster, params) -> ThreadPools:
-  """thread_pools from a run's Params (--cluster_threads, --num_*_threads)."""
+  """thread_pools from a run's Params (--cluster_threads, --num_*_threads,
+  --tasks_colocated)."""
   return thread_pools(
     cluster,
     params.cluster_threads,
     explicit=ThreadPools(
       params.num_intra_threads or 0, params.num_inter_threads
     ),
+    colocated=params.tasks_colocated,
   )
 
 

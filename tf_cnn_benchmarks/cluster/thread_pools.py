@@ -5,7 +5,10 @@ host run N times as many busy (spinning) threads as cores. With
 --cluster_threads=auto the workers on a host split its cores; a ps or
 controller that shares the host with workers (it applies updates or only
 drives the steps) gets an even share of all the host's tasks. A task alone
-on its host keeps TensorFlow's defaults.
+on its host keeps TensorFlow's defaults. Tasks share a host when their
+addresses name it, or all of them with --tasks_colocated=true (the local
+launcher's tasks, each in a network namespace of its own on switch ports,
+still share this machine's cores).
 
 The split has a price the cost model knows (scaling/cost_model_graph.py): a
 worker left with ONE inter-op thread runs its compute to the end before it
@@ -50,6 +53,19 @@ def tasks_on_host(spec: Mapping[str, Sequence[str]], host: str) -> dict:
     job: sum(1 for a in addresses if a.rpartition(':')[0] == host)
     for job, addresses in spec.items()
   }
+
+
+def tasks_sharing_cores(
+  spec: Mapping[str, Sequence[str]], host: str, colocated: bool | None = None
+) -> dict:
+  """{job: how many of its tasks share the cores of `host`}: every task of
+  the cluster when `colocated` (--tasks_colocated=true: a local cluster
+  whose tasks have addresses of their own, as on the launcher's switch
+  ports, still runs on one machine), else the tasks whose address names it
+  (tasks_on_host)."""
+  if colocated:
+    return {job: len(addresses) for job, addresses in spec.items()}
+  return tasks_on_host(spec, host)
 
 
 def host_pools(

@@ -129,11 +129,12 @@ class RunFields:
     topic=fields.STRATEGY,
     classic=False,
   )
-  tasks_colocated: Optional[bool] = fields.field(
+  tasks_colocated: Optional[bool] = _cluster_field(
     None,
-    "--variable_update=auto in a cluster: every task shares one host's "
-    "cores (default: when every task's address names the same host).",
-    topic=fields.STRATEGY,
+    "Every task of the cluster shares one host's cores: "
+    '--cluster_threads=auto splits them among all its tasks, and '
+    '--variable_update=auto predicts for one host (default: when every '
+    "task's address names the same host; the local launcher sets it).",
     classic=False,
   )
   local_parameter_device: Optional[str] = _strategy_graph_field(

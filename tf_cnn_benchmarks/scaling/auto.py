@@ -209,14 +209,16 @@ def link_for(overrides: dict, cluster, measure=None, cal=None):
 def worker_inter_op_threads(overrides: dict, cluster, cores=None):
   """The inter-op threads of the cluster's workers' servers, None for
   TensorFlow's default: --num_inter_threads, else what --cluster_threads
-  gives the first worker beside the tasks on its host (cores: that host's,
-  None: this one's)."""
+  gives the first worker beside the tasks on its host, or all the tasks
+  with --tasks_colocated=true (cores: that host's, None: this one's)."""
   if overrides.get('num_inter_threads'):
     return overrides['num_inter_threads']
   if cluster is None:
     return None
   host = cluster.worker_hosts[0].rpartition(':')[0]
-  here = thread_pools.tasks_on_host(cluster.spec_dict(), host)
+  here = thread_pools.tasks_sharing_cores(
+    cluster.spec_dict(), host, overrides.get('tasks_colocated')
+  )
   mode = overrides.get('cluster_threads') or 'auto'
   return thread_pools.host_pools(here, 'worker', mode, cores).inter_op or None
 
