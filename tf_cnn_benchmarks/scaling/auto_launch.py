@@ -60,7 +60,9 @@ def stand_in_cluster(
 ):
   """A stand-in Cluster of the shape, its tasks on hosts as the launcher
   places them: on one shared link every task on one address (so they split
-  its cores: cluster/thread_pools.py); on switch ports each on its own."""
+  its cores: cluster/thread_pools.py); on switch ports each on its own
+  (they split the cores only when told --tasks_colocated=true, as the
+  launcher's tasks are)."""
 
   def address(k):
     return 'localhost:%d' % k if topology == 'shared' else 'host%d:1' % k
