@@ -28,19 +28,11 @@ def is_auto(cell: dict) -> bool:
   return cell['strategy'] == AUTO
 
 
-def split_cores(cell: dict) -> bool:
-  """Whether the cell's tasks split this machine's cores among them (the
-  launcher's --tasks_colocated=true since the cells that say so); older
-  cells on switch ports ran every task with TensorFlow's pools for all the
-  cores (their addresses differ), on one shared link they split them."""
-  return cell.get('split_cores', cell['topology'] == 'shared')
-
-
 def pools_overrides(cell: dict) -> dict:
   """The flags (as overrides) that size the pools `cell` ran with: every
   task of the cluster colocated, or TensorFlow's pools for older switch
   cells (split_cores)."""
-  if split_cores(cell):
+  if vm.split_cores(cell):
     return {'tasks_colocated': True}
   return {'tasks_colocated': True, 'cluster_threads': 'tf_default'}
 

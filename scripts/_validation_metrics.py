@@ -145,25 +145,38 @@ def top1_regret(predicted, measured) -> float:
   return (best - chosen) / best
 
 
+def split_cores(cell: dict) -> bool:
+  """Whether the cell's tasks split this machine's cores among them (the
+  launcher's --tasks_colocated=true, in the cells that say so); older
+  cells on switch ports ran every task with TensorFlow's pools for all the
+  cores (their addresses differ), on one shared link they split them."""
+  return cell.get('split_cores', cell['topology'] == 'shared')
+
+
 def group_key(cell: dict) -> tuple:
-  """Cells of one group: same model, worker count, link and topology."""
+  """Cells of one group: same model, worker count, link, topology and
+  thread pools (split_cores: cells from before and after the launcher
+  split the cores on switch ports are different clusters)."""
   link = cell['link_mbits']
   return (
     cell['model'],
     cell['num_workers'],
     -1.0 if link is None else float(link),
     cell['topology'],
+    split_cores(cell),
   )
 
 
 def group_text(key) -> str:
-  """'lenet 2w 100Mbit/s shared'."""
-  model, workers, link, topology = key
-  return '%s %dw %s %s' % (
+  """'lenet 2w 100Mbit/s shared' ('switch, full pools': a switch group
+  whose tasks each kept TensorFlow's pools)."""
+  model, workers, link, topology, split = key
+  return '%s %dw %s %s%s' % (
     model,
     workers,
     'unthrottled' if link < 0 else '%gMbit/s' % link,
     topology,
+    '' if split else ', full pools',
   )
 
 

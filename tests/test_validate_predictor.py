@@ -514,7 +514,9 @@ def test_switch_cells_are_predicted_with_the_pools_they_ran_with(tmp_path):
   older = {k: v for k, v in cell.items() if k != 'split_cores'}
   assert va.pools_overrides(cell) == {'tasks_colocated': True}
   assert va.pools_overrides(older)['cluster_threads'] == 'tf_default'
-  assert va.split_cores(dict(older, topology='shared'))
+  assert vm.split_cores(dict(older, topology='shared'))
+  assert vm.group_key(cell) != vm.group_key(older)  # other clusters
+  assert vm.group_text(vm.group_key(older)).endswith('switch, full pools')
   profiles = vp.load_profiles(args)
   split = vp.predict(args, profiles, cell)['model']['images_per_sec']
   full = vp.predict(args, profiles, older)['model']['images_per_sec']
