@@ -268,3 +268,18 @@ def tfrecord_records(path):
     payloads.append(raw[pos + 12 : pos + 12 + length])
     pos += 12 + length + 4
   return offsets, payloads
+
+
+class FakeSwitch:
+  """Hands out addresses and namespace prefixes as the launcher's
+  SwitchNetwork does (scripts/_netshape.py), without a network."""
+
+  def __init__(self):
+    self.hosts = 0
+
+  def add_host(self):
+    self.hosts += 1
+    return '10.31.0.%d' % self.hosts
+
+  def prefix(self, index):
+    return ['nsenter', '--net=/proc/%d/ns/net' % (1000 + index), '--']

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from tests.helpers import FakeSwitch
 from tf_cnn_benchmarks.cluster import servers
 from tf_cnn_benchmarks.cluster import spec as spec_lib
 from tf_cnn_benchmarks.cluster import thread_pools
@@ -110,21 +111,6 @@ def test_server_config_carries_the_pools():
   assert default.inter_op_parallelism_threads == 0
 
 
-class _Ports:
-  """A stand-in switch: every task on an address of its own."""
-
-  def __init__(self):
-    self.hosts = 0
-
-  def add_host(self):
-    self.hosts += 1
-    return '10.0.0.%d' % self.hosts
-
-  def prefix(self, index):
-    del index
-    return []
-
-
 def _value(text):
   if text.isdigit():
     return int(text)
@@ -158,7 +144,9 @@ def test_launched_tasks_split_the_cores(num_workers, switch):
   # On switch ports too: each task has an address of its own, but all run
   # on this machine's cores (the launcher says --tasks_colocated=true).
   cores = thread_pools.available_cores()
-  plans = _launched_params(num_workers, 1, switch=_Ports() if switch else None)
+  plans = _launched_params(
+    num_workers, 1, switch=FakeSwitch() if switch else None
+  )
   assert sorted(plans) == ['ps:0'] + [
     'worker:%d' % w for w in range(num_workers)
   ]
@@ -198,7 +186,9 @@ def test_colocated_tasks_split_the_cores_whatever_their_addresses():
 
 
 def test_the_launcher_keeps_a_tasks_colocated_flag_it_is_given():
-  plans = _launched_params(2, 1, ['--tasks_colocated=false'], switch=_Ports())
+  plans = _launched_params(
+    2, 1, ['--tasks_colocated=false'], switch=FakeSwitch()
+  )
   for plan in plans.values():
     assert plan.params.tasks_colocated is False
     assert servers.pools_for(plan.cluster, plan.params) == TF_DEFAULTS

@@ -19,6 +19,7 @@ import pytest
 from tests.helpers import LAUNCHER
 from tests.helpers import ROOT
 from tests.helpers import TRIVIAL_FLAGS
+from tests.helpers import FakeSwitch
 from tests.helpers import task_env
 
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
@@ -167,26 +168,12 @@ def test_slow_links_queue_at_least_256_kib():
   assert _netshape.tbf_sizes(1000)[1] == int(1000e6 / 8 * 0.02)
 
 
-class _FakeSwitch:
-  """Hands out addresses and namespace prefixes as SwitchNetwork does."""
-
-  def __init__(self):
-    self.hosts = 0
-
-  def add_host(self):
-    self.hosts += 1
-    return '10.31.0.%d' % self.hosts
-
-  def prefix(self, index):
-    return ['nsenter', '--net=/proc/%d/ns/net' % (1000 + index), '--']
-
-
 def test_switch_tasks_name_their_own_addresses():
   args, flags = launch_local_cluster.parse_args(
     ['--num_workers=2', '--topology=switch', '--', '--model=trivial']
   )
   commands = launch_local_cluster.task_commands(
-    args, flags, 1, True, _FakeSwitch()
+    args, flags, 1, True, FakeSwitch()
   )
   assert list(commands) == ['ps:0', 'worker:0', 'worker:1', 'controller:0']
   hosts = {}
