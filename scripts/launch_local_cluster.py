@@ -630,7 +630,7 @@ def resolve_auto(args, flags, workdir):
   path = auto_launch.profile_for(
     overrides, os.path.join(workdir, 'scaling_profile.json')
   )
-  extra = ['--scaling_profile=' + path, '--tasks_colocated=true']
+  extra = ['--scaling_profile=' + path] + colocated_flag(flags)
   shape, told = auto_launch.link_flags(flags, args.link_mbits, args.topology)
   extra += shape
   kept = [f for f in flags if not f.startswith('--scaling_profile=')]
