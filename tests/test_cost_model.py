@@ -181,11 +181,12 @@ def test_small_tensors_are_latency_bound_and_repacking_fixes_it():
 
   Each tensor's all-reduce is a gather (worker 1 -> worker 0's CPU) then a
   scatter back: two messages whose latency L is work on the sender's one
-  core. The 100 gathers share worker 1's core (as threads do) and finish
-  together after 100 L; the 100 scatters then take 100 L on worker 0's
-  core; the bytes, 100 x 64 = 6400 each way at 12.5 bytes/us, add 2 x 512
-  us: 200 L + 1.024 ms. One pack (repacking=1) sends two messages of 6400
-  bytes: 2 L + 1.024 ms.
+  core. Worker 1's core prepares the 100 gathers one after another (a
+  host's messages are a queue), one every L; each crosses (64 bytes at
+  12.5 bytes/us: 5.12 us) and worker 0 prepares its scatter while worker 1
+  prepares the next gather. The last scatter is sent L after the last
+  gather arrived: 101 L + 2 x 5.12 us. One pack (repacking=1) sends two
+  messages of 6400 bytes (512 us each): 2 L + 1.024 ms.
   """
   profile = made_up_profile([(64, 0.001)] * 100, step_ms=0.001)
   target = target_lib.make_target(
@@ -197,7 +198,7 @@ def test_small_tensors_are_latency_bound_and_repacking_fixes_it():
     strategy = cost_model.Strategy('distributed_all_reduce', 'pscpu', packs)
     _, step[packs] = cost_model.simulate_step(profile, target, strategy, cal)
   latency_ms = LATENCY_US / 1000.0
-  assert step[0] == pytest.approx(200 * latency_ms + 1.024, rel=0.01)
+  assert step[0] == pytest.approx(101 * latency_ms + 0.01024, rel=0.01)
   assert step[1] == pytest.approx(2 * latency_ms + 1.024, rel=0.01)
   assert step[1] < step[0] / 5
 
@@ -405,8 +406,9 @@ def test_calibration_file_names_where_each_constant_was_fitted(tmp_path):
 def test_small_gradient_groups_follow_the_harness():
   """--agg_small_grads_max_bytes=64 --agg_small_grads_max_group=10: the
   harness groups the 100 small tensors (batch_allreduce.small_tensor_groups)
-  into 10 runs of 10, so 10 gathers and 10 scatters: 20 L + 1.024 ms (the
-  same case as the small-tensor test above)."""
+  into 10 runs of 10, so 10 gathers and 10 scatters of 640 bytes (51.2 us
+  each), prepared in turn as in the small-tensor test above: 11 L + 2 x
+  51.2 us (100 tensors apart: 101 L + 2 x 5.12 us)."""
   profile = made_up_profile([(64, 0.001)] * 100, step_ms=0.001)
   target = target_lib.make_target(
     num_workers=2, link_mbits=100.0, cores_per_host=1
@@ -420,7 +422,7 @@ def test_small_gradient_groups_follow_the_harness():
   _, step = cost_model.simulate_step(
     profile, target, strategy, no_interference(latency_cpu_fraction=1.0)
   )
-  assert step == pytest.approx(20 * LATENCY_US / 1000.0 + 1.024, rel=0.01)
+  assert step == pytest.approx(11 * LATENCY_US / 1000.0 + 0.1024, rel=0.01)
   with pytest.raises(cost_model.StrategyError, match='not both'):
     cost_model.check_strategy(
       dataclasses.replace(strategy, gradient_repacking=2), target, profile

@@ -136,10 +136,10 @@ class StepBuilder:
   # ---- jobs --------------------------------------------------------------
 
   def work(
-    self, places: Sequence, us: float, deps, name='work', crowd=''
+    self, places: Sequence, us: float, deps, name='work', crowd='', queue=''
   ) -> int:
     """Work of `us` full-speed microseconds at each of `places` at once
-    (crowd: simulate.Job.crowd)."""
+    (crowd, queue: simulate.Job's)."""
     demands: Dict[str, float] = {}
     for p in places:
       r = self._work_resource(p)
@@ -152,6 +152,7 @@ class StepBuilder:
         deps=tuple(deps),
         name=name,
         crowd=crowd,
+        queue=queue,
       )
     )
 
@@ -174,7 +175,10 @@ class StepBuilder:
     (each step's latency and bytes counted; the shares of the links taken
     as constant over them). A phase is one operation: each sending host
     pays the transport's cpu_us_per_op once for it (a collective's kernel,
-    whatever its steps). Returns the job that finishes when all arrived.
+    whatever its steps); the phases sent by one set of hosts over one
+    transport prepare their messages one at a time, in the order they were
+    handed over (simulate.py's queues). Returns the job that finishes when
+    all arrived.
     """
     flows = [(s, d) for s, d in flows if s != d]
     if not flows:
@@ -196,7 +200,8 @@ class StepBuilder:
       soft = (max(s for _, s in senders) * repeat + op) / self.compute_scale
       hosts = [('cpu', p[1]) if p[0] == 'dev' else p for p, _ in senders]
       crowd = self._crowd(transport, hosts)
-      deps = [self.work(hosts, soft, deps, name + '/rpc', crowd)]
+      queue = '%s@%s' % (transport, ','.join(sorted(map(host_of, hosts))))
+      deps = [self.work(hosts, soft, deps, name + '/rpc', crowd, queue)]
     amount = nbytes * repeat * self.comm_scale
     return self.graph.add(
       simulate.Job(

@@ -47,6 +47,18 @@ work (`crowds`: label -> s, the shared fraction): each of k running costs
 thread wake-up between them (measured with 16 at once, Transport.
 cpu_shared_fraction). Such a job asks less of its resources per unit of
 progress and may progress faster than its cap.
+
+Jobs of one `queue` (a label) are served in the order they started (ties:
+the one added first), as many at once as their resources have room for
+(the first always): the others wait, holding nothing, but count as in
+flight for their crowd. A host's messages are such a queue: each message's
+CPU work (a few hundred microseconds, well under a scheduler's time slice)
+runs to its end on a core, so the sends a step hands over at once do not
+all finish their CPU work together and then all take to the wire; the
+first goes out while the next is still being prepared (measured: a
+three-worker ring after compute takes about its wire time, not its CPU
+time plus its wire time; docs/predicting_experiments_continued.md,
+section 13).
 """
 
 from __future__ import annotations
@@ -73,6 +85,7 @@ class Job:
   priority: resource -> units per unit of progress taken ahead of the
     other jobs' demands (module docstring).
   crowd: the label of the jobs it shares part of its work with ('' none).
+  queue: the label of the jobs served one at a time with it ('' none).
   """
 
   amount: float
@@ -83,6 +96,7 @@ class Job:
   name: str = ''
   priority: Dict[str, float] = dataclasses.field(default_factory=dict)
   crowd: str = ''
+  queue: str = ''
 
 
 class Graph:
@@ -118,6 +132,33 @@ def _costs(jobs, running, crowds) -> Dict[int, float]:
     for j in running
     if jobs[j].crowd in count
   }
+
+
+def _queued(jobs, running, started, capacity) -> set:
+  """The running jobs waiting behind earlier-started ones of their queue.
+
+  A queue serves its jobs in start order, as many at once as the resources
+  they ask for hold (the first always): a job waits once its demands on top
+  of those served before it would pass a resource's capacity.
+  """
+  members: Dict[str, List[int]] = {}
+  for j in running:
+    if jobs[j].queue:
+      members.setdefault(jobs[j].queue, []).append(j)
+  waiting = set()
+  for mine in members.values():
+    mine.sort(key=lambda j: (started[j], j))
+    used: Dict[str, float] = {}
+    for k, j in enumerate(mine):
+      asks = jobs[j].demands
+      if k and any(
+        used.get(r, 0.0) + d > capacity[r] + _EPS for r, d in asks.items()
+      ):
+        waiting.update(mine[k:])
+        break
+      for r, d in asks.items():
+        used[r] = used.get(r, 0.0) + d
+  return waiting
 
 
 def _rates(jobs, running, capacity, decay=None, started=None, costs=None):
@@ -243,8 +284,11 @@ def run(
       started[j] = now
     done = [j for j in running if remaining[j] <= _EPS]
     if not done:
-      costs = _costs(jobs, running, crowds)
-      rates = _rates(jobs, running, capacity, decay, started, costs)
+      costs = _costs(jobs, running, crowds)  # the queued are in flight
+      queued = _queued(jobs, running, started, capacity)
+      serving = running - queued
+      rates = _rates(jobs, serving, capacity, decay, started, costs)
+      rates.update(dict.fromkeys(queued, 0.0))
       now = _advance(rates, running, remaining, starts, now)
       continue
     for j in done:
