@@ -96,6 +96,9 @@ def no_interference(latency_cpu_fraction=0.0):
   # ... and a throttled link's bytes cost no CPU beyond loopback's
   # (tests/test_cost_model_sharing.py checks the measured table).
   constants['link_cpu_us_per_byte'] = cal_lib.Constant(0.0, 'test', '')
+  # ... and a port carries each way what it carries one way
+  # (tests/test_cost_model_two_way.py checks the measured table).
+  constants['two_way_efficiency'] = cal_lib.Constant(1.0, 'test', '')
   return cal_lib.Calibration(constants)
 
 
@@ -111,7 +114,8 @@ def test_one_ring_matches_the_hand_formula(n):
   of S/n; n-1 reduce-scatter steps then n-1 all-gather steps, in each of
   which every position sends one chunk to the next at once. On a switch
   each host's uplink and downlink carry one chunk per step, so a step takes
-  L + (S/n)/B and the ring 2(n-1)L + 2(n-1)/n * S/B.
+  L + (S/n)/B and the ring 2(n-1)L + 2(n-1)/n * S/B (the ports carry each
+  way all they carry one way: no_interference).
   """
   size, bandwidth, wire = 1_000_000.0, 12.5, 50.0  # 100 Mbit/s
   profile = made_up_profile([(4, 1.0)])

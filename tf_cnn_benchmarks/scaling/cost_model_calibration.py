@@ -94,6 +94,36 @@ ALL_TO_ALL_SOURCE = (
 )
 
 
+# Flows both ways over one link per host (switch) at once, as a ring's:
+# every port carries data out and in, and each flow's acknowledgements
+# queue behind the other flow's data. The share of the payload rate such
+# a port carries each way: the ideal over the mean round of the ring
+# pattern of `launch_local_cluster.py --measure_exchange --topology=switch`
+# (3 hosts, raw TCP, no TensorFlow; AVX2 EPYC, 2026-11-28; no scored
+# cell): 25 Mbit/s 0.96, 0.86 (1 MiB a host), 0.80, 0.93 (512 KiB),
+# median 0.90; 100 Mbit/s 0.95, 0.94 (1 MiB). One flow one way reaches the
+# payload rate (--measure_link: 23.9 of 25 Mbit/s, 95.7 of 100, 956.5 of
+# 1000: 1448 of every 1514 bytes, wire_payload). At 1000 Mbit/s the raw
+# test is bound by its own CPU (all-to-all's parallel flows beat its ring:
+# 38-39 ms against 44-47, ideal 35.1), which the link_cpu table charges
+# for TensorFlow's transfers: 1 there, as unthrottled.
+TWO_WAY_EFFICIENCY = ((25.0, 0.90), (100.0, 0.95), (1000.0, 1.0))
+TWO_WAY_SOURCE = (
+  "measured with raw TCP on the AVX2 EPYC's shaped switch ports "
+  '(launch_local_cluster.py --measure_exchange, '
+  'docs/predicting_experiments_continued.md section 14), not on a scored '
+  'cell; between the rates: linear in log(rate); shared links: 1'
+)
+
+
+def two_way_efficiency(mbits, topology: str = 'switch') -> float:
+  """The share of its payload rate a switch port carries each way while
+  flows cross it both ways (TWO_WAY_EFFICIENCY; 1 unthrottled or shared)."""
+  if mbits is None or topology == 'shared':
+    return 1.0
+  return _by_rate(TWO_WAY_EFFICIENCY, mbits)
+
+
 def all_to_all_efficiency(mbits, topology: str = 'switch') -> float:
   """The all-to-all table of `topology` at `mbits` (None, unthrottled: 1)."""
   if mbits is None:
@@ -246,6 +276,16 @@ class Calibration:
       return self.value('flow_stagger')
     return flow_stagger(mbits, topology)
 
+  def two_way_efficiency(self, mbits, topology: str) -> float:
+    """The share of a switch port each way a phase sending both ways fills
+    at `mbits`: the measured table, or the calibration's one
+    `two_way_efficiency` (on throttled switch ports) where it gives one."""
+    if mbits is None or topology == 'shared':
+      return 1.0
+    if 'two_way_efficiency' in self.constants:
+      return self.value('two_way_efficiency')
+    return two_way_efficiency(mbits, topology)
+
   def link_cpu(self, mbits, topology: str, transport: str) -> float:
     """Core-us a byte of `transport` takes on the target's links beyond
     the loopback's: the measured table, or the calibration's one
@@ -271,6 +311,9 @@ class Calibration:
     ] + [
       'all_to_all_efficiency = %s (share of a link an all-to-all phase '
       'fills): %s' % (table, ALL_TO_ALL_SOURCE),
+      'two_way_efficiency = %s at 25, 100, 1000 Mbit/s (share of a switch '
+      'port each way a phase sending both ways fills): %s'
+      % (', '.join('%g' % e for _, e in TWO_WAY_EFFICIENCY), TWO_WAY_SOURCE),
       'flow_stagger = %s (what each later flow to start on a link weighs '
       'against the one before it; 1: fair sharing): %s'
       % (_stagger_text(), FLOW_STAGGER_SOURCE),
@@ -317,6 +360,9 @@ _OPTIONAL = {
   'link_cpu_us_per_byte': 'core-us a byte takes on every throttled link '
   'beyond loopback, in place of the measured LINK_CPU table (0: the '
   "NIC's offloads make a wire byte cost what a loopback byte does)",
+  'two_way_efficiency': 'the share of its payload rate a switch port '
+  'carries each way while flows cross it both ways, for every rate, in '
+  'place of the measured TWO_WAY_EFFICIENCY table (1: no loss)',
 }
 
 
@@ -341,9 +387,9 @@ def _checked(name, entry, path):
     raise CalibrationError(
       '%s: %s.fitted_on: want the cells it was fitted on' % (path, name)
     )
-  if name == 'flow_stagger' and not 0 < value <= 1:
+  if name in ('flow_stagger', 'two_way_efficiency') and not 0 < value <= 1:
     raise CalibrationError(
-      '%s: flow_stagger.value: want 0 < q <= 1, got %r' % (path, value)
+      '%s: %s.value: want 0 < value <= 1, got %r' % (path, name, value)
     )
   meaning = _DEFAULTS[name].meaning if name in _DEFAULTS else _OPTIONAL[name]
   return Constant(float(value), 'fitted on ' + source, meaning)

@@ -67,6 +67,11 @@ class StepBuilder:
         target.link_mbits, target.topology
       )
     )
+    # A flow whose ports also carry the other way in its phase asks
+    # 1/efficiency units of each per byte (a ring's).
+    self.two_way_weight = 1.0 / calibration.two_way_efficiency(
+      target.link_mbits, target.topology
+    )
     # {crowd label: shared fraction}: the messages' CPU jobs of one
     # transport on the same hosts share part of it while in flight together
     # (simulate.py's crowds; see phase).
@@ -186,9 +191,11 @@ class StepBuilder:
     if any(p[0] == 'ps' for flow in flows for p in flow):
       self.touches_ps = True
     crowded = self._all_to_all_flows(flows)
+    both_ways = self._two_way_flows(flows)
     demands, first, cap, delay, senders = {}, {}, float('inf'), 0.0, []
     for src, dst in flows:
       weight = self.all_to_all_weight if (src, dst) in crowded else 1.0
+      weight *= self.two_way_weight if (src, dst) in both_ways else 1.0
       c, lat, soft = self._flow(
         src, dst, transport, nbytes, (demands, first), weight
       )
@@ -243,6 +250,22 @@ class StepBuilder:
       (s, d)
       for s, d in flows
       if len(outs.get(host_of(s), ())) > 1 and len(ins.get(host_of(d), ())) > 1
+    }
+
+  def _two_way_flows(self, flows) -> set:
+    """The flows of a phase between hosts whose ports carry data the other
+    way too in it (the sender receives and the receiver sends, as every
+    host of a ring does): they fill each way less than a one-way flow
+    (cost_model_calibration.TWO_WAY_EFFICIENCY)."""
+    if self.two_way_weight == 1.0:
+      return set()
+    hops = [(host_of(s), host_of(d)) for s, d in flows]
+    senders = {hs for hs, hd in hops if hs != hd}
+    receivers = {hd for hs, hd in hops if hs != hd}
+    return {
+      (s, d)
+      for (s, d), (hs, hd) in zip(flows, hops)
+      if hs != hd and hs in receivers and hd in senders
     }
 
   def _flow(self, src, dst, transport, nbytes, uses, weight=1.0):
