@@ -280,9 +280,8 @@ class Calibration:
     """The share of a switch port each way a phase sending both ways fills
     at `mbits`: the measured table, or the calibration's one
     `two_way_efficiency` (on throttled switch ports) where it gives one."""
-    if mbits is None or topology == 'shared':
-      return 1.0
-    if 'two_way_efficiency' in self.constants:
+    throttled_ports = mbits is not None and topology != 'shared'
+    if throttled_ports and 'two_way_efficiency' in self.constants:
       return self.value('two_way_efficiency')
     return two_way_efficiency(mbits, topology)
 

@@ -181,9 +181,9 @@ class StepBuilder:
     as constant over them). A phase is one operation: each sending host
     pays the transport's cpu_us_per_op once for it (a collective's kernel,
     whatever its steps); the phases sent by one set of hosts over one
-    transport prepare their messages one at a time, in the order they were
-    handed over (simulate.py's queues). Returns the job that finishes when
-    all arrived.
+    transport prepare their messages in the order they were handed over,
+    as many at once as the cores hold (simulate.py's queues). Returns the
+    job that finishes when all arrived.
     """
     flows = [(s, d) for s, d in flows if s != d]
     if not flows:

@@ -85,7 +85,8 @@ class Job:
   priority: resource -> units per unit of progress taken ahead of the
     other jobs' demands (module docstring).
   crowd: the label of the jobs it shares part of its work with ('' none).
-  queue: the label of the jobs served one at a time with it ('' none).
+  queue: the label of the jobs served in start order with it, as many at
+    once as their resources hold ('' none).
   """
 
   amount: float
