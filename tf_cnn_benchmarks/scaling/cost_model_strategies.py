@@ -9,7 +9,8 @@ replicated, distributed_all_reduce: each gradient (or pack) is all-reduced
   (they are concatenations). Workers with one inter-op thread start them
   only after every worker's compute (StepBuilder.transfers_wait_for_compute).
 collective_all_reduce: the same with CollectiveReduceV2 over every tower of
-  every worker (a ring), one per gradient, plus one scalar for the loss.
+  every worker (a ring), one per gradient, plus one scalar for the loss
+  (beside the update: the train op groups them).
 parameter_server: the variables live on the ps tasks, placed greedily by
   bytes (least-loaded task first, in model order); each step a worker reads
   them in one packed message per ps task, computes, averages its towers,
@@ -145,16 +146,18 @@ def all_reduce_step(b, spec, repacking=0, *, collective=False, agg=(0, 10)):
   for k, (nbytes, deps) in enumerate(units):
     for p, j in zip(order, _reduce_unit(b, spec, order, nbytes, deps, k)):
       done[p].append(j)
-  if collective:  # the cluster loss: one scalar collective per step
-    loss = ar.one_level(b, 'collective', 1, order, 4, list(last.values()))
-    for p, j in zip(order, loss):
-      done[p].append(j)
   apply_us = b.apply_ms('worker', b.profile.gradients) * 1000.0
   barrier = list(last.values())  # updates wait for every gradient
   ends = {}
   for p in order:
     job = b.work([p], apply_us, done[p] + barrier, 'apply')
     ends.setdefault(p[1], []).append(job)
+  if collective:
+    # The cluster loss: one scalar collective per step, grouped with the
+    # train op (_with_cluster_loss): beside the update, not before it.
+    loss = ar.one_level(b, 'collective', 1, order, 4, barrier)
+    for p, j in zip(order, loss):
+      ends[p[1]].append(j)
   return step_end(b, ends)
 
 
