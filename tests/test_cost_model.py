@@ -619,16 +619,20 @@ def test_an_overloaded_cpu_slows_compute_and_transfer_alike():
   assert compute == pytest.approx(225.0)
 
 
-def _ps_push_ms(gradients, indices):
+def _ps_push_ms(gradients, indices, means_after_all=False, devices=1):
   """When push_and_apply's update is done on worker 0 (ms): 2 workers and
   1 ps on 100 Mbit/s switch ports, exact transports, no interference."""
   from tf_cnn_benchmarks.scaling import cost_model_ps
 
   profile = made_up_profile(gradients)
-  target = target_lib.make_target(num_workers=2, num_ps=1, link_mbits=100.0)
+  target = target_lib.make_target(
+    num_workers=2, num_ps=1, link_mbits=100.0, devices_per_worker=devices
+  )
   b = cost_model_graph.StepBuilder(profile, target, no_interference())
   ready, last = st.towers(b, {})
-  done = cost_model_ps.push_and_apply(b, ready, last, indices, sync=True)
+  done = cost_model_ps.push_and_apply(
+    b, ready, last, indices, sync=True, means_after_all=means_after_all
+  )
   return _run(b)[done[0]] / 1000.0
 
 
@@ -647,6 +651,26 @@ def test_a_ps_held_gradient_alone_crosses_as_soon_as_it_is_ready():
   assert _ps_push_ms(early, [0, 1]) == pytest.approx(100.1 + two, rel=1e-4)
   small = [(12_500, 10.0), (4, 100.0)]
   assert _ps_push_ms(small, [0]) == pytest.approx(100.0, rel=1e-4)
+
+
+def test_a_pack_waits_for_every_gradient_of_its_worker():
+  """Two 1 MB gradients ready at 10 and 20 ms of a 100 ms backward pass,
+  pushed packed to the one ps (the third, ready at 100 ms, is not pushed,
+  as hybrid's small ones): the pack is made under the update's
+  all-gradients barrier, so it leaves at 100 ms, not 20: 100 + 0.1 ms +
+  4 MB through the ps port at 12.5 bytes/us (320 ms). hybrid's means are
+  made under it too: with two towers a worker, even a lone variable waits
+  (100.1 + 160 ms, and the towers' add); with one, its "mean" is the
+  gradient itself (base.mean_of makes no op), which leaves at 10 ms."""
+  early = [(1_000_000, 10.0), (1_000_000, 20.0), (4, 100.0)]
+  assert _ps_push_ms(early, [0, 1]) == pytest.approx(420.1, rel=1e-4)
+  lone = [(1_000_000, 10.0), (4, 100.0)]
+  assert _ps_push_ms(lone, [0]) == pytest.approx(170.1, rel=1e-4)
+  one_tower = _ps_push_ms(lone, [0], means_after_all=True)
+  assert one_tower == pytest.approx(170.1, rel=1e-4)
+  two = _ps_push_ms(lone, [0], means_after_all=True, devices=2)
+  alone = _ps_push_ms(lone, [0], devices=2)
+  assert alone < 171.0 < 260.1 <= two < 261.0
 
 
 def test_a_value_read_from_the_ps_gates_the_forward_pass_where_used():

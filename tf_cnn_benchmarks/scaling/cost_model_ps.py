@@ -3,12 +3,19 @@
 parameter_server, distributed_replicated and hybrid share the push: each
 gradient's towers are averaged on the worker's CPU once it is ready on all
 of them, and the means cross to each ps task (with sync and more than one
-worker, the variables of one ps task travel as one packed message, which
-waits for its last member; a variable alone on its task, or any without
-sync, crosses on its own as soon as it is ready: variable_mgr/transfers.py
-packs groups of two or more), are accumulated there, and applied once every
-worker pushed and every worker's towers are done with the old values (sync),
-or per push once the pushing worker's towers are done (async).
+worker, the variables of one ps task travel as one packed message; a
+variable alone on its task, or any without sync, crosses on its own as soon
+as it is ready: variable_mgr/transfers.py packs groups of two or more), are
+accumulated there, and applied once every worker pushed and every worker's
+towers are done with the old values (sync), or per push once the pushing
+worker's towers are done (async).
+
+A packed message waits for every gradient of its worker, not only for its
+members: the pack (a concat on the worker) is made inside the update's
+control_dependencies(all_grads) (variable_mgr/distributed.py, hybrid.py).
+So are hybrid's means (hybrid._reduce), when a worker has two or more
+towers to average; with one, its "mean" is the gradient itself (base.mean_of
+makes no op), which a lone variable's push carries as soon as it is ready.
 """
 
 from __future__ import annotations
@@ -33,22 +40,24 @@ def _bytes(b, indices):
   return sum(b.profile.gradients[i].bytes for i in indices)
 
 
-def _local_means(b, w, ready, indices):
+def _local_means(b, w, ready, indices, after=()):
   """Worker w's towers' gradients `indices` averaged on its CPU, once each
-  of them is ready on every tower of the worker."""
+  of them is ready on every tower of the worker (and the jobs `after`)."""
   cpu, nbytes = ('cpu', w), _bytes(b, indices)
   mine = [p for p in ready if p[1] == w]
   flows = [(p, cpu) for p in mine]
-  deps = [ready[p][i] for p in mine for i in indices]
+  deps = [ready[p][i] for p in mine for i in indices] + list(after)
   moved = b.phase(flows, nbytes, deps, 'grpc', 'to cpu')
   adds = b.add_us(nbytes) * (len(mine) - 1)
   return b.work([cpu], adds, [moved], 'local means')
 
 
-def push_and_apply(b, ready, last, indices, sync=True):
+def push_and_apply(b, ready, last, indices, sync=True, means_after_all=False):
   """The push of `indices`' gradients to their ps tasks and the apply.
 
   ready, last: st.towers' gradient-ready and last jobs of every tower.
+  means_after_all: the worker's means are made under the all-gradients
+  barrier (hybrid's): with two or more towers they wait for all of them.
   Returns {worker: the job after which its step's update is done}.
   """
   grads, t = b.profile.gradients, b.target
@@ -56,12 +65,17 @@ def push_and_apply(b, ready, last, indices, sync=True):
   packed = sync and t.num_workers > 1
   accumulated = {k: [] for k in placed}
   for w in range(t.num_workers):
+    all_mine = [j for p, j in last.items() if p[1] == w]
     for k, members in placed.items():
       parts = [members] if packed else [[i] for i in members]
       for part in parts:
         nbytes = _bytes(b, part)
-        mean = _local_means(b, w, ready, part)
-        sent = b.message(('cpu', w), ('ps', k), nbytes, [mean])
+        averaged = means_after_all and t.devices_per_worker > 1
+        after = all_mine if averaged else ()
+        mean = _local_means(b, w, ready, part, after)
+        # A pack is made under the all-gradients barrier (module docstring).
+        gate = all_mine if len(part) > 1 else []
+        sent = b.message(('cpu', w), ('ps', k), nbytes, [mean] + gate)
         acc = b.work([('ps', k)], b.add_us(nbytes), [sent], 'accumulate')
         accumulated[k].append((w, part, acc))
   if not sync:
@@ -156,7 +170,7 @@ def hybrid_step(b, threshold_bytes=1 << 20):
   apply_us = b.apply_ms('worker', [grads[i] for i in small]) * 1000.0
   ends = [b.work([p], apply_us, updates[p] + barrier, 'apply') for p in order]
   if big:
-    done = push_and_apply(b, ready, last, big, True)
+    done = push_and_apply(b, ready, last, big, True, means_after_all=True)
     ends = ar.one_level(
       b, 'collective', 1, order, 4, ends + list(done.values())
     )

@@ -22,7 +22,8 @@ distributed_replicated: no reads at the start; the same push and apply,
   per ps task) and assigns them to every tower.
 hybrid: variables over the threshold on the ps (read by every tower,
   one message per variable), the rest all-reduced with collectives; both
-  wait for every gradient; an end-of-step barrier (a scalar collective).
+  wait for every gradient (the push as cost_model_ps says); an end-of-step
+  barrier (a scalar collective).
 """
 
 from __future__ import annotations
