@@ -63,15 +63,15 @@ def push_and_apply(b, ready, last, indices, sync=True, means_after_all=False):
   grads, t = b.profile.gradients, b.target
   placed = _by_ps(b, indices)
   packed = sync and t.num_workers > 1
+  averaged = means_after_all and t.devices_per_worker > 1
   accumulated = {k: [] for k in placed}
   for w in range(t.num_workers):
     all_mine = [j for p, j in last.items() if p[1] == w]
+    after = all_mine if averaged else ()
     for k, members in placed.items():
       parts = [members] if packed else [[i] for i in members]
       for part in parts:
         nbytes = _bytes(b, part)
-        averaged = means_after_all and t.devices_per_worker > 1
-        after = all_mine if averaged else ()
         mean = _local_means(b, w, ready, part, after)
         # A pack is made under the all-gradients barrier (module docstring).
         gate = all_mine if len(part) > 1 else []
