@@ -104,7 +104,7 @@ def _measured_cell(records, group, pick):
     if (
       not is_auto(c)
       and r.get('measured')
-      and vm.group_key(c) == group
+      and vm.record_group(r) == group
       and c['strategy'] == pick.get('variable_update')
       and c['num_ps'] == _ps_of(pick)
     ):
@@ -121,7 +121,7 @@ def scores(records) -> list:
   for r in records:
     if is_auto(r['cell']) or not r.get('measured'):
       continue
-    key = vm.group_key(r['cell'])
+    key = vm.record_group(r)
     if key not in best_of or r['measured_median'] > best_of[key][1]:
       best_of[key] = (r['cell'], r['measured_median'])
   rows = []
@@ -131,7 +131,7 @@ def scores(records) -> list:
     # A constant was chosen on these groups: they judge no pick.
     if vm.is_calibration_cell(r['cell']):
       continue
-    key = vm.group_key(r['cell'])
+    key = vm.record_group(r)
     best = best_of.get(key)
     median = statistics.median(r['measured'])
     regret = None if best is None else max(0.0, (best[1] - median) / best[1])
@@ -252,11 +252,12 @@ def markdown_rows(records) -> list:
     '| best measured | regret | regret of the pick | picks now |',
     '|---|---|---:|---:|---|---:|---:|---|',
   ]
+  pooled = vm.several_machines([r['group'] for r in rows])
   for r in rows:
     out.append(
       '| %s | %s | %s | %.1f (%.0f%%) | %s | %s | %s | %s |'
       % (
-        vm.group_text(r['group']),
+        vm.group_text(r['group'], pooled),
         pick_text(r['pick']),
         '%.1f' % r['predicted']['images_per_sec'] if r['predicted'] else '-',
         r['measured_median'],

@@ -167,17 +167,30 @@ def group_key(cell: dict) -> tuple:
   )
 
 
-def group_text(key) -> str:
+def record_group(record) -> tuple:
+  """The group of a record: its cell's group_key and the machine it ran on
+  (one configuration measured on two CPUs is two clusters)."""
+  return group_key(record['cell']) + (record.get('machine') or '',)
+
+
+def group_text(key, machine: bool = False) -> str:
   """'lenet 2w 100Mbit/s shared' ('switch, full pools': a switch group
-  whose tasks each kept TensorFlow's pools)."""
-  model, workers, link, topology, split = key
-  return '%s %dw %s %s%s' % (
+  whose tasks each kept TensorFlow's pools; `machine`: and ', on <CPU>',
+  for reports that pool several machines)."""
+  model, workers, link, topology, split = key[:5]
+  return '%s %dw %s %s%s%s' % (
     model,
     workers,
     'unthrottled' if link < 0 else '%gMbit/s' % link,
     topology,
     '' if split else ', full pools',
+    ', on %s' % key[5].split(',')[0] if machine and key[5:] else '',
   )
+
+
+def several_machines(keys) -> bool:
+  """Whether record_group keys name more than one machine."""
+  return len({k[5] for k in keys if k[5:]}) > 1
 
 
 def _prediction(record, predictor):
@@ -200,7 +213,7 @@ def groups(records, noisy: bool = False) -> dict:
   out = {}
   for r in records:
     if counted(r, noisy):
-      out.setdefault(group_key(r['cell']), []).append(r)
+      out.setdefault(record_group(r), []).append(r)
   return {k: v for k, v in out.items() if len(v) >= 2}
 
 

@@ -78,7 +78,9 @@ def _group_rows(records, noisy=False) -> list:
     '| tau model | paleo | daydream |',
     '|---|---:|---:|---:|---:|---:|---:|---:|',
   ]
-  for key, members in sorted(vm.groups(records, noisy).items()):
+  grouped = vm.groups(records, noisy)
+  pooled = vm.several_machines(grouped)
+  for key, members in sorted(grouped.items()):
     regrets = [
       _fmt(100 * sums[n]['regret_by_group'][key], '%.1f%%')
       for n in vm.PREDICTORS
@@ -87,7 +89,7 @@ def _group_rows(records, noisy=False) -> list:
     rows.append(
       '| %s | %d | %s | %s |'
       % (
-        vm.group_text(key),
+        vm.group_text(key, pooled),
         len(members),
         ' | '.join(regrets),
         ' | '.join(taus),

@@ -483,6 +483,27 @@ def test_a_group_measured_all_tied_is_left_out_of_mean_tau():
   assert paleo['tau_groups'] == 1 and paleo['mean_tau'] == 0.0
 
 
+def test_one_configuration_on_two_machines_is_two_groups():
+  """Pooled grids: the same cells measured on two CPUs are two clusters,
+  each with its own best (here each machine's a is its best: regret 0;
+  grouped together, b's 200 would be the best and the pick a's 100 and
+  110 would lose 45-50%)."""
+  epyc = [_record('a', [100] * 3, 120, 50), _record('b', [90] * 3, 110, 50)]
+  xeon = [_record('a', [210] * 3, 220, 50), _record('b', [200] * 3, 210, 50)]
+  for r in epyc:
+    r['machine'] = 'AMD EPYC, 2 cores, avx2'
+  for r in xeon:
+    r['machine'] = 'Intel(R) Xeon(R) Processor, 2 cores, avx512f'
+  model = vm.summarize(epyc + xeon, 'model')
+  assert model['groups'] == 2
+  assert list(model['regret_by_group'].values()) == [0.0, 0.0]
+  keys = sorted(vm.groups(epyc + xeon))
+  assert vm.several_machines(keys) and not vm.several_machines(keys[:1])
+  xeon_text = 'trivial 2w 25Mbit/s shared, on Intel(R) Xeon(R) Processor'
+  assert vm.group_text(keys[1], machine=True) == xeon_text
+  assert vm.group_text(keys[1]) == 'trivial 2w 25Mbit/s shared'
+
+
 def test_records_and_report_name_the_machine(tmp_path):
   """Figures carry where they were measured: the CPU model, cores and the
   flags that change its speed, in every record and the md's header."""

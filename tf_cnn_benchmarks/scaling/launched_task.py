@@ -1,7 +1,8 @@
 """What a module run on the launcher's tasks (--module) shares: the cluster
 flags every task gets, and its own server.
 
-read_stagger.py and link_cpu.py run so under launch_local_cluster.py.
+read_stagger.py, link_cpu.py and port_duplex.py run so under
+launch_local_cluster.py.
 """
 
 from __future__ import annotations
