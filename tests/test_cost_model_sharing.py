@@ -92,6 +92,88 @@ def test_the_model_shares_host_links_by_start_order():
   assert got == pytest.approx([f * last for f in cal_lib.stagger_shares(q, 3)])
 
 
+def test_a_job_of_its_own_stagger_weighs_by_it():
+  """The link's q is 0.5; flows that carry their own q = 1 share it
+  fairly, and one of q = 0.5 among them weighs as the link says."""
+  graph = simulate.Graph()
+  for k in range(3):
+    graph.add(simulate.Job(1.0, {'link': 1.0}, name='f%d' % k, stagger=1.0))
+  assert simulate.run(graph, {'link': 1.0}, {'link': 0.5}) == pytest.approx(
+    [3.0, 3.0, 3.0]
+  )
+  graph = simulate.Graph()
+  for k in range(3):
+    graph.add(simulate.Job(1.0, {'link': 1.0}, name='f%d' % k, stagger=0.5))
+  assert simulate.run(graph, {'link': 1.0}, {'link': 0.9}) == pytest.approx(
+    [1.75, 2.5, 3.0]
+  )
+
+
+def test_long_messages_stagger_less_on_a_throttled_switch_port():
+  """Up to 1 MiB a message weighs by the table's q; from 2 MiB by the q of
+  the long reads' measured shares; between, linear in log(size) (1.5 MiB:
+  log 1.5 / log 2 = 0.585 of the way). Shared links and unthrottled ports
+  keep the table's q at every size, and a calibration's one flow_stagger
+  is every message's."""
+  cal = cal_lib.default_calibration()
+  short = cal_lib.flow_stagger(100.0, 'switch')
+  long_q = cal_lib.fit_flow_stagger(cal_lib.FLOW_STAGGER_LONG_SHARES + (1.0,))
+  assert 0 < short < long_q < 1
+  assert cal.message_stagger(1 << 20, 100.0, 'switch') == short
+  assert cal.message_stagger(64 << 10, 100.0, 'switch') == short
+  assert cal.message_stagger(2 << 20, 100.0, 'switch') == long_q
+  assert cal.message_stagger(32 << 20, 100.0, 'switch') == long_q
+  between = cal.message_stagger(1.5 * (1 << 20), 100.0, 'switch')
+  assert between == pytest.approx(short + 0.585 * (long_q - short), abs=1e-3)
+  assert cal.message_stagger(8 << 20, 100.0, 'shared') == (
+    cal_lib.flow_stagger(100.0, 'shared')
+  )
+  assert cal.message_stagger(8 << 20, None, 'switch') == (
+    cal_lib.flow_stagger(None, 'switch')
+  )
+  one_q = cal_lib.Calibration(
+    dict(
+      cal.constants,
+      flow_stagger=cal_lib.Constant(0.6, 'a test', 'one q'),
+    )
+  )
+  assert one_q.message_stagger(8 << 20, 100.0, 'switch') == 0.6
+  assert any(
+    line.startswith('flow_stagger of long messages = ') for line in cal.lines()
+  )
+
+
+def test_the_model_gives_a_long_read_the_long_q():
+  """Three workers read S bytes each from one ps task at once over 100
+  Mbit/s switch ports (the ps task's port the bottleneck): 4 MiB reads end
+  as stagger_shares of the long q says, 64 KiB ones as the table's."""
+  long_q = cal_lib.fit_flow_stagger(cal_lib.FLOW_STAGGER_LONG_SHARES + (1.0,))
+  cal = cal_lib.Calibration(
+    {
+      k: c
+      for k, c in no_interference().constants.items()
+      if k != 'flow_stagger'  # the measured table
+    }
+  )
+  for size, q in (
+    (4 << 20, long_q),
+    (64 << 10, cal_lib.flow_stagger(100.0, 'switch')),
+  ):
+    b = cost_model_graph.StepBuilder(
+      made_up_profile([(4, 1.0)], latency=0.0),
+      target_lib.make_target(
+        num_workers=3, num_ps=1, link_mbits=100.0, topology='switch'
+      ),
+      cal,
+    )
+    reads = [b.message(('ps', 0), ('cpu', w), size, []) for w in range(3)]
+    ends = simulate.run(b.graph, b.capacities(), b.link_decay())
+    got = sorted(ends[j] for j in reads)
+    last = 3 * size / 12.5  # bytes/us at 100 Mbit/s
+    want = [f * last for f in cal_lib.stagger_shares(q, 3)]
+    assert got == pytest.approx(want, rel=1e-6)
+
+
 def _with_cpu(profile, alone, crowded):
   """`profile` whose collective messages cost `alone` core-us each, and
   `crowded` each with 16 in flight."""

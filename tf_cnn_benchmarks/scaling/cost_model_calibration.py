@@ -161,6 +161,22 @@ FLOW_STAGGER_UNTHROTTLED_SHARES = {
   'shared': (0.795, 0.925),
   'switch': (0.810, 0.901),
 }
+# ... for messages of up to 1 MiB. Reads of 2 MiB and more stagger less on
+# a throttled switch port: the first of three ends at 0.83-0.91 of the last,
+# the second at 0.93-0.99 (Intel Xeon, 2026-11-28: 2 MiB at 25 Mbit/s, 2, 4
+# (twice) and 9 MB at 100, 4 and 9 MB and 32 MiB at 1000; 1 MiB and less
+# read as the table, 0.70-0.79 first; results/read_stagger_xeon_amx.txt).
+# The mean of those eight runs' shares; a message between 1 and 2 MiB takes
+# q linear in log(size) between the table's and this. Shared links and
+# unthrottled ports were not measured so: the table for every size.
+FLOW_STAGGER_LONG_SHARES = (0.865, 0.965)
+FLOW_STAGGER_SHORT_BYTES = 1 << 20
+FLOW_STAGGER_LONG_BYTES = 2 << 20
+FLOW_STAGGER_LONG_SOURCE = (
+  'the same reads of 2 MiB to 32 MiB over throttled switch ports, measured '
+  'on an Intel Xeon (read_stagger.py, results/read_stagger_xeon_amx.txt), '
+  'not on a scored cell; from 1 to 2 MiB linear in log(size)'
+)
 FLOW_STAGGER_SOURCE = (
   'the ends of three workers reading one ps task at once over TF gRPC, '
   "measured on this repository's AVX2 EPYC (read_stagger.py, "
@@ -223,6 +239,21 @@ def flow_stagger(mbits, topology: str = 'switch') -> float:
   return _by_rate(rows, mbits)
 
 
+def message_stagger(q: float, nbytes: float, mbits, topology: str) -> float:
+  """The q of one message of `nbytes` on a link whose table q is `q`:
+  the long messages' q on a throttled switch port from
+  FLOW_STAGGER_LONG_BYTES, the table's up to FLOW_STAGGER_SHORT_BYTES."""
+  if mbits is None or topology != 'switch':
+    return q
+  if nbytes <= FLOW_STAGGER_SHORT_BYTES:
+    return q
+  long_q = fit_flow_stagger(FLOW_STAGGER_LONG_SHARES + (1.0,))
+  t = math.log(nbytes / FLOW_STAGGER_SHORT_BYTES) / math.log(
+    FLOW_STAGGER_LONG_BYTES / FLOW_STAGGER_SHORT_BYTES
+  )
+  return q + min(1.0, t) * (long_q - q)
+
+
 def stagger_shares(q: float, flows: int) -> list:
   """When each of `flows` equal flows started together on one link ends,
   as shares of the last one's time, with weights q^k (simulate.py)."""
@@ -268,6 +299,14 @@ class Calibration:
   def value(self, name: str) -> float:
     """The value of constant `name`."""
     return self.constants[name].value
+
+  def message_stagger(self, nbytes, mbits, topology: str) -> float:
+    """The q a message of `nbytes` weighs by on a link (message_stagger);
+    a calibration's one `flow_stagger` constant for every message."""
+    q = self.flow_stagger(mbits, topology)
+    if 'flow_stagger' in self.constants:
+      return q
+    return message_stagger(q, nbytes, mbits, topology)
 
   def flow_stagger(self, mbits, topology: str) -> float:
     """q of the links of `topology` at `mbits`: the measured table, or the
@@ -316,6 +355,13 @@ class Calibration:
       'flow_stagger = %s (what each later flow to start on a link weighs '
       'against the one before it; 1: fair sharing): %s'
       % (_stagger_text(), FLOW_STAGGER_SOURCE),
+      'flow_stagger of long messages = %.3f from %d MiB on a throttled '
+      'switch port: %s'
+      % (
+        fit_flow_stagger(FLOW_STAGGER_LONG_SHARES + (1.0,)),
+        FLOW_STAGGER_LONG_BYTES >> 20,
+        FLOW_STAGGER_LONG_SOURCE,
+      ),
       'link_cpu = %s (core-us a byte takes on a throttled link beyond '
       'loopback; grpc, collective): %s' % (_link_cpu_text(), LINK_CPU_SOURCE),
     ]

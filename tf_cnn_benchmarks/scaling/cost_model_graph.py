@@ -210,9 +210,18 @@ class StepBuilder:
       queue = '%s@%s' % (transport, ','.join(sorted(map(host_of, hosts))))
       deps = [self.work(hosts, soft, deps, name + '/rpc', crowd, queue)]
     amount = nbytes * repeat * self.comm_scale
+    t = self.target  # long messages stagger less (cost_model_calibration)
+    stagger = self.cal.message_stagger(nbytes, t.link_mbits, t.topology)
     return self.graph.add(
       simulate.Job(
-        amount, demands, cap, delay * repeat, tuple(deps), name, first
+        amount,
+        demands,
+        cap,
+        delay * repeat,
+        tuple(deps),
+        name,
+        first,
+        stagger=stagger,
       )
     )
 

@@ -28,7 +28,9 @@ the one added first) weighs q^k, and an overloaded resource is split in
 proportion to the weights, none above its ask (what one leaves goes to the
 others). TCP flows that start together on one bottleneck do not end
 together: the first of three ends at 0.6-0.9 of the last (measured,
-cost_model_calibration.FLOW_STAGGER), as if it held a larger share.
+cost_model_calibration.FLOW_STAGGER), as if it held a larger share. A job
+may carry its own q (`stagger`: long messages stagger less), which it
+weighs by there in place of the resource's.
 
 A job may also use a resource first (`priority`: resource -> units per unit
 of progress): that use never slows the job, it is taken off the resource
@@ -87,6 +89,8 @@ class Job:
   crowd: the label of the jobs it shares part of its work with ('' none).
   queue: the label of the jobs served in start order with it, as many at
     once as their resources hold ('' none).
+  stagger: the q it weighs by on a resource shared by start order, in
+    place of the resource's (0: the resource's).
   """
 
   amount: float
@@ -98,6 +102,7 @@ class Job:
   priority: Dict[str, float] = dataclasses.field(default_factory=dict)
   crowd: str = ''
   queue: str = ''
+  stagger: float = 0.0
 
 
 class Graph:
@@ -218,7 +223,9 @@ def _shared_rates(jobs, running, capacity, decay, started, costs):
       continue
     if decay and r in decay:
       order = sorted(mine, key=lambda j: (started[j], j))
-      weights = {j: decay[r] ** k for k, j in enumerate(order)}
+      weights = {
+        j: (jobs[j].stagger or decay[r]) ** k for k, j in enumerate(order)
+      }
       shares = weighted_shares(capacity[r], asks, weights)
     else:
       scale = capacity[r] / sum(asks.values())
