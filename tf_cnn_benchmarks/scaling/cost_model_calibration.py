@@ -239,6 +239,11 @@ def flow_stagger(mbits, topology: str = 'switch') -> float:
   return _by_rate(rows, mbits)
 
 
+def long_flow_stagger() -> float:
+  """q of messages from FLOW_STAGGER_LONG_BYTES on a throttled switch port."""
+  return fit_flow_stagger(FLOW_STAGGER_LONG_SHARES + (1.0,))
+
+
 def message_stagger(q: float, nbytes: float, mbits, topology: str) -> float:
   """The q of one message of `nbytes` on a link whose table q is `q`:
   the long messages' q on a throttled switch port from
@@ -247,11 +252,10 @@ def message_stagger(q: float, nbytes: float, mbits, topology: str) -> float:
     return q
   if nbytes <= FLOW_STAGGER_SHORT_BYTES:
     return q
-  long_q = fit_flow_stagger(FLOW_STAGGER_LONG_SHARES + (1.0,))
   t = math.log(nbytes / FLOW_STAGGER_SHORT_BYTES) / math.log(
     FLOW_STAGGER_LONG_BYTES / FLOW_STAGGER_SHORT_BYTES
   )
-  return q + min(1.0, t) * (long_q - q)
+  return q + min(1.0, t) * (long_flow_stagger() - q)
 
 
 def stagger_shares(q: float, flows: int) -> list:
@@ -358,7 +362,7 @@ class Calibration:
       'flow_stagger of long messages = %.3f from %d MiB on a throttled '
       'switch port: %s'
       % (
-        fit_flow_stagger(FLOW_STAGGER_LONG_SHARES + (1.0,)),
+        long_flow_stagger(),
         FLOW_STAGGER_LONG_BYTES >> 20,
         FLOW_STAGGER_LONG_SOURCE,
       ),
