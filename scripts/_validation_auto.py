@@ -205,6 +205,36 @@ def _now_text(row) -> str:
   )
 
 
+def current_pick_regret(row):
+  """The regret of the pick the current model makes for the row's group:
+  the pick that ran (judged by its grid cell, pick_regret) when the model
+  still picks it; the changed pick's grid cell otherwise (None where that
+  pick has no measured cell, or the group no best)."""
+  now = row['now']
+  if not now:
+    return row['pick_regret']
+  if now['measured'] is None or not row['best']:
+    return None
+  best = row['best'][1]
+  return max(0.0, (best - now['measured']) / best)
+
+
+def _current_picks_line(rows) -> str:
+  """How the current model's picks fare where the grid measured them."""
+  regrets = [current_pick_regret(r) for r in rows]
+  judged = [g for g in regrets if g is not None]
+  return (
+    "The current model's picks, judged by the grid's cells where their "
+    'strategy was measured: %d of %d within 5%% of the best (left out, '
+    'their new pick not measured: %d).'
+    % (
+      sum(g <= WITHIN for g in judged),
+      len(judged),
+      len(regrets) - len(judged),
+    )
+  )
+
+
 def _changed_picks_line(rows) -> str:
   """How many picks a re-prediction changes, and how those measured."""
   changed = [r for r in rows if r['now']]
@@ -247,6 +277,7 @@ def markdown_rows(records) -> list:
     '%d of %d by the regret of the pick.'
     % (len(within), len(judged), len(picked), len(judged)),
     _changed_picks_line(rows),
+    _current_picks_line(rows),
     '',
     '| group | auto ran | predicted | measured median (spread) '
     '| best measured | regret | regret of the pick | picks now |',

@@ -416,6 +416,12 @@ def test_a_repredicted_pick_that_differs_is_shown_with_its_measurement():
   assert row['now']['measured'] == 100 and row['predicted'] == {}
   md = '\n'.join(va.markdown_rows(records))
   assert '1 of 1 picks differ' in md and '0 of 1 are within 5%' in md
+  assert va.current_pick_regret(row) == pytest.approx(0.5)
+  assert (
+    "The current model's picks, judged by the grid's cells where their "
+    'strategy was measured: 0 of 1 within 5% of the best (left out, their '
+    'new pick not measured: 0).'
+  ) in md
   assert (
     '| collective_all_reduce | - | 190.0 (0%) | collective_all_reduce 1ps: '
     '200.0 | 5.0% | 5.0% | parameter_server 1ps: 99.0 predicted, '
@@ -442,6 +448,22 @@ def test_a_pick_with_a_grid_cell_is_judged_by_that_cell_too():
     '1 of 1 by the regret of the pick.'
   ) in md
   assert '| 9.8% | 2.4% |' in md
+  # The model still picks what ran: judged by that pick's grid cell.
+  assert va.current_pick_regret(row) == pytest.approx(5 / 205)
+  assert ': 1 of 1 within 5% of the best' in md
+
+
+def test_a_changed_pick_without_a_cell_is_left_out_of_the_current_picks():
+  records = [
+    _record('collective_all_reduce', [200, 200, 200], 180, 300, ps=0),
+    _auto_record([190, 190, 190], now='hybrid'),
+  ]
+  (row,) = va.scores(records)
+  assert row['now']['measured'] is None
+  assert va.current_pick_regret(row) is None
+  md = '\n'.join(va.markdown_rows(records))
+  assert ': 0 of 0 within 5% of the best (left out, their new pick not ' in md
+  assert 'measured: 1).' in md
 
 
 def test_auto_faster_than_every_measured_cell_has_no_regret():
