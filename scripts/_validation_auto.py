@@ -197,11 +197,9 @@ def _now_text(row) -> str:
   )
   if now['measured'] is None:
     return text + ', not measured'
-  best = row['best'][1] if row['best'] else now['measured']
-  regret = max(0.0, (best - now['measured']) / best)
   return text + ', %.1f measured (regret %.1f%%)' % (
     now['measured'],
-    100 * regret,
+    100 * _now_regret(row),
   )
 
 
@@ -215,7 +213,14 @@ def current_pick_regret(row):
     return row['pick_regret']
   if now['measured'] is None or not row['best']:
     return None
-  best = row['best'][1]
+  return _now_regret(row)
+
+
+def _now_regret(row) -> float:
+  """The changed pick's measured cell against the group's best (itself
+  when the group has no other measured cell)."""
+  now = row['now']
+  best = row['best'][1] if row['best'] else now['measured']
   return max(0.0, (best - now['measured']) / best)
 
 
