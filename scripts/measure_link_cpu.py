@@ -13,7 +13,11 @@ reading the CPU the spinners lost. Prints, per topology and link, the
 core-us a byte takes (link_cpu.per_byte, the median of the runs) and that
 less the unthrottled figure of the same topology: the rows of
 cost_model_calibration.LINK_CPU. --json_out writes every measured row with
-its topology, link and run. Linux only; keep the machine otherwise idle.
+its topology, link and run; --from_json=FILE prints the figures of such
+a file again. Also prints, per rate, the share of a switch port each way
+the collective carries while its ring crosses it both ways (link_cpu.
+two_way_efficiency): cost_model_calibration.TWO_WAY_EFFICIENCY's 1000
+Mbit/s row. Linux only; keep the machine otherwise idle.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ def parse_args(argv):
   p.add_argument('--runs', type=int, default=2)
   p.add_argument('--seconds', type=float, default=3.0)
   p.add_argument('--json_out', default=None)
+  p.add_argument(
+    '--from_json',
+    default=None,
+    help='measure nothing: print the figures of the rows a --json_out wrote',
+  )
   args = p.parse_args(argv)
   try:
     args.links = [_link(t) for t in args.links.split(',')]
@@ -156,10 +165,45 @@ def print_table(figures) -> None:
     )
 
 
+def print_two_way(records) -> None:
+  """The collective's two-way share of a switch port, by rate
+  (link_cpu.two_way_efficiency): cost_model_calibration.TWO_WAY_EFFICIENCY."""
+  from tf_cnn_benchmarks.scaling import cost_model_calibration as cal_lib
+  from tf_cnn_benchmarks.scaling import link_cpu
+
+  payload = cal_lib.default_calibration().value('wire_payload')
+  for mbits, shares in sorted(
+    link_cpu.two_way_efficiency(records, payload).items()
+  ):
+    print(
+      'switch %9g Mbit/s: the collective carries %s of the port each way '
+      '(median %.3f)'
+      % (
+        mbits,
+        ', '.join('%.3f' % e for e in shares),
+        statistics.median(shares),
+      )
+    )
+
+
+def read_rows(path) -> list:
+  """The rows of a --json_out file (UsageError names --from_json)."""
+  try:
+    with open(path, encoding='utf-8') as f:
+      return [json.loads(line) for line in f if line.strip()]
+  except (OSError, ValueError) as e:
+    raise UsageError('--from_json: cannot read %s: %s' % (path, e)) from None
+
+
 def main(argv=None) -> int:
   """Entry point; bad input: one line on stderr, exit status 2."""
   try:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.from_json:
+      records = read_rows(args.from_json)
+      print_table(table(records))
+      print_two_way(records)
+      return 0
   except UsageError as e:
     print(str(e), file=sys.stderr)
     return 2
@@ -175,6 +219,7 @@ def main(argv=None) -> int:
       for r in records:
         f.write(json.dumps(r, sort_keys=True) + '\n')
   print_table(table(records))
+  print_two_way(records)
   return 0
 
 

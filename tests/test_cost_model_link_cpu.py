@@ -230,3 +230,25 @@ def test_the_launcher_runs_the_measurement_on_its_own_tasks(tmp_path):
   ]
   assert done.exists()
   assert all(v > 0 for v in link_cpu.per_byte(rows).values())
+
+
+def test_from_json_prints_the_saved_rows_figures(tmp_path, capsys):
+  path = tmp_path / 'rows.jsonl'
+  rows = [
+    {
+      'transport': 'grpc',
+      'bytes': n,
+      'lost_core_us_per_hop': 2.0 * n,
+      'topology': 'switch',
+      'link_mbits': link,
+      'run': 0,
+    }
+    for link in (100.0, None)
+    for n in (1000, 2000)
+  ]
+  path.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+  assert script.main(['--from_json=%s' % path]) == 0
+  assert 'switch   100 Mbit/s: grpc 2.00000' in capsys.readouterr().out
+  assert script.main(['--from_json=%s' % (tmp_path / 'none')]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith('--from_json') and err.count('\n') == 1

@@ -1,7 +1,10 @@
 """Switch ports carrying flows both ways at once (a ring's) fill each way
 less than one flow one way: the measured two-way efficiency."""
 
+import json
 import math
+from pathlib import Path
+import statistics
 
 import pytest
 
@@ -9,9 +12,11 @@ from tests.test_cost_model import made_up_profile
 from tests.test_cost_model import no_interference
 from tf_cnn_benchmarks.scaling import cost_model_calibration as cal_lib
 from tf_cnn_benchmarks.scaling import cost_model_graph
+from tf_cnn_benchmarks.scaling import link_cpu
 from tf_cnn_benchmarks.scaling import simulate
 from tf_cnn_benchmarks.scaling import target as target_lib
 
+REPO = Path(__file__).resolve().parents[1]
 SIZE = 1_000_000.0  # bytes a flow
 RATE = 3.125  # bytes/us: 25 Mbit/s (no_interference: all of it payload)
 W0, W1 = ('cpu', 0), ('cpu', 1)
@@ -77,3 +82,54 @@ def test_a_calibration_file_may_give_one_two_way_efficiency(tmp_path):
     )
     with pytest.raises(cal_lib.CalibrationError, match='two_way_efficiency'):
       cal_lib.load_calibration(str(path))
+
+
+def _hop(topology, wall_us, nbytes=1 << 20, run=0, mbits=8.0, **extra):
+  """One measure_link_cpu.py row of a collective hop over two tasks."""
+  row = {
+    'transport': 'collective',
+    'bytes': nbytes,
+    'wall_us_per_hop': wall_us,
+    'topology': topology,
+    'link_mbits': mbits,
+    'run': run,
+  }
+  row.update(extra)
+  return row
+
+
+def test_the_collectives_two_way_share_from_a_switch_and_a_shared_hop():
+  """8 Mbit/s, all payload: 1 byte/us. A hop of 1 MiB: 1048576 us each
+  way; the shared link's 2 x that plus 1000 us gives the latency, and the
+  switch ports' hop took 1048576 / 0.8 + 1000: 0.8 each way."""
+  b = float(1 << 20)
+  rows = [
+    _hop('shared', 2 * b + 1000.0),
+    _hop('switch', b / 0.8 + 1000.0),
+    # Left out: below 1 MiB, gRPC, several at once, unpaired, unthrottled.
+    _hop('shared', 3000.0, nbytes=65536),
+    _hop('switch', 2000.0, nbytes=65536),
+    dict(_hop('switch', 1.0), transport='grpc', run=5),
+    _hop('switch', 1.0, copies=16, run=6),
+    _hop('switch', 1.0, run=7),
+    _hop('switch', 1.0, mbits=None),
+  ]
+  assert link_cpu.two_way_efficiency(rows, wire_payload=1.0) == {8.0: [0.8]}
+
+
+def test_the_1000_mbits_row_is_the_median_of_the_committed_rows():
+  """cost_model_calibration.TWO_WAY_EFFICIENCY at 1000 Mbit/s is what the
+  collective's rows measured on both CPUs give (pooled median, 2 places)."""
+  payload = cal_lib.default_calibration().value('wire_payload')
+  shares = []
+  for name in ('link_cpu_epyc_avx2.jsonl', 'link_cpu_xeon_amx.jsonl'):
+    with open(REPO / 'results' / name, encoding='utf-8') as f:
+      rows = [json.loads(line) for line in f]
+    shares += link_cpu.two_way_efficiency(rows, payload)[1000.0]
+  assert len(shares) == 8
+  rate, share = cal_lib.TWO_WAY_EFFICIENCY[-1]
+  assert rate == 1000.0
+  assert share == round(statistics.median(shares), 2)
+  # Past the shaped links measured: a real full-duplex port, 1.
+  assert cal_lib.two_way_efficiency(1000.0) == share
+  assert cal_lib.two_way_efficiency(1001.0) == 1.0

@@ -97,6 +97,45 @@ def per_byte(rows) -> dict:
   return out
 
 
+# The smallest collective hop two_way_efficiency reads: below it the
+# latency, not the bytes, sets the time.
+TWO_WAY_MIN_BYTES = 1 << 20
+
+
+def two_way_efficiency(records, wire_payload) -> dict:
+  """{Mbit/s: [share]}: how much of a switch port's payload rate each way
+  TensorFlow's collective carries while its ring crosses the port both ways.
+
+  A collective hop of B bytes over two tasks moves B through each task's
+  port each way (two ring steps of B/2). On switch ports that takes
+  B / rate if each way carried the full rate; one shared link carries the
+  2B at the same rate with no second way to lose, so the shared hop's
+  time beyond its 2B / rate is the hop's latency. Each share is
+  (B / rate) / (switch time - that latency), for a switch row and a shared
+  row of one run, rate and size (at least TWO_WAY_MIN_BYTES). `records`:
+  rows as scripts/measure_link_cpu.py writes them (topology, link_mbits
+  and run beside the HopCpu fields). wire_payload: the share of the rate
+  carrying payload (cost_model_calibration's).
+  """
+  walls = {}
+  for r in records:
+    if r['transport'] != 'collective' or r.get('copies', 1) != 1:
+      continue
+    if r.get('tasks', 2) != 2 or r['link_mbits'] is None:
+      continue
+    key = (r['link_mbits'], r['bytes'], r['run'])
+    walls.setdefault(key, {})[r['topology']] = r['wall_us_per_hop']
+  out = {}
+  for (mbits, nbytes, _), pair in sorted(walls.items()):
+    if nbytes < TWO_WAY_MIN_BYTES or len(pair) < 2:
+      continue
+    one_way_us = nbytes / (mbits / 8.0 * wire_payload)
+    latency_us = pair['shared'] - 2.0 * one_way_us
+    share = one_way_us / (pair['switch'] - latency_us)
+    out.setdefault(mbits, []).append(round(share, 3))
+  return out
+
+
 def main(argv=None) -> int:
   """The task: worker 0 measures, the others serve."""
   args = parse_args(sys.argv[1:] if argv is None else argv)
