@@ -62,7 +62,7 @@ def source_variable(nbytes: int, device: str):
     return tf.Variable(tf.zeros([_elements(nbytes)], tf.float32))
 
 
-def _tip(tensor):
+def tip(tensor):
   """One element of `tensor`, on its device: the fetch ends there."""
   with tf.device(tensor.device):
     return tf.slice(tensor, [0], [1])
@@ -74,7 +74,7 @@ def pass_chain(start, devices, hops: int):
   for h in range(hops):
     with tf.device(devices[(h + 1) % len(devices)]):
       x = tf.identity(x)
-  return _tip(x)
+  return tip(x)
 
 
 def reduce_chain(starts, devices, rounds: int):
@@ -83,7 +83,7 @@ def reduce_chain(starts, devices, rounds: int):
   xs = [tf.convert_to_tensor(s) for s in starts]
   for _ in range(rounds):
     xs = allreduce.collective_all_reduce(xs, devices)
-  return tf.group(*[_tip(x) for x in xs])
+  return tf.group(*[tip(x) for x in xs])
 
 
 def _run_ms(sess, fetch) -> float:
