@@ -188,11 +188,16 @@ def print_two_way(records) -> None:
 
 def read_rows(path) -> list:
   """The rows of a --json_out file (UsageError names --from_json)."""
+  import _results_io
+
   try:
-    with open(path, encoding='utf-8') as f:
-      return [json.loads(line) for line in f if line.strip()]
-  except (OSError, ValueError) as e:
-    raise UsageError('--from_json: cannot read %s: %s' % (path, e)) from None
+    _results_io.check_files([path], '--from_json')
+    return [record for _, record in _results_io.read_jsonl(path, hint=None)]
+  except _results_io.InputError as e:
+    message = str(e)
+    if not message.startswith('--from_json'):
+      message = '--from_json: %s' % message
+    raise UsageError(message) from None
 
 
 def main(argv=None) -> int:

@@ -30,13 +30,11 @@ import statistics
 import sys
 import time
 
+from tf_cnn_benchmarks.scaling import cost_model_calibration
 from tf_cnn_benchmarks.scaling import launched_task
 from tf_cnn_benchmarks.scaling import port_duplex
 
 PREFIX = 'ring_sets: '
-# TCP payload per byte of a shaped link (cost_model_calibration's
-# wire_payload: 1448 of each 1514 bytes a token bucket counts).
-WIRE_PAYLOAD = 1448.0 / 1514.0
 
 
 def parse_sets(text: str) -> list:
@@ -59,7 +57,9 @@ def wire_ms(sizes, num_workers: int, link_mbits) -> float | None:
   if link_mbits is None or num_workers < 2:
     return None
   carried = 2.0 * (num_workers - 1) / num_workers * sum(sizes)
-  return carried / (link_mbits / 8.0 * WIRE_PAYLOAD) / 1000.0
+  # The model's share of a shaped link's rate that is TCP payload.
+  payload = cost_model_calibration.default_calibration().value('wire_payload')
+  return carried / (link_mbits / 8.0 * payload) / 1000.0
 
 
 def parse_args(argv):
