@@ -223,19 +223,25 @@ def _step_jobs(b, strategy, spec):
 
 
 def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
-  """(images/sec, step ms) of a step in the steady state: the second of two
-  simulated steps, from each worker's end of the first to its end of the
-  second; scales: see StepBuilder."""
+  """(images/sec, step ms) of a step in the steady state: the second of
+  three simulated steps, from each worker's end of the first to its end of
+  the second; scales: see StepBuilder."""
   b = cost_model_graph.StepBuilder(profile, target, cal, **scales)
   spec = parse_spec(strategy.all_reduce_spec)
-  # Two steps, each worker's second starting where its first ended: the
-  # period between them is the steady state the benchmark times. A lone
-  # step starts every worker together, which steps after the first do
-  # not: distributed_replicated's reads at a step's end, which flows share
+  # Each worker's step starts where its previous one ended: the period
+  # between two ends is the steady state the benchmark times. A lone step
+  # starts every worker together, which steps after the first do not:
+  # distributed_replicated's reads at a step's end, which flows share
   # unevenly, let the first worker served compute while others still read.
+  # The period is taken before the last step: the last has no next step
+  # whose traffic meets its own (the first worker's next push beside the
+  # others' reads), so it ends sooner than a step of a long run
+  # (distributed_replicated on a shared link: 6% short; docs/predicting.md).
   first = _step_jobs(b, strategy, spec)
   b.previous_end = {w: [j] for w, j in first.items()}
   ends = _step_jobs(b, strategy, spec)
+  b.previous_end = {w: [j] for w, j in ends.items()}
+  _step_jobs(b, strategy, spec)  # the step after: its traffic, not its end
   finish = simulate.run(b.graph, b.capacities(), b.link_decay(), b.crowds)
   images = profile.run.batch_size * target.devices_per_worker
   busy = target.colocated and not b.on_gpu  # the other tasks' compute
