@@ -257,3 +257,29 @@ def summarize(records, predictor: str, noisy: bool = False) -> dict:
       statistics.mean(strict_or_zero) if strict_or_zero else None
     ),
   }
+
+
+def strategy_bias(records, predictor: str = 'model', min_group: int = 3):
+  """{(strategy, topology, workers): [points]}: each scored cell's signed
+  error (predicted / measured - 1, in %) less the mean of its group's, in
+  groups of at least `min_group` scored strategies.
+
+  Taking the group's mean out leaves what the predictor gets wrong about
+  one strategy against the others of the same cluster, not the profile's
+  compute against the machine's pace on the day (which moves a whole
+  group together).
+  """
+  out = {}
+  for members in groups(records).values():
+    if len(members) < min_group:
+      continue
+    signed = [
+      (_prediction(r, predictor) / r['measured_median'] - 1) * 100
+      for r in members
+    ]
+    mean = statistics.mean(signed)
+    for r, error in zip(members, signed):
+      c = r['cell']
+      key = (c['strategy'], c['topology'], c['num_workers'])
+      out.setdefault(key, []).append(error - mean)
+  return out

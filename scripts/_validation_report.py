@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import _validation_auto as va  # (beside this script)
 import _validation_metrics as vm  # (beside this script)
 
@@ -98,6 +100,37 @@ def _group_rows(records, noisy=False) -> list:
   return rows
 
 
+def _bias_rows(records) -> list:
+  """The model's error on each strategy against its group's mean."""
+  bias = vm.strategy_bias(records)
+  if not bias:
+    return []
+  out = [
+    '## The model per strategy, against its group',
+    '',
+    "Each scored cell's signed error less its group's mean (groups of",
+    'three or more scored strategies), in points: what the model gets',
+    'wrong about one strategy against the others of the same cluster,',
+    "apart from the profile's pace against the machine's on the day.",
+    '',
+    '| strategy | topology | workers | cells | median | mean |',
+    '|---|---|---:|---:|---:|---:|',
+  ]
+  for (strategy, topology, workers), points in sorted(bias.items()):
+    out.append(
+      '| %s | %s | %d | %d | %+.1f | %+.1f |'
+      % (
+        strategy,
+        topology,
+        workers,
+        len(points),
+        statistics.median(points),
+        statistics.mean(points),
+      )
+    )
+  return out + ['']
+
+
 def markdown(records, header_lines) -> str:
   """The whole report: header, summary, groups, every cell."""
   out = ['# Predictor validation', '']
@@ -107,8 +140,8 @@ def markdown(records, header_lines) -> str:
   out += ['', 'Targets (issue 31): %s.' % TARGETS, '']
   out += ['## Groups (scored cells of one model, workers, link, topology)', '']
   out += _group_rows(records)
+  out += [''] + _bias_rows(records)
   out += [
-    '',
     '## Not the score: every measured cell but the calibration ones',
     '',
     'The same figures with the cells left out for their spread put back',

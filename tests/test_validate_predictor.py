@@ -564,3 +564,23 @@ def test_switch_cells_are_predicted_with_the_pools_they_ran_with(tmp_path):
   split = vp.predict(args, profiles, cell)['model']['images_per_sec']
   full = vp.predict(args, profiles, older)['model']['images_per_sec']
   assert split != full
+
+
+def test_strategy_bias_takes_out_the_groups_mean():
+  """Errors +10%, +20%, +30% in one group: the group is 20% over, and
+  against it the strategies are -10, 0 and +10 points."""
+  records = [
+    _record('a', [100, 100, 100], 110, 1),
+    _record('b', [100, 100, 100], 120, 1),
+    _record('c', [100, 100, 100], 130, 1),
+    _record('d', [100, 100, 100], 140, 1, link=100.0),  # a group of one
+  ]
+  bias = vm.strategy_bias(records)
+  assert bias == {
+    ('a', 'shared', 2): [pytest.approx(-10.0)],
+    ('b', 'shared', 2): [pytest.approx(0.0)],
+    ('c', 'shared', 2): [pytest.approx(10.0)],
+  }
+  assert vm.strategy_bias(records[:2]) == {}  # fewer than three strategies
+  report = vp.vr.markdown(records, [])
+  assert '| c | shared | 2 | 1 | +10.0 | +10.0 |' in report
