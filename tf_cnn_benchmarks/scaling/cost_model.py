@@ -237,11 +237,11 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   # whose traffic meets its own (the first worker's next push beside the
   # others' reads), so it ends sooner than a step of a long run
   # (distributed_replicated on a shared link: 6% short; docs/predicting.md).
-  first = _step_jobs(b, strategy, spec)
-  b.previous_end = {w: [j] for w, j in first.items()}
-  ends = _step_jobs(b, strategy, spec)
-  b.previous_end = {w: [j] for w, j in ends.items()}
-  _step_jobs(b, strategy, spec)  # the step after: its traffic, not its end
+  steps = []
+  for _ in range(3):  # the third: its traffic, not its end
+    steps.append(_step_jobs(b, strategy, spec))
+    b.previous_end = {w: [j] for w, j in steps[-1].items()}
+  first, ends = steps[0], steps[1]
   finish = simulate.run(b.graph, b.capacities(), b.link_decay(), b.crowds)
   images = profile.run.batch_size * target.devices_per_worker
   busy = target.colocated and not b.on_gpu  # the other tasks' compute
