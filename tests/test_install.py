@@ -155,6 +155,17 @@ def test_requirements_files_match_pyproject():
   assert not runtime & {'pytest', 'ruff', 'import-linter', 'jsonschema'}
 
 
+def test_ci_runs_the_readmes_test_command():
+  """The README's first test command (after its set-up) is the line CI
+  runs, flags and all: the suite's speed on two cores rests on its -n 2."""
+  readme = (ROOT / 'README.md').read_text()
+  first = next(ln for ln in readme.splitlines() if 'pytest' in ln)
+  command = first[first.index('.venv/bin/python -m pytest') :].strip()
+  assert '-n 2' in command and '"not slow"' in command
+  ci_lines = (ROOT / '.ci' / 'run').read_text().splitlines()
+  assert command in [ln.strip() for ln in ci_lines]
+
+
 def _outside_env(site) -> dict:
   """This environment's interpreter and dependencies, with the unpacked
   wheel in place of the checkout on sys.path."""
