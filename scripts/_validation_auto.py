@@ -288,7 +288,7 @@ def markdown_rows(records) -> list:
     '| best measured | regret | regret of the pick | picks now |',
     '|---|---|---:|---:|---|---:|---:|---|',
   ]
-  pooled = vm.several_machines([r['group'] for r in rows])
+  pooled = vm.several_sources([r['group'] for r in rows])
   for r in rows:
     out.append(
       '| %s | %s | %s | %.1f (%.0f%%) | %s | %s | %s | %s |'

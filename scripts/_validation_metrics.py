@@ -168,29 +168,38 @@ def group_key(cell: dict) -> tuple:
 
 
 def record_group(record) -> tuple:
-  """The group of a record: its cell's group_key and the machine it ran on
-  (one configuration measured on two CPUs is two clusters)."""
-  return group_key(record['cell']) + (record.get('machine') or '',)
+  """The group of a record: its cell's group_key, the machine it ran on
+  (one configuration measured on two CPUs is two clusters) and its set,
+  the grid it was measured in (a pooled report, --pool: the same cluster
+  measured on two days is two groups, each ranked at its own day's pace)."""
+  machine = record.get('machine') or ''
+  return group_key(record['cell']) + (machine, record.get('set') or '')
 
 
 def group_text(key, machine: bool = False) -> str:
   """'lenet 2w 100Mbit/s shared' ('switch, full pools': a switch group
-  whose tasks each kept TensorFlow's pools; `machine`: and ', on <CPU>',
-  for reports that pool several machines)."""
+  whose tasks each kept TensorFlow's pools; `machine`: and ', on <CPU>'
+  and its set in brackets, for reports that pool several machines or
+  grids)."""
   model, workers, link, topology, split = key[:5]
+  where = ''
+  if machine and key[5:] and key[5]:
+    where = ', on %s' % key[5].split(',')[0]
+  if machine and key[6:] and key[6]:
+    where += ' [%s]' % key[6]
   return '%s %dw %s %s%s%s' % (
     model,
     workers,
     'unthrottled' if link < 0 else '%gMbit/s' % link,
     topology,
     '' if split else ', full pools',
-    ', on %s' % key[5].split(',')[0] if machine and key[5:] else '',
+    where,
   )
 
 
-def several_machines(keys) -> bool:
-  """Whether record_group keys name more than one machine."""
-  return len({k[5] for k in keys if k[5:]}) > 1
+def several_sources(keys) -> bool:
+  """Whether record_group keys name more than one machine or set."""
+  return len({k[5:] for k in keys if k[5:]}) > 1
 
 
 def _prediction(record, predictor):

@@ -81,7 +81,7 @@ def _group_rows(records, noisy=False) -> list:
     '|---|---:|---:|---:|---:|---:|---:|---:|',
   ]
   grouped = vm.groups(records, noisy)
-  pooled = vm.several_machines(grouped)
+  pooled = vm.several_sources(grouped)
   for key, members in sorted(grouped.items()):
     regrets = [
       _fmt(100 * sums[n]['regret_by_group'][key], '%.1f%%')

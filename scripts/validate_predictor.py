@@ -6,7 +6,7 @@
       [--topologies=shared] [--strategies=parameter_server,...,auto]
       [--repeats=3] [--num_batches=20] [--out_prefix=results/...]
       [--profile_dir=results/profiles] [--dry_run] [--resume]
-      [--report_only [--repredict]]
+      [--report_only [--repredict | --pool=A.jsonl,B.jsonl,...]]
 
 Runs every cell of the grid (model x workers x ps x link x topology x
 strategy) as a real cluster of local processes through
@@ -29,7 +29,10 @@ Scored: a cell with >= 3 repeats whose spread (max - min) / median is at most
 10%, and not a calibration cell (the rule is printed). --resume skips the
 cells already in the jsonl. --report_only rewrites the md from the jsonl;
 with --repredict it first predicts every record again from --profile_dir
-with the current cost model (the measured figures stay as they are).
+with the current cost model (the measured figures stay as they are); with
+--pool it first writes OUT_PREFIX.jsonl from several grids' jsonl files,
+each record naming its file as its `set`, so that a cluster measured in
+two grids (two sessions, two paces of the machine) is two groups.
 Bad flags: one line on stderr, exit status 2.
 """
 
@@ -133,6 +136,9 @@ _VALUE_FLAGS = (
    'writes OUT_PREFIX.jsonl and OUT_PREFIX.md'),
   ('profile_dir', 'results/profiles',
    'where <model>_<data>_b<batch>_cpu.json are'),
+  ('pool', '',
+   'with --report_only: jsonl files of grids, comma-separated, pooled into '
+   'OUT_PREFIX.jsonl (each record with its file as its set)'),
 )  # fmt: skip
 _SWITCHES = (
   ('dry_run', 'print the grid and its predictions; run nothing'),
@@ -152,6 +158,15 @@ def parse_args(argv):
   args = p.parse_args(argv)
   if args.repredict and not args.report_only:
     raise UsageError('--repredict: only with --report_only')
+  args.pool = [f for f in args.pool.split(',') if f]
+  if args.pool and (args.repredict or not args.report_only):
+    raise UsageError(
+      '--pool: only with --report_only, without --repredict (re-predict '
+      'each grid from its own profiles first)'
+    )
+  for name in args.pool:
+    if not os.path.isfile(name):
+      raise UsageError('--pool: no file %s' % name)
   args.models = [m for m in args.models.split(',') if m]
   if not args.models:
     raise UsageError('--models: want one or more model names')
@@ -431,6 +446,20 @@ def read_records(path) -> list:
     return [json.loads(line) for line in f if line.strip()]
 
 
+def pooled_records(paths) -> list:
+  """The records of several grids' jsonl files, each with its `set`: the
+  file's name without .jsonl (a record pooled before keeps its own)."""
+  out = []
+  for path in paths:
+    name = os.path.basename(path).removesuffix('.jsonl')
+    try:
+      records = read_records(path)
+    except (OSError, ValueError) as e:
+      raise UsageError('--pool: %s: %s' % (path, e)) from None
+    out.extend(dict(r, set=r.get('set') or name) for r in records)
+  return out
+
+
 def load_profiles(args, cells=None) -> dict:
   """{(model, batch size): Profile} of every model of the grid (or of
   `cells`, e.g. the records a report is made of)."""
@@ -466,12 +495,14 @@ def header_lines(records, args) -> list:
     else 'no runs yet'
   )
   machines = sorted({r['machine'] for r in records if r.get('machine')})
+  where = args.profile_dir
+  if getattr(args, 'pool', None):  # each set was predicted from its own
+    where = "each pooled set's directory (its own md names it)"
   return [
     'Real clusters of local processes on this machine (2 cores, every task',
     'colocated), through scripts/launch_local_cluster.py, against the cost',
     'model (`colocated` target) and the two naive baselines, each predicted',
-    'from the profiles in %s. Made by `scripts/validate_predictor.py`.'
-    % args.profile_dir,
+    'from the profiles in %s. Made by `scripts/validate_predictor.py`.' % where,
     '',
     '- Machine: %s.'
     % ('; '.join(machines) or 'not in the records (before 2026-11-27)'),
@@ -542,6 +573,8 @@ def read_partial(args) -> dict:
 def run_grid(args, run=run_once, out=sys.stdout) -> list:
   """Runs (or with --dry_run prints) the grid; returns the records."""
   path = args.out_prefix + '.jsonl'
+  if args.pool:
+    write_records(path, pooled_records(args.pool))
   records = read_records(path) if (args.resume or args.report_only) else []
   if args.report_only:
     if args.repredict:

@@ -520,10 +520,56 @@ def test_one_configuration_on_two_machines_is_two_groups():
   assert model['groups'] == 2
   assert list(model['regret_by_group'].values()) == [0.0, 0.0]
   keys = sorted(vm.groups(epyc + xeon))
-  assert vm.several_machines(keys) and not vm.several_machines(keys[:1])
+  assert vm.several_sources(keys) and not vm.several_sources(keys[:1])
   xeon_text = 'trivial 2w 25Mbit/s shared, on Intel(R) Xeon(R) Processor'
   assert vm.group_text(keys[1], machine=True) == xeon_text
   assert vm.group_text(keys[1]) == 'trivial 2w 25Mbit/s shared'
+
+
+def test_pooled_grids_rank_each_cluster_within_its_own_grid(tmp_path):
+  """--pool: the same cluster measured in two grids (two days, two paces
+  of the machine) is two groups. Each day the model ranks a over b
+  rightly (regret 0); in one group, day 1's a (predicted 120, measured
+  100) would be the pick against day 2's b at 200: a 52% regret."""
+  day1 = [_record('a', [100] * 3, 120, 50), _record('b', [90] * 3, 110, 50)]
+  day2 = [_record('a', [210] * 3, 115, 50), _record('b', [200] * 3, 105, 50)]
+  for name, records in (('day1', day1), ('day2', day2)):
+    vp.write_records(str(tmp_path / ('%s.jsonl' % name)), records)
+  merged = vm.summarize(day1 + day2, 'model')
+  assert merged['groups'] == 1
+  assert list(merged['regret_by_group'].values()) == [pytest.approx(110 / 210)]
+  files = ','.join(str(tmp_path / n) for n in ('day1.jsonl', 'day2.jsonl'))
+  out = tmp_path / 'pool'
+  argv = ['--report_only', '--pool=%s' % files, '--out_prefix=%s' % out]
+  assert vp.main(argv) == 0
+  pooled = vp.read_records(str(out) + '.jsonl')
+  assert [r['set'] for r in pooled] == ['day1', 'day1', 'day2', 'day2']
+  model = vm.summarize(pooled, 'model')
+  assert model['groups'] == 2
+  assert list(model['regret_by_group'].values()) == [0.0, 0.0]
+  md = (tmp_path / 'pool.md').read_text()
+  assert 'trivial 2w 25Mbit/s shared [day2]' in md
+  # A pool of pools keeps each record's own set.
+  again = tmp_path / 'again'
+  argv = ['--report_only', '--pool=%s.jsonl' % out, '--out_prefix=%s' % again]
+  assert vp.main(argv) == 0
+  assert [r['set'] for r in vp.read_records(str(again) + '.jsonl')][-1] == (
+    'day2'
+  )
+
+
+@pytest.mark.parametrize(
+  'argv,said',
+  [
+    (['--pool=a.jsonl'], 'only with --report_only'),
+    (['--report_only', '--repredict', '--pool=a.jsonl'], 'without --repredict'),
+    (['--report_only', '--pool=/nonexistent/a.jsonl'], 'no file'),
+  ],
+)
+def test_bad_pool_is_one_line_exit_2(argv, said, capsys, tmp_path):
+  assert vp.main([*argv, '--out_prefix=%s' % (tmp_path / 'v')]) == 2
+  err = capsys.readouterr().err
+  assert err.count('\n') == 1 and '--pool' in err and said in err
 
 
 def test_records_and_report_name_the_machine(tmp_path):
