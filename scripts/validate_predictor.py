@@ -496,7 +496,7 @@ def header_lines(records, args) -> list:
   )
   machines = sorted({r['machine'] for r in records if r.get('machine')})
   where = args.profile_dir
-  if getattr(args, 'pool', None):  # each set was predicted from its own
+  if args.pool:  # each set was predicted from its own profiles
     where = "each pooled set's directory (its own md names it)"
   return [
     'Real clusters of local processes on this machine (2 cores, every task',
@@ -573,9 +573,13 @@ def read_partial(args) -> dict:
 def run_grid(args, run=run_once, out=sys.stdout) -> list:
   """Runs (or with --dry_run prints) the grid; returns the records."""
   path = args.out_prefix + '.jsonl'
-  if args.pool:
-    write_records(path, pooled_records(args.pool))
-  records = read_records(path) if (args.resume or args.report_only) else []
+  if args.pool:  # --report_only's input: the grids' records, pooled
+    records = pooled_records(args.pool)
+    write_records(path, records)
+  elif args.resume or args.report_only:
+    records = read_records(path)
+  else:
+    records = []
   if args.report_only:
     if args.repredict:
       cells = [r['cell'] for r in records]
