@@ -216,6 +216,13 @@ class SwitchNetwork:
       run(in_netns(holder.pid, tbf_argv('eth0', self.mbits)))  # out of it
     return address
 
+  def host(self, index: int) -> str:
+    """The address of host `index`, adding hosts up to it: the clusters
+    of one launch (auto's trials, then the run) reuse the same hosts."""
+    while len(self.holders) <= index:
+      self.add_host()
+    return SUBNET % (index + 1)
+
   def prefix(self, index: int):
     """The argv prefix that runs a command on host `index`."""
     return in_netns(self.holders[index].pid, [])

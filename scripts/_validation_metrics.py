@@ -39,6 +39,11 @@ CALIBRATION_RULE = (
 PREDICTORS = ('model', 'paleo', 'daydream')
 
 
+# The --variable_update=auto cells (without and with the launcher's
+# trials): judged by their pick (_validation_auto.py), not scored here.
+AUTO_STRATEGIES = ('auto', 'auto_trials')
+
+
 def spread(values) -> float:
   """(max - min) / median of `values` (0 for one value)."""
   med = statistics.median(values)
@@ -209,7 +214,7 @@ def _prediction(record, predictor):
 def counted(record, noisy: bool = False) -> bool:
   """True if `record` counts: scored; with `noisy` also a cell not scored
   only for its spread (still never a calibration or failed cell)."""
-  if record['cell']['strategy'] == 'auto':  # judged by its pick instead
+  if record['cell']['strategy'] in AUTO_STRATEGIES:  # judged by its pick
     return False
   if record.get('scored'):
     return True

@@ -3,7 +3,8 @@
 
   python scripts/launch_local_cluster.py --num_workers=N [--num_ps=M]
       [--[no-]controller] [--timeout=S] [--module=M]
-      [--link_mbits=R] [--topology=shared|switch] -- <benchmark flags>
+      [--link_mbits=R] [--topology=shared|switch] [--auto_trials=K]
+      -- <benchmark flags>
   python scripts/launch_local_cluster.py --measure_link [--link_mbits=R]
       [--topology=shared|switch] [--measure_megabytes=MB]
 
@@ -38,6 +39,10 @@ short profile (or takes --scaling_profile), starts the cluster shape (ps
 tasks, controller) of the predicted best strategy, and gives every task the
 same --scaling_profile (and --link_mbits/--topology as --link_mbits/
 --link_topology), so every task predicts and runs the same strategy.
+--auto_trials=K: when other strategies are within the prediction's
+uncertainty of the best, run up to K of them quietly for
+--auto_trial_batches steps each and start the one that measured fastest
+(the tasks get the figures as --auto_trials_measured).
 --tasks_measure_link (with --topology=switch) keeps the link from the tasks:
 they measure it between them before their servers start, as tasks on
 separate hosts do (tf_cnn_benchmarks/scaling/link_probe.py).
@@ -53,18 +58,17 @@ failed; 124 when --timeout passed (every task is killed); 2 for bad input.
 """
 
 import argparse
+import dataclasses
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 
 import _lifetime  # beside this script
 import _netshape  # beside this script
+import _task_cluster  # beside this script
 import measure_exchange  # beside this script
 import measure_link  # beside this script
 
@@ -75,19 +79,14 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _IN_CHECKOUT = os.path.isfile(os.path.join(REPO_ROOT, 'pyproject.toml'))
 TASK_CWD = REPO_ROOT if _IN_CHECKOUT else None
 HOST = '127.0.0.1'  # servers have no authentication: never listen wider
-# TensorFlow's C++ log level the user chose, if any (tasks default to 3).
-_USER_LOG_LEVEL = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
 # Set in the environment of a launcher that runs in its private namespace.
 _IN_PRIVATE_NETWORK = 'LAUNCH_LOCAL_CLUSTER_PRIVATE_NETWORK'
 # "SIGNAL,PARENT_PID": the parent-death signal to set again after the re-exec.
 _DEATH_SIGNAL = 'LAUNCH_LOCAL_CLUSTER_DEATH_SIGNAL'
-# After the clients end, the serving tasks get this long to notice and exit.
-SERVE_GRACE_S = 60.0
-# A task's classic rate line (the cluster's figure in every worker).
-_TOTAL_RE = re.compile(r'^total images/sec: (\S+)$')
 
 
 TOPOLOGIES = ('shared', 'switch')
+Cluster = _task_cluster.Cluster  # the running tasks of one launch
 
 # Benchmark flags the launcher sets for each task.
 _LAUNCHER_FLAGS = (
@@ -104,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     description=__doc__.splitlines()[0],
     usage='%(prog)s --num_workers=N [--num_ps=M] [--[no-]controller] '
     '[--timeout=S] [--link_mbits=R] [--topology=shared|switch] '
+    '[--auto_trials=K [--auto_trial_batches=N]] '
     '-- <benchmark flags>',
   )
   parser.add_argument('--num_workers', type=int, default=None)
@@ -167,6 +167,24 @@ def _add_network_flags(parser) -> None:
     'between two processes placed as two tasks would be; print the figures',
   )
   parser.add_argument(
+    '--auto_trials',
+    type=int,
+    default=0,
+    metavar='K',
+    help='with --variable_update=auto: when the predicted best and others '
+    "are within the prediction's uncertainty, run up to K of them for "
+    '--auto_trial_batches steps each, quietly, and run the one that '
+    'measured fastest (default 0: run the predicted best)',
+  )
+  parser.add_argument(
+    '--auto_trial_batches',
+    type=int,
+    default=10,
+    metavar='N',
+    help='measured steps of each --auto_trials trial, after 3 warm-up '
+    'steps (default 10)',
+  )
+  parser.add_argument(
     '--tasks_measure_link',
     action='store_true',
     help='with --variable_update=auto and --topology=switch: tell the tasks '
@@ -214,6 +232,11 @@ def parse_args(argv):
     parser.error('--num_ps=%d: must be >= 0' % args.num_ps)
   if args.timeout <= 0:
     parser.error('--timeout=%s: must be > 0' % args.timeout)
+  if args.auto_trials < 0 or args.auto_trial_batches < 1:
+    parser.error(
+      '--auto_trials=%d, --auto_trial_batches=%d: must be >= 0 and >= 1'
+      % (args.auto_trials, args.auto_trial_batches)
+    )
   for flag in flags:
     name = flag.lstrip('-').split('=')[0]
     if name in _LAUNCHER_FLAGS:
@@ -224,6 +247,11 @@ def parse_args(argv):
     _bad_flag(
       '--tasks_measure_link: needs --topology=switch (a host address per '
       'task) and --variable_update=auto among the benchmark flags'
+    )
+  if args.auto_trials and _flag_value(flags, 'variable_update') != 'auto':
+    _bad_flag(
+      '--auto_trials=%d: needs --variable_update=auto among the benchmark '
+      'flags' % args.auto_trials
     )
   return args, flags
 
@@ -382,7 +410,7 @@ def task_commands(args, flags, num_ps, controller, switch=None):
   ports = free_ports(len(names))
   prefixes, addresses = {}, {}
   for index, name in enumerate(names):
-    addresses[name] = switch.add_host() if switch else HOST
+    addresses[name] = switch.host(index) if switch else HOST
     prefixes[name] = switch.prefix(index) if switch else []
   hosts = {job: [] for job, _ in counts}
   for name, port in zip(names, ports):
@@ -404,124 +432,6 @@ def task_commands(args, flags, num_ps, controller, switch=None):
       + ['--job_name=' + job, '--task_index=%s' % k]
     )
   return commands
-
-
-def _pump(name, stream, lock, totals):
-  """Prefixes a task's lines with its name; keeps its 'total images/sec'."""
-  for line in iter(stream.readline, ''):
-    match = _TOTAL_RE.match(line.rstrip('\n'))
-    if match:
-      totals[name] = match.group(1)
-    with lock:
-      sys.stdout.write(
-        '[%s] %s' % (name, line if line.endswith('\n') else line + '\n')
-      )
-      sys.stdout.flush()
-  stream.close()
-
-
-class Cluster:
-  """The running task processes."""
-
-  def __init__(self, commands):
-    self.lock = threading.Lock()
-    self.procs = {}
-    self.pumps = []
-    self.totals = {}  # task name -> its 'total images/sec' figure (text)
-    env = dict(os.environ, PYTHONUNBUFFERED='1')
-    env.pop('TF_CONFIG', None)  # the flags describe the cluster
-    # Errors too: a lost peer made TensorFlow log ~30 lines ("Aborting
-    # RingReduce") before the task's own one line naming the lost task.
-    env['TF_CPP_MIN_LOG_LEVEL'] = _USER_LOG_LEVEL or '3'
-    for name, argv in commands.items():
-      self.procs[name] = subprocess.Popen(
-        argv,
-        cwd=TASK_CWD,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        # No task outlives the launcher, even one killed by SIGKILL.
-        preexec_fn=_lifetime.die_with_parent_preexec(),
-      )
-    # Pumps start after every fork: preexec_fn and threads do not mix.
-    for name, proc in self.procs.items():
-      pump = threading.Thread(
-        target=_pump,
-        args=(name, proc.stdout, self.lock, self.totals),
-        daemon=True,
-      )
-      pump.start()
-      self.pumps.append(pump)
-
-  def kill_all(self):
-    """Kills every task still running (each by its own pid)."""
-    for proc in self.procs.values():
-      if proc.poll() is None:
-        proc.kill()
-    for proc in self.procs.values():
-      proc.wait()
-
-  def wait(self, clients, timeout_s):
-    """Waits for the clients, then the rest; returns the exit status."""
-    deadline = time.monotonic() + timeout_s
-    clients_done_at = None
-    while True:
-      codes = {n: p.poll() for n, p in self.procs.items()}
-      if all(c is not None for c in codes.values()):
-        break
-      if clients_done_at is None and all(codes[c] is not None for c in clients):
-        clients_done_at = time.monotonic()
-      late = (
-        clients_done_at is not None
-        and time.monotonic() - clients_done_at > SERVE_GRACE_S
-      )
-      if time.monotonic() > deadline or late:
-        running = sorted(n for n, c in codes.items() if c is None)
-        self._say(
-          'launcher: %s; killing %s'
-          % (
-            'timeout after %gs' % timeout_s
-            if not late
-            else 'tasks still running %gs after the clients ended'
-            % SERVE_GRACE_S,
-            ', '.join(running),
-          )
-        )
-        self.kill_all()
-        self._join_pumps()
-        return 124 if not late else 1
-      time.sleep(0.2)
-    self._join_pumps()
-    failed = sorted(
-      '%s (exit %d)' % (n, p.returncode)
-      for n, p in self.procs.items()
-      if p.returncode
-    )
-    if failed:
-      self._say('launcher: failed: %s' % ', '.join(failed))
-      return 1
-    self._say_total(clients)
-    return 0
-
-  def _say_total(self, clients):
-    """One summary line: the cluster's figure once, from the chief client."""
-    chief = clients[0]
-    if chief not in self.totals:
-      return
-    workers = sum(1 for name in self.procs if name.startswith('worker:'))
-    self._say(
-      "launcher: cluster of %d worker%s: total images/sec: %s (%s's)"
-      % (workers, '' if workers == 1 else 's', self.totals[chief], chief)
-    )
-
-  def _join_pumps(self):
-    for pump in self.pumps:
-      pump.join(timeout=5)
-
-  def _say(self, text):
-    with self.lock:
-      print(text, flush=True)
 
 
 def _network_flag(args):
@@ -614,11 +524,13 @@ def main(argv=None):
       switch.close()
 
 
-def resolve_auto(args, flags, workdir):
+def resolve_auto(args, flags, workdir, run_trial=None):
   """--variable_update=auto, once for every task: (the tasks' flags, ps
   tasks, controller?). The tasks get one --scaling_profile (measured here
   when not given) and this launcher's link, so each predicts the same
-  ranking (tf_cnn_benchmarks/scaling/auto_launch.py)."""
+  ranking (tf_cnn_benchmarks/scaling/auto_launch.py). With --auto_trials
+  and `run_trial` (run_trials), close calls are measured first and the
+  tasks run the fastest."""
   sys.path.insert(0, REPO_ROOT)
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.platform import quiet
@@ -635,23 +547,66 @@ def resolve_auto(args, flags, workdir):
   extra += shape
   kept = [f for f in flags if not f.startswith('--scaling_profile=')]
   overrides = auto_launch.overrides_from_argv(kept + extra + told)
-  num_ps, controller, best = auto_launch.best_shape(
+  rankings = auto_launch.shape_rankings(
     overrides, args.num_workers, args.num_ps, args.controller
   )
+  num_ps, controller, best = auto_launch.best_of(rankings, args.num_workers)
   if not args.tasks_measure_link:  # else the shape is chosen; they measure
     extra += told
+  limit = args.auto_trials if run_trial else 0
+  trials = auto_launch.trials_to_run(rankings, args.num_workers, limit)
+  said = '%s predicted best (%.1f images/sec)' % (
+    best.strategy.label(),
+    best.images_per_sec,
+  )
+  if trials:
+    print(
+      'launcher: --variable_update=auto: %s; %d within its uncertainty: '
+      'trying each for %d steps'
+      % (said, len(trials) - 1, args.auto_trial_batches),
+      flush=True,
+    )
+    pick, value = run_trials(args, kept, trials, run_trial)
+    if pick is not None:
+      extra.append('--auto_trials_measured=' + value)
+      num_ps, controller = pick.num_ps, pick.controller
+      said = '%s measured fastest of %d trials' % (pick.label(), len(trials))
+    else:
+      said = 'no trial measured; running the predicted best'
   print(
-    'launcher: --variable_update=auto: %s predicted best (%.1f images/sec); '
-    'starting %d ps task(s)%s'
-    % (
-      best.strategy.label(),
-      best.images_per_sec,
-      num_ps,
-      ' and a controller' if controller else '',
-    ),
+    'launcher: --variable_update=auto: %s; starting %d ps task(s)%s'
+    % (said, num_ps, ' and a controller' if controller else ''),
     flush=True,
   )
   return kept + extra, num_ps, controller
+
+
+def run_trials(args, flags, trials, run_trial):
+  """Runs each close call briefly; (the fastest Trial or None, the tasks'
+  --auto_trials_measured value). run_trial(flags, num_ps, controller)
+  returns a trial cluster's images/sec, or None when it failed."""
+  from tf_cnn_benchmarks.scaling import auto_trials  # pylint: disable=g-import-not-at-top
+
+  done = []
+  for k, trial in enumerate(trials, 1):
+    argv = auto_trials.trial_argv(flags, trial, args.auto_trial_batches)
+    figure = run_trial(argv, trial.num_ps, trial.controller)
+    done.append(dataclasses.replace(trial, measured=figure))
+    print(
+      'launcher: --variable_update=auto: trial %d of %d: %s (%s): %s '
+      '(predicted %.1f)'
+      % (
+        k,
+        len(trials),
+        trial.label(),
+        trial.shape_text(),
+        'failed' if figure is None else '%.1f images/sec' % figure,
+        trial.predicted,
+      ),
+      flush=True,
+    )
+  pick = auto_trials.fastest(done)
+  return pick, auto_trials.encode(done)
 
 
 def run_cluster(args, flags, switch):
@@ -661,8 +616,16 @@ def run_cluster(args, flags, switch):
     import tempfile  # pylint: disable=g-import-not-at-top
 
     with tempfile.TemporaryDirectory(prefix='auto_profile_') as workdir:
+
+      def run_trial(trial_flags, trial_ps, trial_controller):
+        return _trial_figure(
+          args, trial_flags, switch, trial_ps, trial_controller
+        )
+
       try:
-        flags, num_ps, controller = resolve_auto(args, flags, workdir)
+        flags, num_ps, controller = resolve_auto(
+          args, flags, workdir, run_trial
+        )
       except ValueError as e:  # AutoError, ProfileError, ParamsError
         print('error: %s' % str(e).splitlines()[0], file=sys.stderr)
         return 2
@@ -674,10 +637,28 @@ def run_cluster(args, flags, switch):
   return _start_and_wait(args, flags, switch, num_ps, controller)
 
 
+def _clients(args, controller):
+  """The tasks a launch waits for: the controller, else every worker."""
+  if controller:
+    return ['controller:0']
+  return ['worker:%d' % w for w in range(args.num_workers)]
+
+
+def _trial_figure(args, flags, switch, num_ps, controller):
+  """One quiet cluster of this shape (an --auto_trials trial): the chief's
+  images/sec, or None when it failed."""
+  commands = task_commands(args, flags, num_ps, controller, switch)
+  cluster = Cluster(commands, TASK_CWD, echo=False)
+  clients = _clients(args, controller)
+  if cluster.wait(clients, args.timeout) != 0:
+    return None
+  return cluster.figure(clients)
+
+
 def _start_and_wait(args, flags, switch, num_ps, controller):
   """Starts the tasks of this shape and waits for them; the exit status."""
   commands = task_commands(args, flags, num_ps, controller, switch)
-  cluster = Cluster(commands)
+  cluster = Cluster(commands, TASK_CWD)
 
   def on_signal(signum, frame):
     del frame
@@ -686,12 +667,7 @@ def _start_and_wait(args, flags, switch, num_ps, controller):
 
   signal.signal(signal.SIGTERM, on_signal)
   signal.signal(signal.SIGINT, on_signal)
-  clients = (
-    ['controller:0']
-    if controller
-    else ['worker:%d' % w for w in range(args.num_workers)]
-  )
-  return cluster.wait(clients, args.timeout)
+  return cluster.wait(_clients(args, controller), args.timeout)
 
 
 if __name__ == '__main__':

@@ -24,7 +24,9 @@ ps: the strategies that need a ps task (parameter_server,
 distributed_replicated, hybrid) run with each --ps value > 0; the all-reduce
 ones (distributed_all_reduce, collective_all_reduce) with 0 ps only; `auto`
 (--variable_update=auto) with the ps tasks the launcher picks, and is scored
-by its pick's regret against the group's measured best (_validation_auto.py).
+by its pick's regret against the group's measured best (_validation_auto.py);
+`auto_trials` the same with the launcher's --auto_trials (close calls
+measured briefly first), counted apart.
 Scored: a cell with >= 3 repeats whose spread (max - min) / median is at most
 10%, and not a calibration cell (the rule is printed). --resume skips the
 cells already in the jsonl. --report_only rewrites the md from the jsonl;
@@ -61,7 +63,7 @@ STRATEGIES = (
   'distributed_all_reduce',
   'collective_all_reduce',
   'hybrid',
-  va.AUTO,
+  *va.KINDS,
 )
 TOPOLOGIES = ('shared', 'switch')
 PROG = 'validate_predictor.py'
@@ -196,7 +198,7 @@ def _ps_values(args, strategy) -> list:
   """The ps counts `strategy` runs with: --ps values > 0, or 0 (all-reduce)."""
   if strategy in NEEDS_PS:
     return sorted({p for p in args.ps if p > 0})
-  if strategy == va.AUTO:
+  if strategy in va.KINDS:
     return [None]  # the launcher picks
   return [0]
 
@@ -307,7 +309,7 @@ def task_flags(cell) -> list:
     '--display_every=1000',
     '--peak_tflops_per_device=none',
     '--num_gpus=1',
-    '--variable_update=%s' % cell['strategy'],
+    '--variable_update=%s' % ('auto' if va.is_auto(cell) else cell['strategy']),
   ]
 
 
@@ -324,6 +326,7 @@ def cluster_command(args, cell, result_file) -> list:
     argv.append('--num_ps=%d' % cell['num_ps'])
   if cell['link_mbits'] is not None:
     argv.append('--link_mbits=%g' % cell['link_mbits'])
+  argv += va.launcher_flags(cell)
   flags = task_flags(cell)
   if va.is_auto(cell):
     path = profile_path(args, cell['model'], cell['batch_size'])

@@ -402,6 +402,45 @@ def test_auto_regret_against_the_groups_measured_best():
   assert '| collective_all_reduce | 99.0 | 190.0 (0%) |' in md
 
 
+def test_an_auto_trials_cell_runs_the_launchers_trials_and_counts_apart(
+  tmp_path,
+):
+  args = _args(tmp_path, '--strategies=auto,auto_trials', '--num_batches=7')
+  cells = vp.grid(args)
+  (trials_cell,) = [c for c in cells if c['strategy'] == 'auto_trials']
+  assert trials_cell['num_ps'] is None
+  argv = vp.cluster_command(args, trials_cell, '/tmp/r.jsonl')
+  own = argv[: argv.index('--')]
+  assert '--auto_trials=%d' % va.TRIALS in own
+  assert '--auto_trial_batches=7' in own
+  assert '--variable_update=auto' in argv[argv.index('--') :]
+  (plain,) = [c for c in cells if c['strategy'] == 'auto']
+  assert not [a for a in vp.cluster_command(args, plain, 'r') if 'trials' in a]
+  tried = _auto_record([150, 150, 150], pick='parameter_server')
+  tried['cell'] = dict(tried['cell'], strategy='auto_trials')
+  tried['auto_pick']['cluster'] = '2x1 +1ps 100Mbit/s switch colocated'
+  records = [
+    _record('parameter_server', [100, 100, 100], 110, 50),
+    _record('collective_all_reduce', [200, 200, 200], 180, 300),
+    _auto_record([190, 190, 190]),
+    tried,
+  ]
+  rows = va.scores(records)
+  assert [r['kind'] for r in rows] == ['auto', 'auto_trials']
+  assert rows[1]['now'] is None  # a measured pick is not re-predicted
+  assert rows[1]['pick_regret'] == pytest.approx(0.5)  # its ps cell: 100
+  md = '\n'.join(va.markdown_rows(records))
+  assert (
+    'Within 5% of the measured best: 1 of 1 groups by the auto runs; '
+    '1 of 1 by the regret of the pick.'
+  ) in md
+  assert (
+    'Within 5% of the measured best with --auto_trials: 0 of 1 groups by '
+    'the auto runs; 0 of 1 by the regret of the pick.'
+  ) in md
+  assert vm.summarize(records, 'model')['cells'] == 2
+
+
 def test_a_repredicted_pick_that_differs_is_shown_with_its_measurement():
   """auto ran collective_all_reduce; the current model picks
   parameter_server with 1 ps: the row names that pick, its cell's measured

@@ -113,6 +113,15 @@ class RunFields:
     topic=fields.STRATEGY,
     classic=False,
   )
+  auto_trials_measured: Optional[str] = fields.field(
+    None,
+    '--variable_update=auto: the strategies a launcher ran briefly because '
+    'the prediction could not order them (a JSON list; '
+    'scripts/launch_local_cluster.py --auto_trials sets it): run the one '
+    'that measured fastest instead of the predicted best.',
+    topic=fields.STRATEGY,
+    classic=False,
+  )
   link_mbits: Optional[float] = fields.field(
     None,
     "--variable_update=auto: bandwidth of each host's link, Mbit/s, for the "

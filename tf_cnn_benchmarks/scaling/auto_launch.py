@@ -15,6 +15,7 @@ from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.config import params_value
 from tf_cnn_benchmarks.scaling import auto
 from tf_cnn_benchmarks.scaling import auto_profile
+from tf_cnn_benchmarks.scaling import auto_trials
 from tf_cnn_benchmarks.scaling import profile_format
 
 
@@ -76,12 +77,13 @@ def stand_in_cluster(
   )
 
 
-def best_shape(
+def shape_rankings(
   overrides: dict, num_workers: int, num_ps=None, controller=None
-) -> tuple:
-  """(ps tasks, controller?, the best Prediction) over the cluster shapes
-  the launcher may start: without ps tasks, with a controller, and with
-  `num_ps` (default 1) ps tasks; a shape fixed by the caller is kept."""
+) -> list:
+  """[(ps tasks, controller?, the ranked Predictions)] of each cluster
+  shape the launcher may start: without ps tasks, with a controller, and
+  with `num_ps` (default 1) ps tasks; a shape fixed by the caller is kept.
+  Shapes on which nothing runs are left out."""
   profile = profile_format.load_profile(overrides['scaling_profile'])
   shapes = []
   for ps, ctrl in ((0, False), (0, True), (num_ps or 1, False)):
@@ -90,19 +92,52 @@ def best_shape(
     if controller is not None and ctrl != controller:
       continue
     shapes.append((ps, ctrl))
-  best, topology = None, overrides.get('link_topology') or 'switch'
+  out, topology = [], overrides.get('link_topology') or 'switch'
   for ps, ctrl in shapes:
     cluster = stand_in_cluster(num_workers, ps, ctrl, topology)
     target = auto.target_for(overrides, cluster, cores=profile.host.cpu_cores)
     strategies = auto.candidates(overrides, profile, target, cluster)
-    if not strategies:
-      continue
-    top = auto.rank(profile, target, strategies)[0]
-    if best is None or top.images_per_sec > best[2].images_per_sec:
-      best = (ps, ctrl, top)
+    if strategies:
+      out.append((ps, ctrl, auto.rank(profile, target, strategies)))
+  return out
+
+
+def best_shape(
+  overrides: dict, num_workers: int, num_ps=None, controller=None
+) -> tuple:
+  """(ps tasks, controller?, the best Prediction) over the cluster shapes
+  of shape_rankings (the first of equal figures)."""
+  rankings = shape_rankings(overrides, num_workers, num_ps, controller)
+  return best_of(rankings, num_workers)
+
+
+def best_of(rankings: list, num_workers: int) -> tuple:
+  """(ps tasks, controller?, the best Prediction) of shape_rankings'
+  list: the shape whose top figure is highest, the first of equals."""
+  best = None
+  for ps, ctrl, ranked in rankings:
+    if best is None or ranked[0].images_per_sec > best[2].images_per_sec:
+      best = (ps, ctrl, ranked[0])
   if best is None:
     raise auto.AutoError(
       '--variable_update=auto: no modelled strategy runs on %d workers '
       'with these --num_ps/--controller' % num_workers
     )
   return best
+
+
+def trials_to_run(rankings: list, num_workers: int, limit: int) -> list:
+  """The auto_trials.Trials a launcher with --auto_trials=`limit` runs,
+  from shape_rankings' list: the best shape's best strategy and the close
+  calls of every shape (their band reaching its band); [] when none is
+  close (or limit < 2)."""
+  if limit < 2:
+    return []
+  best = best_of(rankings, num_workers)
+  others = [
+    (ps, ctrl, p)
+    for ps, ctrl, ranked in rankings
+    for p in ranked
+    if p is not best[2]
+  ]
+  return auto_trials.close_calls(best, others, limit)
