@@ -22,13 +22,21 @@ def _link(cell):
   return 'none' if link is None else '%g' % link
 
 
+def _picks_text(r) -> str:
+  """What an auto cell ran: one name, or each run's when they differ."""
+  picks = r.get('auto_picks') or []
+  if len(set(picks)) > 1:
+    return ', '.join(picks)
+  return va.pick_text(r.get('auto_pick'))
+
+
 def _cell_row(r) -> str:
   c = r['cell']
   p = r.get('predicted', {})
   model = p.get('model') or p.get(va.AUTO) or {}
   strategy = c['strategy']
   if va.is_auto(c):
-    strategy = 'auto: ran %s' % va.pick_text(r.get('auto_pick'))
+    strategy = '%s: ran %s' % (c['strategy'], _picks_text(r))
   return '| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
     c['model'],
     c['num_workers'],

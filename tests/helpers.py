@@ -281,5 +281,10 @@ class FakeSwitch:
     self.hosts += 1
     return '10.31.0.%d' % self.hosts
 
+  def host(self, index):
+    while self.hosts <= index:
+      self.add_host()
+    return '10.31.0.%d' % (index + 1)
+
   def prefix(self, index):
     return ['nsenter', '--net=/proc/%d/ns/net' % (1000 + index), '--']

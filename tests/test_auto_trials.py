@@ -17,6 +17,7 @@ import pytest
 from tests.helpers import LAUNCHER
 from tests.helpers import ROOT
 from tests.helpers import TRIVIAL_FLAGS
+from tests.helpers import FakeSwitch
 from tests.helpers import run_python
 from tests.helpers import task_env
 from tf_cnn_benchmarks.scaling import auto
@@ -259,22 +260,13 @@ def test_without_trials_the_launcher_runs_the_predicted_best(tmp_path):
   assert (num_ps, controller) == best[:2]
 
 
-class _Switch:
-  """Stands in for _netshape.SwitchNetwork: addresses by host index."""
-
-  def host(self, index):
-    return '10.31.0.%d' % (index + 1)
-
-  def prefix(self, index):
-    return ['in-host-%d' % index]
-
-
 def test_a_launchs_clusters_reuse_the_same_hosts():
   args = _launcher_args()
-  first = launch_local_cluster.task_commands(args, [], 1, False, _Switch())
-  second = launch_local_cluster.task_commands(args, [], 0, False, _Switch())
-  assert first['ps:0'][0] == 'in-host-0'
-  assert second['worker:0'][0] == 'in-host-0'  # the trial's host, reused
+  switch = FakeSwitch()
+  first = launch_local_cluster.task_commands(args, [], 1, False, switch)
+  second = launch_local_cluster.task_commands(args, [], 0, False, switch)
+  assert switch.hosts == 3  # the second cluster added no host
+  assert first['ps:0'][:2] == second['worker:0'][:2]  # the same host's netns
   hosts = [f for f in second['worker:0'] if f.startswith('--worker_hosts=')]
   assert hosts[0].startswith('--worker_hosts=10.31.0.1:')
 

@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO / 'scripts'))
 
 import _validation_auto as va  # noqa: E402
 import _validation_metrics as vm  # noqa: E402
+import _validation_report as vr  # noqa: E402
 import validate_predictor as vp  # noqa: E402
 
 
@@ -439,6 +440,10 @@ def test_an_auto_trials_cell_runs_the_launchers_trials_and_counts_apart(
     'the auto runs; 0 of 1 by the regret of the pick.'
   ) in md
   assert vm.summarize(records, 'model')['cells'] == 2
+  tried['auto_picks'] = ['hybrid', 'parameter_server']  # each run's pick
+  report = vr.markdown(records, [])
+  assert '| auto_trials: ran hybrid, parameter_server |' in report
+  assert '| auto: ran collective_all_reduce |' in report
 
 
 def test_a_repredicted_pick_that_differs_is_shown_with_its_measurement():

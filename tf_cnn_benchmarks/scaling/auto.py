@@ -91,10 +91,10 @@ class Choice:
     """The results line's `prediction` (results/schema.json)."""
     best, second = self.best, self.runner_up
     margin = self.margin_percent()
-    link = {} if self.link is None else {'link': self.link.record()}
+    extra = {} if self.link is None else {'link': self.link.record()}
     if self.trials:
-      link['trials'] = [t.record() for t in self.trials]
-    return link | {
+      extra['trials'] = [t.record() for t in self.trials]
+    return extra | {
       'variable_update': best.strategy.variable_update,
       'all_reduce_spec': best.strategy.all_reduce_spec,
       'predicted_images_per_sec': round(best.images_per_sec, 3),
