@@ -109,8 +109,8 @@ def same_pick(ran, now) -> bool:
   return key(ran) == key(now) and _ps_of(ran) == _ps_of(now)
 
 
-def _measured_cell(records, group, pick):
-  """The measured median of the group's cell that runs `pick` (the grid's
+def _cell_record(records, group, pick):
+  """The group's measured record of the cell that runs `pick` (the grid's
   cells run each manager's default spec), or None."""
   if pick.get('all_reduce_spec'):
     return None
@@ -123,8 +123,31 @@ def _measured_cell(records, group, pick):
       and c['strategy'] == pick.get('variable_update')
       and c['num_ps'] == _ps_of(pick)
     ):
-      return r['measured_median']
+      return r
   return None
+
+
+def _measured_cell(records, group, pick):
+  """The measured median of the group's cell that runs `pick`, or None."""
+  r = _cell_record(records, group, pick)
+  return None if r is None else r['measured_median']
+
+
+def _tied_with_best(records, group, pick, best) -> bool:
+  """Whether the repeats of the pick's cell and of the best's overlap
+  ([min, max]): the grid's measurement does not order the two (the rule
+  Kendall's tau uses for the measured order, _validation_metrics.py)."""
+  mine = _cell_record(records, group, pick)
+  if mine is None or best is None:
+    return False
+  theirs = _cell_record(
+    records, group, {'variable_update': best[0]['strategy'],
+                     'num_ps': best[0]['num_ps']}
+  )  # fmt: skip
+  if theirs is None:
+    return False
+  a, b = mine['measured'], theirs['measured']
+  return min(a) <= max(b) and min(b) <= max(a)
 
 
 def scores(records) -> list:
@@ -169,6 +192,7 @@ def scores(records) -> list:
         'best': best,
         'regret': regret,
         'pick_regret': _pick_regret(records, key, pick, best, regret),
+        'tied': _tied_with_best(records, key, now or pick, best),
       }
     )
   return rows
@@ -244,15 +268,17 @@ def _now_regret(row) -> float:
 
 def _current_picks_line(rows) -> str:
   """How the current model's picks fare where the grid measured them."""
-  regrets = [current_pick_regret(r) for r in rows]
-  judged = [g for g in regrets if g is not None]
+  regrets = [(current_pick_regret(r), r['tied']) for r in rows]
+  judged = [(g, tied) for g, tied in regrets if g is not None]
   return (
     "The current model's picks, judged by the grid's cells where their "
-    'strategy was measured: %d of %d within 5%% of the best (left out, '
+    'strategy was measured: %d of %d within 5%% of the best (%d within 5%% '
+    "or inside the best's repeats, which do not order them; left out, "
     'their new pick not measured: %d).'
     % (
-      sum(g <= WITHIN for g in judged),
+      sum(g <= WITHIN for g, _ in judged),
       len(judged),
+      sum(g <= WITHIN or tied for g, tied in judged),
       len(regrets) - len(judged),
     )
   )

@@ -17,6 +17,7 @@ task started as `python -m tests.test_distributed` imports this module
 before its benchmark does.
 """
 
+import argparse
 import os
 from pathlib import Path
 import struct
@@ -288,3 +289,23 @@ class FakeSwitch:
 
   def prefix(self, index):
     return ['nsenter', '--net=/proc/%d/ns/net' % (1000 + index), '--']
+
+
+def launcher_args(**changes):
+  """The launcher's parsed options (scripts/launch_local_cluster.py) of a
+  two-worker launch on 100 Mbit/s switch ports, with `changes`."""
+  return argparse.Namespace(
+    **dict(
+      num_workers=2,
+      num_ps=None,
+      controller=None,
+      link_mbits=100.0,
+      topology='switch',
+      tasks_measure_link=False,
+      auto_trials=0,
+      auto_trial_batches=10,
+      python=sys.executable,
+      module='tf_cnn_benchmarks',
+    )
+    | changes
+  )

@@ -6,7 +6,6 @@ carries `prediction` and passes the schema; every task of a launched
 cluster gets the same profile and so the same choice.
 """
 
-import argparse
 import io
 import json
 import os
@@ -21,6 +20,7 @@ from tests.helpers import LAUNCHER
 from tests.helpers import ROOT
 from tests.helpers import TRIVIAL_FLAGS
 from tests.helpers import cli_status
+from tests.helpers import launcher_args
 from tests.helpers import run_benchmark
 from tests.helpers import run_python
 from tests.helpers import task_env
@@ -243,26 +243,10 @@ def test_a_bad_profile_file_is_one_line_and_status_2(profile, what):
   assert what in err[0]
 
 
-def _launcher_args(**changes):
-  return argparse.Namespace(
-    **dict(
-      num_workers=2,
-      num_ps=None,
-      controller=None,
-      link_mbits=100.0,
-      topology='switch',
-      tasks_measure_link=False,
-      python=sys.executable,
-      module='tf_cnn_benchmarks',
-    )
-    | changes
-  )
-
-
 def test_with_tasks_measure_link_the_tasks_are_told_no_rate(tmp_path):
   flags = list(LAUNCHER_FLAGS)
   told, _, _ = launch_local_cluster.resolve_auto(
-    _launcher_args(tasks_measure_link=True), flags, str(tmp_path)
+    launcher_args(tasks_measure_link=True), flags, str(tmp_path)
   )
   assert not [f for f in told if f.startswith('--link_mbits')]
   assert '--link_topology=switch' in told
@@ -276,13 +260,13 @@ def test_an_unthrottled_launch_still_tells_the_tasks_its_topology(tmp_path):
   flags = list(LAUNCHER_FLAGS)
   for topology in ('shared', 'switch'):
     told, _, _ = launch_local_cluster.resolve_auto(
-      _launcher_args(link_mbits=None, topology=topology), flags, str(tmp_path)
+      launcher_args(link_mbits=None, topology=topology), flags, str(tmp_path)
     )
     assert '--link_topology=' + topology in told
     assert not [f for f in told if f.startswith('--link_mbits')]
   given = flags + ['--link_topology=switch']
   told, _, _ = launch_local_cluster.resolve_auto(
-    _launcher_args(link_mbits=None, topology='shared'), given, str(tmp_path)
+    launcher_args(link_mbits=None, topology='shared'), given, str(tmp_path)
   )
   assert [f for f in told if f.startswith('--link_topology')] == [
     '--link_topology=switch'
@@ -290,7 +274,7 @@ def test_an_unthrottled_launch_still_tells_the_tasks_its_topology(tmp_path):
 
 
 def test_the_launcher_gives_every_task_the_same_choice(tmp_path):
-  args = _launcher_args()
+  args = launcher_args()
   flags = LAUNCHER_FLAGS + ['--device=cpu']
   flags, num_ps, controller = launch_local_cluster.resolve_auto(
     args, flags, str(tmp_path)

@@ -6,7 +6,6 @@ The trials here are stand-ins (a function returning figures) except in the
 slow test, which launches real trial clusters.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -18,6 +17,7 @@ from tests.helpers import LAUNCHER
 from tests.helpers import ROOT
 from tests.helpers import TRIVIAL_FLAGS
 from tests.helpers import FakeSwitch
+from tests.helpers import launcher_args
 from tests.helpers import run_python
 from tests.helpers import task_env
 from tf_cnn_benchmarks.scaling import auto
@@ -201,21 +201,7 @@ def test_trials_a_task_cannot_run_are_refused_in_one_line():
 
 
 def _launcher_args(**changes):
-  return argparse.Namespace(
-    **dict(
-      num_workers=2,
-      num_ps=None,
-      controller=None,
-      link_mbits=100.0,
-      topology='switch',
-      tasks_measure_link=False,
-      auto_trials=3,
-      auto_trial_batches=5,
-      python=sys.executable,
-      module='tf_cnn_benchmarks',
-    )
-    | changes
-  )
+  return launcher_args(**(dict(auto_trials=3, auto_trial_batches=5) | changes))
 
 
 def test_the_launcher_starts_the_fastest_trial_and_tells_every_task(

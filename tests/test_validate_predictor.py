@@ -463,7 +463,8 @@ def test_a_repredicted_pick_that_differs_is_shown_with_its_measurement():
   assert va.current_pick_regret(row) == pytest.approx(0.5)
   assert (
     "The current model's picks, judged by the grid's cells where their "
-    'strategy was measured: 0 of 1 within 5% of the best (left out, their '
+    'strategy was measured: 0 of 1 within 5% of the best (0 within 5% or '
+    "inside the best's repeats, which do not order them; left out, their "
     'new pick not measured: 0).'
   ) in md
   assert (
@@ -506,8 +507,29 @@ def test_a_changed_pick_without_a_cell_is_left_out_of_the_current_picks():
   assert row['now']['measured'] is None
   assert va.current_pick_regret(row) is None
   md = '\n'.join(va.markdown_rows(records))
-  assert ': 0 of 0 within 5% of the best (left out, their new pick not ' in md
-  assert 'measured: 1).' in md
+  assert ': 0 of 0 within 5% of the best (0 within 5% or inside' in md
+  assert 'new pick not measured: 1).' in md
+
+
+def test_a_pick_inside_the_bests_repeats_is_counted_as_tied():
+  """auto ran hybrid (1 ps), 8% under the collective's median, but the
+  two cells' repeats overlap: the grid does not order them."""
+  records = [
+    _record('collective_all_reduce', [190, 200, 240], 180, 300, ps=0),
+    _record('hybrid', [170, 184, 195], 180, 300, ps=1),
+    _auto_record([184, 184, 184], pick='hybrid'),
+  ]
+  records[-1]['auto_pick']['cluster'] = '2x1 +1ps 100Mbit/s switch colocated'
+  records[-1]['predicted']['auto']['variable_update'] = 'hybrid'
+  records[-1]['predicted']['auto']['num_ps'] = 1
+  (row,) = va.scores(records)
+  assert row['pick_regret'] == pytest.approx(0.08)
+  assert row['tied'] is True
+  md = '\n'.join(va.markdown_rows(records))
+  assert ': 0 of 1 within 5% of the best (1 within 5% or inside' in md
+  records[1]['measured'] = [170, 180, 189]  # below the best's lowest
+  (row,) = va.scores(records)
+  assert row['tied'] is False
 
 
 def test_auto_faster_than_every_measured_cell_has_no_regret():
