@@ -232,11 +232,10 @@ def parse_args(argv):
     parser.error('--num_ps=%d: must be >= 0' % args.num_ps)
   if args.timeout <= 0:
     parser.error('--timeout=%s: must be > 0' % args.timeout)
-  if args.auto_trials < 0 or args.auto_trial_batches < 1:
-    parser.error(
-      '--auto_trials=%d, --auto_trial_batches=%d: must be >= 0 and >= 1'
-      % (args.auto_trials, args.auto_trial_batches)
-    )
+  if args.auto_trials < 0:
+    _bad_flag('--auto_trials=%d: must be >= 0' % args.auto_trials)
+  if args.auto_trial_batches < 1:
+    _bad_flag('--auto_trial_batches=%d: must be >= 1' % args.auto_trial_batches)
   for flag in flags:
     name = flag.lstrip('-').split('=')[0]
     if name in _LAUNCHER_FLAGS:
