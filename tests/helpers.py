@@ -273,7 +273,8 @@ def tfrecord_records(path):
 
 class FakeSwitch:
   """Hands out addresses and namespace prefixes as the launcher's
-  SwitchNetwork does (scripts/_netshape.py), without a network."""
+  SwitchNetwork does (tf_cnn_benchmarks/commands/netshape.py), without a
+  network."""
 
   def __init__(self):
     self.hosts = 0

@@ -17,14 +17,11 @@ once, then again), each with sweep.repeat 0, 1, 2.
 
 import json
 from pathlib import Path
-import sys
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / 'tests' / 'fixtures'
 REPEATS = str(FIXTURES / 'repeats.jsonl')
 SCALING = str(FIXTURES / 'scaling.jsonl')
-if str(REPO / 'scripts') not in sys.path:
-  sys.path.insert(0, str(REPO / 'scripts'))
 
 
 def fixture_records(path=REPEATS):

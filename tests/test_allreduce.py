@@ -7,7 +7,6 @@ which keeps the large [256, 1024] case cheap to check on every device.
 """
 
 import dataclasses
-import pathlib
 import socket
 import sys
 
@@ -18,9 +17,6 @@ import tensorflow as tf
 from tests.device_testing import cpu_devices
 from tests.device_testing import same_device
 from tests.device_testing import session_config
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
 from variable_mgr import allreduce as ar  # pylint: disable=g-import-not-at-top
 from variable_mgr import collective_keys as ck  # pylint: disable=g-import-not-at-top
 

@@ -9,7 +9,6 @@ cluster gets the same profile and so the same choice.
 import io
 import json
 import os
-import sys
 
 import jsonschema
 import pytest
@@ -24,14 +23,12 @@ from tests.helpers import launcher_args
 from tests.helpers import run_benchmark
 from tests.helpers import run_python
 from tests.helpers import task_env
-from tf_cnn_benchmarks.scaling import auto
-from tf_cnn_benchmarks.scaling import auto_launch
-from tf_cnn_benchmarks.scaling import cost_model
-from tf_cnn_benchmarks.scaling import profile_format
-from tf_cnn_benchmarks.scaling import target as target_lib
-
-sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-import launch_local_cluster  # noqa: E402
+from tf_cnn_benchmarks.commands import launch_local_cluster  # noqa: E402
+from tf_cnn_benchmarks.scaling.auto import auto
+from tf_cnn_benchmarks.scaling.auto import auto_launch
+from tf_cnn_benchmarks.scaling.model import cost_model
+from tf_cnn_benchmarks.scaling.model import profile_format
+from tf_cnn_benchmarks.scaling.model import target as target_lib
 
 PROFILE = AUTO_PROFILE
 SCHEMA = os.path.join(ROOT, 'results', 'schema.json')

@@ -3,7 +3,6 @@
 All option sets for one device count share ONE graph and one session.run.
 """
 
-import pathlib
 import sys
 
 import numpy as np
@@ -13,9 +12,6 @@ import tensorflow as tf
 from tests.device_testing import cpu_devices
 from tests.device_testing import same_device
 from tests.device_testing import session_config
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
 from tf_cnn_benchmarks.config import params as params_lib  # pylint: disable=g-import-not-at-top
 from variable_mgr import allreduce as ar  # pylint: disable=g-import-not-at-top
 from variable_mgr import batch_allreduce as ba  # pylint: disable=g-import-not-at-top

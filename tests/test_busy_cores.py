@@ -3,7 +3,7 @@
 import os
 import time
 
-from tf_cnn_benchmarks.scaling import busy_cores
+from tf_cnn_benchmarks.scaling.profile import busy_cores
 
 
 def _cpu_seconds_of_children() -> float:

@@ -20,9 +20,8 @@ from tf_cnn_benchmarks.training import optimizers
 from variable_mgr import base as variable_mgr_base
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / 'scripts'))
 
-import make_fake_data  # noqa: E402
+from tf_cnn_benchmarks.commands import make_fake_data  # noqa: E402
 
 tf1 = tf.compat.v1
 

@@ -10,11 +10,7 @@ import sys
 
 import pytest
 
-from tests import helpers
-
-sys.path.insert(0, str(helpers.ROOT) + '/scripts')
-
-import launch_local_cluster  # noqa: E402
+from tf_cnn_benchmarks.commands import launch_local_cluster  # noqa: E402
 
 
 def _task(text):

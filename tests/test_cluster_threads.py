@@ -1,7 +1,6 @@
 """--cluster_threads: each task's server pools for the tasks on its host."""
 
 import os
-import sys
 
 import pytest
 
@@ -119,8 +118,7 @@ def _value(text):
 
 def _launched_params(num_workers, num_ps, extra=(), switch=None):
   """{task: Params} of the commands the launcher makes for a cluster."""
-  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-  import launch_local_cluster  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import launch_local_cluster  # pylint: disable=g-import-not-at-top
 
   args, flags = launch_local_cluster.parse_args(
     ['--num_workers=%d' % num_workers, '--', '--device=cpu', *extra]
@@ -192,7 +190,7 @@ def test_the_launcher_keeps_a_tasks_colocated_flag_it_is_given():
   for plan in plans.values():
     assert plan.params.tasks_colocated is False
     assert servers.pools_for(plan.cluster, plan.params) == TF_DEFAULTS
-  import launch_local_cluster  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import launch_local_cluster  # pylint: disable=g-import-not-at-top
 
   for given in ['--notasks_colocated', '--tasks_colocated']:
     assert launch_local_cluster.colocated_flag(['--model=x', given]) == []

@@ -12,18 +12,15 @@ import io
 import json
 import math
 from pathlib import Path
-import sys
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / 'tests' / 'fixtures'
-sys.path.insert(0, str(REPO / 'scripts'))
-
-import _results_io  # noqa: E402
-import compare  # noqa: E402
 
 from tests import helpers  # noqa: E402
+from tf_cnn_benchmarks.commands import compare  # noqa: E402
+from tf_cnn_benchmarks.commands import results_io  # noqa: E402
 
 SCALING = str(FIXTURES / 'scaling.jsonl')
 BASELINE = str(FIXTURES / 'baseline.jsonl')
@@ -38,7 +35,7 @@ def run_script(script, *args):
 def compare_cli(capsys, *args):
   """Run compare.py's main in-process (fast); returns (status, out, err)."""
   try:
-    status = _results_io.run_main(compare.main, 'compare.py', list(args))
+    status = results_io.run_main(compare.main, 'compare.py', list(args))
   except SystemExit as e:  # argparse usage errors exit from parse_args
     status = e.code
   out, err = capsys.readouterr()
@@ -199,8 +196,8 @@ def test_record_missing_a_key_is_malformed(tmp_path):
   del record['images_per_sec']
   path.write_text('\n' + json.dumps(record) + '\n')
   try:
-    _results_io.load_frame([str(path)])
-  except _results_io.InputError as e:
+    results_io.load_frame([str(path)])
+  except results_io.InputError as e:
     assert str(e).startswith("%s:2: missing key 'images_per_sec'" % path)
   else:
     raise AssertionError('missing key not reported')
@@ -237,8 +234,8 @@ def test_by_workers(tmp_path):
         )
         + '\n'
       )
-  frame = _results_io.load_frame([str(path)])
-  summary = _results_io.summarize(frame, by='workers')
+  frame = results_io.load_frame([str(path)])
+  summary = results_io.summarize(frame, by='workers')
   assert list(summary['num_devices']) == [2, 2, 2]
   assert list(summary['speedup']) == [1.0, 1.5, 2.0]
   assert list(summary['efficiency']) == [1.0, 0.75, 0.5]
@@ -281,11 +278,11 @@ def point(summary, variable_update, count):
 def test_median_interval_is_the_order_statistic_interval():
   # Under 6 values no pair of order statistics reaches 95%: the range, with
   # coverage 1 - 2 * 2**-n (75% for 3 repeats).
-  assert _results_io.median_interval([110, 90, 100]) == (90.0, 110.0, 0.75)
-  assert _results_io.median_interval([1, 2]) == (1.0, 2.0, 0.5)
+  assert results_io.median_interval([110, 90, 100]) == (90.0, 110.0, 0.75)
+  assert results_io.median_interval([1, 2]) == (1.0, 2.0, 0.5)
   # 9 values: [x_(2), x_(8)] covers 1 - 2 * (1 + 9) / 512 = 96.1% >= 95%.
   nine = [9, 1, 8, 2, 7, 3, 6, 4, 5]
-  assert _results_io.median_interval(nine) == (2.0, 8.0, 1 - 20 / 512)
+  assert results_io.median_interval(nine) == (2.0, 8.0, 1 - 20 / 512)
 
 
 def test_intervals_speedup_and_efficiency_hand_computed():

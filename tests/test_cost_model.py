@@ -9,15 +9,15 @@ import dataclasses
 
 import pytest
 
-from tf_cnn_benchmarks.scaling import baselines
-from tf_cnn_benchmarks.scaling import cost_model
-from tf_cnn_benchmarks.scaling import cost_model_allreduce as ar
-from tf_cnn_benchmarks.scaling import cost_model_calibration as cal_lib
-from tf_cnn_benchmarks.scaling import cost_model_graph
-from tf_cnn_benchmarks.scaling import cost_model_strategies as st
-from tf_cnn_benchmarks.scaling import profile_format
-from tf_cnn_benchmarks.scaling import simulate
-from tf_cnn_benchmarks.scaling import target as target_lib
+from tf_cnn_benchmarks.scaling.model import baselines
+from tf_cnn_benchmarks.scaling.model import cost_model
+from tf_cnn_benchmarks.scaling.model import cost_model_allreduce as ar
+from tf_cnn_benchmarks.scaling.model import cost_model_calibration as cal_lib
+from tf_cnn_benchmarks.scaling.model import cost_model_graph
+from tf_cnn_benchmarks.scaling.model import cost_model_strategies as st
+from tf_cnn_benchmarks.scaling.model import profile_format
+from tf_cnn_benchmarks.scaling.model import simulate
+from tf_cnn_benchmarks.scaling.model import target as target_lib
 
 FIXTURE = 'tests/data/profile_resnet20_cpu.json'
 LATENCY_US = 100.0  # the made-up transport's per-message latency
@@ -373,7 +373,7 @@ def test_two_level_spec_with_one_device_per_worker_is_its_inter_part():
 
 
 def test_scaled_profile_keeps_the_ready_order_and_spread():
-  from tf_cnn_benchmarks.scaling import cost_model_paper
+  from tf_cnn_benchmarks.scaling.profile import cost_model_paper
 
   base = _fixture()
   gpu = cost_model_paper.scaled_profile(
@@ -622,7 +622,7 @@ def test_an_overloaded_cpu_slows_compute_and_transfer_alike():
 def _ps_push_ms(gradients, indices, means_after_all=False, devices=1):
   """When push_and_apply's update is done on worker 0 (ms): 2 workers and
   1 ps on 100 Mbit/s switch ports, exact transports, no interference."""
-  from tf_cnn_benchmarks.scaling import cost_model_ps
+  from tf_cnn_benchmarks.scaling.model import cost_model_ps
 
   profile = made_up_profile(gradients)
   target = target_lib.make_target(

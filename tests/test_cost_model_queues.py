@@ -7,9 +7,9 @@ import pytest
 from tests.test_cost_model import made_up_profile
 from tests.test_cost_model import no_interference
 from tests.test_cost_model_sharing import _with_cpu
-from tf_cnn_benchmarks.scaling import cost_model_graph
-from tf_cnn_benchmarks.scaling import simulate
-from tf_cnn_benchmarks.scaling import target as target_lib
+from tf_cnn_benchmarks.scaling.model import cost_model_graph
+from tf_cnn_benchmarks.scaling.model import simulate
+from tf_cnn_benchmarks.scaling.model import target as target_lib
 
 
 def _jobs(cpus, specs, crowds=None):

@@ -8,11 +8,11 @@ import pytest
 
 from tests.test_cost_model import made_up_profile
 from tests.test_cost_model import no_interference
-from tf_cnn_benchmarks.scaling import cost_model_calibration as cal_lib
-from tf_cnn_benchmarks.scaling import cost_model_graph
-from tf_cnn_benchmarks.scaling import profile_format
-from tf_cnn_benchmarks.scaling import simulate
-from tf_cnn_benchmarks.scaling import target as target_lib
+from tf_cnn_benchmarks.scaling.model import cost_model_calibration as cal_lib
+from tf_cnn_benchmarks.scaling.model import cost_model_graph
+from tf_cnn_benchmarks.scaling.model import profile_format
+from tf_cnn_benchmarks.scaling.model import simulate
+from tf_cnn_benchmarks.scaling.model import target as target_lib
 
 
 def _three_flows(decay):

@@ -11,10 +11,10 @@ import pytest
 from tests.test_cost_model import made_up_profile
 from tests.test_cost_model import no_interference
 from tf_cnn_benchmarks.cluster import thread_pools
-from tf_cnn_benchmarks.scaling import auto
-from tf_cnn_benchmarks.scaling import auto_launch
-from tf_cnn_benchmarks.scaling import cost_model
-from tf_cnn_benchmarks.scaling import target as target_lib
+from tf_cnn_benchmarks.scaling.auto import auto
+from tf_cnn_benchmarks.scaling.auto import auto_launch
+from tf_cnn_benchmarks.scaling.model import cost_model
+from tf_cnn_benchmarks.scaling.model import target as target_lib
 
 
 def _dar_step_ms(threads=None, cores=8, ready=10.0, workers=2):

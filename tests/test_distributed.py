@@ -343,8 +343,7 @@ def test_lenet_collective_two_towers_per_worker(tmp_path):
 
 
 def _free_ports(n):
-  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-  import launch_local_cluster  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import launch_local_cluster  # pylint: disable=g-import-not-at-top
 
   return launch_local_cluster.free_ports(n)
 

@@ -10,14 +10,12 @@ Slow: the 512-GPU rows simulate 128 workers (about a minute each).
 import json
 import os
 import re
-import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, 'scripts'))
 
-import predict_scaling  # noqa: E402
+from tf_cnn_benchmarks.commands import predict_scaling  # noqa: E402
 
 DOC = os.path.join(REPO, 'docs', 'predicting.md')
 

@@ -310,8 +310,7 @@ def test_launcher_servers_reachable_only_inside(private):
   external = _external_address()
   if external is None:
     pytest.skip('this machine has no non-loopback IPv4 address')
-  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-  import launch_local_cluster  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import launch_local_cluster  # pylint: disable=g-import-not-at-top
 
   if private and not launch_local_cluster.private_network_works():
     pytest.skip('unshare -rn does not work here')

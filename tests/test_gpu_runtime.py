@@ -345,10 +345,8 @@ def test_each_gpu_only_flag_is_one_warning_on_a_cpu_run(flag, capfd):
 
 
 def _write_cifar(tmp_path):
-  import sys
 
-  sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'scripts'))
-  import make_fake_data  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import make_fake_data  # pylint: disable=g-import-not-at-top
 
   make_fake_data.write_cifar10(str(tmp_path), num_train=8, num_validation=4)
   return str(tmp_path)

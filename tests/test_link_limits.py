@@ -21,13 +21,10 @@ from tests.helpers import ROOT
 from tests.helpers import TRIVIAL_FLAGS
 from tests.helpers import FakeSwitch
 from tests.helpers import task_env
+from tf_cnn_benchmarks.commands import launch_local_cluster  # noqa: E402
+from tf_cnn_benchmarks.commands import netshape  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-import _netshape  # noqa: E402
-import launch_local_cluster  # noqa: E402
-import measure_exchange  # noqa: E402
-
-_WHY_NOT = _netshape.shaping_works(100.0)
+_WHY_NOT = netshape.shaping_works(100.0)
 needs_shaping = pytest.mark.skipif(
   bool(_WHY_NOT), reason='cannot shape a link here: %s' % _WHY_NOT
 )
@@ -149,23 +146,23 @@ def test_no_tc_is_one_line(tmp_path):
 def test_burst_holds_a_frame_at_every_rate():
   # A bucket smaller than one frame drops every frame: no rate at all.
   for mbits in (1, 25, 100, 1000, 10000):
-    burst, limit = _netshape.tbf_sizes(mbits)
-    assert burst > _netshape.LINK_MTU
+    burst, limit = netshape.tbf_sizes(mbits)
+    assert burst > netshape.LINK_MTU
     assert limit >= 2 * burst
 
 
 def test_fast_buckets_hold_a_whole_segment():
   # 500 Mbit/s with a 62.5 KB bucket carried 380-450 Mbit/s: tbf cut each
   # 64 KiB segment into frames. Slow links keep a bucket of a few frames.
-  assert _netshape.tbf_sizes(500)[0] > _netshape.GSO_BYTES
-  assert _netshape.tbf_sizes(2000)[0] > _netshape.GSO_BYTES
-  assert _netshape.tbf_sizes(25)[0] < 8 * 1024
+  assert netshape.tbf_sizes(500)[0] > netshape.GSO_BYTES
+  assert netshape.tbf_sizes(2000)[0] > netshape.GSO_BYTES
+  assert netshape.tbf_sizes(25)[0] < 8 * 1024
 
 
 def test_slow_links_queue_at_least_256_kib():
   # 20 ms at 25 Mbit/s (62.5 KB) dropped 3-6% of an all-reduce's packets.
-  assert _netshape.tbf_sizes(25)[1] == 256 * 1024
-  assert _netshape.tbf_sizes(1000)[1] == int(1000e6 / 8 * 0.02)
+  assert netshape.tbf_sizes(25)[1] == 256 * 1024
+  assert netshape.tbf_sizes(1000)[1] == int(1000e6 / 8 * 0.02)
 
 
 def test_switch_tasks_name_their_own_addresses():
@@ -226,83 +223,15 @@ def test_switch_cluster_trains():
   assert len(steps) == 1, proc.stdout[-3000:]
 
 
-def test_exchange_patterns_move_the_same_bytes():
-  # A ring and all-to-all load every host's link with the same bytes: the
-  # ratio of their round times is the network's, not the bytes'.
-  n, nbytes = 4, 300_000
-  for pattern in measure_exchange.PATTERNS:
-    for me in range(n):
-      out = measure_exchange.destinations(pattern, me, n, nbytes)
-      into = measure_exchange.sources(pattern, me, n, nbytes)
-      assert me not in out and me not in into
-      assert sum(out.values()) == sum(into.values()) == nbytes
-  assert len(measure_exchange.destinations('ring', 0, n, nbytes)) == 1
-  assert len(measure_exchange.destinations('all_to_all', 0, n, nbytes)) == 3
-
-
-def test_exchange_summary_takes_each_round_slowest_host():
-  hosts = [
-    {'ring': [10.0, 12.0, 11.0], 'all_to_all': [20.0, 20.0, 30.0]},
-    {'ring': [11.0, 10.0, 14.0], 'all_to_all': [25.0, 21.0, 20.0]},
-  ]
-  out = measure_exchange.summarise(hosts, 125_000, 100.0)
-  assert out['ring_ms'] == 12.0  # rounds: 11, 12, 14
-  assert out['all_to_all_ms'] == 25.0  # rounds: 25, 21, 30
-  assert out['efficiency'] == 0.48
-  # The means of the rounds: ring 37/3 ms, all-to-all 76/3 ms.
-  assert out['ring_mean_ms'] == pytest.approx(37 / 3, abs=1e-3)
-  assert out['all_to_all_mean_ms'] == pytest.approx(76 / 3, abs=1e-3)
-  assert out['mean_efficiency'] == pytest.approx(37 / 76, abs=1e-3)
-  # 125 kB at 100 Mbit/s of wire, 1448 payload bytes a 1514-byte frame.
-  assert out['ideal_ms'] == pytest.approx(10 * 1514 / 1448, abs=1e-3)
-
-
-def test_fan_out_figures_take_each_flows_median_end():
-  # Host 0's rounds: each sorted list is one round's flow ends (ms).
-  rounds = [[6.0, 9.0, 10.0], [8.0, 9.0, 12.0], [7.0, 10.0, 10.0]]
-  hosts = [
-    {'ring': [1.0], 'all_to_all': [1.0], 'fan_out': rounds},
-    {'ring': [1.0], 'all_to_all': [1.0], 'fan_out': []},
-  ]
-  out = measure_exchange.summarise(hosts, 125_000, None)
-  assert out['fan_out_ms'] == [7.0, 9.0, 10.0]
-  assert out['fan_out_shares'] == [0.7, 0.9, 1.0]
-
-
-@needs_shaping
-def test_measure_exchange_is_held_to_the_link():
-  proc = _launch(
-    '--measure_exchange',
-    '--topology=switch',
-    '--link_mbits=100',
-    '--exchange_kilobytes=128',
-  )
-  assert proc.returncode == 0, proc.stderr
-  prefix = 'launcher: measure_exchange: '
-  lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(prefix)]
-  assert len(lines) == 1, proc.stdout
-  figures = json.loads(lines[0][len(prefix) :])
-  assert figures['hosts'] == 3 and figures['topology'] == 'switch'
-  # A bucket's burst lets a little more through at first; no more than that.
-  assert figures['ring_ms'] >= 0.85 * figures['ideal_ms'], figures
-  assert figures['all_to_all_ms'] >= 0.85 * figures['ideal_ms'], figures
-  assert figures['efficiency'] > 0
-  # fan_out: host 0's flows to the 2 others, each no sooner than its bytes
-  # at the link's rate, the last at 1.
-  ends, shares = figures['fan_out_ms'], figures['fan_out_shares']
-  assert len(ends) == 2 and ends == sorted(ends) and shares[-1] == 1.0
-  assert ends[0] >= 0.85 * figures['ideal_ms'], figures
-
-
 _PROBE_IN_A_SHAPED_NAMESPACE = r"""
 import socket, sys, threading
-sys.path[:0] = [sys.argv[1], sys.argv[1] + '/scripts']
-import _netshape
+sys.path[:0] = [sys.argv[1]]
+from tf_cnn_benchmarks.commands import netshape
 from tf_cnn_benchmarks.cluster import spec
-from tf_cnn_benchmarks.scaling import link_probe
+from tf_cnn_benchmarks.scaling.auto import link_probe
 
-_netshape.run(['ip', 'link', 'set', 'lo', 'up'])
-_netshape.shape_loopback(float(sys.argv[2]))
+netshape.run(['ip', 'link', 'set', 'lo', 'up'])
+netshape.shape_loopback(float(sys.argv[2]))
 workers = ('127.0.0.1:7001', 'localhost:7002')  # two hosts by name
 out = {}
 def task(index):
@@ -323,7 +252,7 @@ def test_tasks_measure_the_asked_rate(mbits):
   # What --variable_update=auto measures between the tasks of a cluster on
   # several hosts (scaling/link_probe.py), on a link held to `mbits`: the
   # payload over the model's wire_payload share is the rate on the wire.
-  from tf_cnn_benchmarks.scaling import cost_model_calibration
+  from tf_cnn_benchmarks.scaling.model import cost_model_calibration
 
   share = cost_model_calibration.default_calibration().value('wire_payload')
   tries = []

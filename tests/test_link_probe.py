@@ -18,8 +18,8 @@ import pytest
 from tests.helpers import AUTO_RESNET20
 from tests.helpers import ROOT
 from tf_cnn_benchmarks.cluster import spec
-from tf_cnn_benchmarks.scaling import auto
-from tf_cnn_benchmarks.scaling import link_probe
+from tf_cnn_benchmarks.scaling.auto import auto
+from tf_cnn_benchmarks.scaling.auto import link_probe
 
 SCHEMA = os.path.join(ROOT, 'results', 'schema.json')
 

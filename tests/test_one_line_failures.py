@@ -228,8 +228,7 @@ def test_bad_tf_config_is_one_line_exit_2():
 
 
 def test_tfrecord_cut_inside_a_header_is_one_line_exit_2(tmp_path):
-  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-  import make_fake_data  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import make_fake_data  # pylint: disable=g-import-not-at-top
 
   make_fake_data.write_imagenet(
     str(tmp_path),
@@ -361,13 +360,14 @@ def _imports_tensorflow(script, argv, env):
     'sys.argv = %r\n'
     'sys.path.insert(0, %r)\n'
     'try:\n'
-    '  runpy.run_path(sys.argv[0], run_name="__main__")\n'
+    '  runpy.run_module(%r, run_name="__main__", alter_sys=True)\n'
     'except SystemExit:\n'
     '  pass\n'
     'sys.stderr.write(str("tensorflow" in sys.modules))\n'
   ) % (
-    [os.path.join(ROOT, 'scripts', script), *argv],
-    os.path.join(ROOT, 'scripts'),
+    [script, *argv],
+    ROOT,
+    'tf_cnn_benchmarks.commands.' + script[: -len('.py')],
   )
   proc = run_python(['-c', probe], env=env)
   assert proc.stderr in ('True', 'False'), proc.stderr
@@ -377,9 +377,9 @@ def _imports_tensorflow(script, argv, env):
 def _imagenet_with_a_corrupt_jpeg(data_dir, corrupt):
   """Fake ImageNet TFRecords; record 1 of the second train shard's JPEG is
   replaced by corrupt(jpeg bytes) (the record itself stays well-formed)."""
-  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-  import make_fake_data  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  from tf_cnn_benchmarks.commands import make_fake_data  # pylint: disable=g-import-not-at-top
 
   make_fake_data.write_imagenet(
     str(data_dir), num_train=8, num_validation=4, num_shards=2, image_size=32

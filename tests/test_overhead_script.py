@@ -10,10 +10,7 @@ import sys
 
 import pytest
 
-sys.path.insert(
-  0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts')
-)
-import overhead_vs_classic as ovc  # noqa: E402  # pylint: disable=g-import-not-at-top
+from tf_cnn_benchmarks.commands import overhead_vs_classic as ovc
 
 COMPUTE = '/job:localhost/replica:0/task:0/device:CPU:%d Compute'
 

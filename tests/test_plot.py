@@ -2,18 +2,13 @@
 legend (read from the matplotlib objects), and the file format taken from
 the --out extension. Fixtures: see tests/report_testing.py."""
 
-from pathlib import Path
 import struct
-import sys
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'scripts'))
-
-import _results_io  # noqa: E402
-import plot  # noqa: E402
-
 from tests import report_testing  # noqa: E402
+from tf_cnn_benchmarks.commands import plot  # noqa: E402
+from tf_cnn_benchmarks.commands import results_io  # noqa: E402
 
 REPEATS = report_testing.REPEATS
 SCALING = report_testing.SCALING
@@ -21,9 +16,9 @@ SCALING = report_testing.SCALING
 
 def figure_of(*paths, by='devices', title=None):
   """plot.scaling_figure of the summary of the given results files."""
-  frame = _results_io.load_frame(list(paths))
-  keys = _results_io.row_keys(frame, by)
-  summary = _results_io.summarize(frame, by, keys)
+  frame = results_io.load_frame(list(paths))
+  keys = results_io.row_keys(frame, by)
+  summary = results_io.summarize(frame, by, keys)
   return plot.scaling_figure(summary, keys, by, title)
 
 
@@ -39,7 +34,7 @@ def repeats_figure():
 def plot_cli(capsys, *args):
   """plot.py's main in-process; returns (status, out, err)."""
   try:
-    status = _results_io.run_main(plot.main, 'plot.py', list(args))
+    status = results_io.run_main(plot.main, 'plot.py', list(args))
   except SystemExit as e:
     status = e.code
   out, err = capsys.readouterr()

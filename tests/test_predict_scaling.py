@@ -11,9 +11,8 @@ from tests.test_cost_model import FIXTURE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, 'scripts', 'predict_scaling.py')
-sys.path.insert(0, os.path.join(REPO, 'scripts'))
 
-import predict_scaling  # noqa: E402
+from tf_cnn_benchmarks.commands import predict_scaling  # noqa: E402
 
 
 def _main(argv):

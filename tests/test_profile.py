@@ -9,10 +9,10 @@ import tensorflow as tf
 
 import models
 from tf_cnn_benchmarks.config import datasets
-from tf_cnn_benchmarks.scaling import profile
-from tf_cnn_benchmarks.scaling import profile_chunks
-from tf_cnn_benchmarks.scaling import profile_concurrent
-from tf_cnn_benchmarks.scaling import profile_format
+from tf_cnn_benchmarks.scaling.model import profile_format
+from tf_cnn_benchmarks.scaling.profile import profile
+from tf_cnn_benchmarks.scaling.profile import profile_chunks
+from tf_cnn_benchmarks.scaling.profile import profile_concurrent
 from variable_mgr import allreduce_spec
 
 tf1 = tf.compat.v1

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from tf_cnn_benchmarks.scaling import profile_concurrent
-from tf_cnn_benchmarks.scaling import profile_format as fmt
-from tf_cnn_benchmarks.scaling import profile_stats
+from tf_cnn_benchmarks.scaling.model import profile_format as fmt
+from tf_cnn_benchmarks.scaling.profile import profile_concurrent
+from tf_cnn_benchmarks.scaling.profile import profile_stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

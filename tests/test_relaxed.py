@@ -1,6 +1,5 @@
 """Tests for variable_mgr/relaxed.py (the one-step delay of relaxed mode)."""
 
-import pathlib
 import sys
 
 import numpy as np
@@ -17,9 +16,6 @@ from tests.test_batch_allreduce import feed_dict
 from tests.test_batch_allreduce import make_inputs
 from tests.test_batch_allreduce import make_values
 from tests.test_batch_allreduce import tolerance
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
 from variable_mgr import relaxed  # pylint: disable=g-import-not-at-top
 
 tf1 = tf.compat.v1

@@ -8,20 +8,17 @@ from pathlib import Path
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / 'scripts'
-sys.path.insert(0, str(SCRIPTS))
-
-import _results_io  # noqa: E402
-import compare  # noqa: E402
-import report  # noqa: E402
 
 from tests import helpers  # noqa: E402
 from tests import report_testing  # noqa: E402
+from tf_cnn_benchmarks.commands import compare  # noqa: E402
+from tf_cnn_benchmarks.commands import report  # noqa: E402
+from tf_cnn_benchmarks.commands import results_io  # noqa: E402
 
 REPEATS = report_testing.REPEATS
 SCALING = report_testing.SCALING
@@ -43,7 +40,7 @@ CHROMIUM_FLAGS = [
 def report_cli(capsys, *args):
   """report.py's main in-process; returns (status, out, err)."""
   try:
-    status = _results_io.run_main(report.main, 'report.py', list(args))
+    status = results_io.run_main(report.main, 'report.py', list(args))
   except SystemExit as e:
     status = e.code
   out, err = capsys.readouterr()
@@ -63,9 +60,9 @@ def table_body_rows(page, table_id):
 
 def expected_counts(*paths):
   """(comparison table rows, points) that compare.py finds in paths."""
-  frame = _results_io.load_frame(list(paths))
-  keys = _results_io.row_keys(frame)
-  summary = _results_io.summarize(frame, 'devices', keys)
+  frame = results_io.load_frame(list(paths))
+  keys = results_io.row_keys(frame)
+  summary = results_io.summarize(frame, 'devices', keys)
   return len(compare.table_rows(summary, keys)[1]), len(summary)
 
 
@@ -182,11 +179,11 @@ def test_help_loads_no_tensorflow_and_prints_nothing_on_stderr():
     'sys.argv = ["report.py", "--help"]\n'
     'sys.path.insert(0, %r)\n'
     'try:\n'
-    '  runpy.run_path(%r, run_name="__main__")\n'
+    '  runpy.run_module(%r, run_name="__main__", alter_sys=True)\n'
     'except SystemExit:\n'
     '  pass\n'
     'sys.stderr.write(str("tensorflow" in sys.modules))\n'
-  ) % (str(SCRIPTS), str(SCRIPTS / 'report.py'))
+  ) % (str(SCRIPTS.parent), 'tf_cnn_benchmarks.commands.report')
   assert helpers.run_python(['-c', probe], env=env).stderr == 'False'
 
 

@@ -9,17 +9,13 @@ fresh cluster run is the slow test at the end).
 
 import json
 import os
-import sys
 
 import jsonschema
 import pytest
 
 from tests import helpers
+from tf_cnn_benchmarks.commands import schema_tables  # noqa: E402
 from tf_cnn_benchmarks.reporting import results
-
-sys.path.insert(0, os.path.join(helpers.ROOT, 'scripts'))
-
-import schema_tables  # noqa: E402
 
 SCHEMA_PATH = os.path.join(helpers.ROOT, 'results', 'schema.json')
 README_PATH = os.path.join(helpers.ROOT, 'results', 'README.md')

@@ -10,7 +10,6 @@ import glob
 import io
 import json
 from pathlib import Path
-import sys
 
 from google.protobuf import text_format
 import pytest
@@ -28,9 +27,8 @@ from tf_cnn_benchmarks.platform import runtime_knobs
 from tf_cnn_benchmarks.reporting import outputs
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / 'scripts'))
 
-import make_fake_data  # noqa: E402
+from tf_cnn_benchmarks.commands import make_fake_data  # noqa: E402
 
 tf1 = tf.compat.v1
 RewriterConfig = type(tf1.ConfigProto().graph_options.rewrite_options)

@@ -9,17 +9,14 @@ import json
 import os
 from pathlib import Path
 import re
-import sys
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / 'tests' / 'fixtures'
-sys.path.insert(0, str(REPO / 'scripts'))
-
-import sweep  # noqa: E402
 
 from tests import helpers  # noqa: E402
+from tf_cnn_benchmarks.commands import sweep  # noqa: E402
 from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402
 
 GRID_2X2 = [
@@ -538,11 +535,11 @@ def test_running_point_shows_plain_progress_lines_when_not_a_terminal(
 
 
 def test_log_steps_follow_the_table_rows_as_the_log_grows(tmp_path):
-  import _sweep_progress  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import sweep_progress  # pylint: disable=g-import-not-at-top
 
   log = tmp_path / 'p.log'
   log.write_text('$ cmd\nStep\tImg/sec\ttotal_loss\n[worker:0] 1\timages')
-  steps = _sweep_progress.LogSteps(str(log))
+  steps = sweep_progress.LogSteps(str(log))
   assert steps.read() is None  # the row is not finished yet
   with open(log, 'a') as f:
     f.write('/sec: 5.0\t2.0\n[worker:0] 10\timages/sec: 5.0\t2.0\nDone\n')
@@ -556,7 +553,7 @@ class _FakeTerminal(io.StringIO):
 
 
 def test_on_a_terminal_the_running_point_is_a_tqdm_bar(tmp_path, monkeypatch):
-  import _sweep_progress  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import sweep_progress  # pylint: disable=g-import-not-at-top
 
   monkeypatch.delenv('TERM', raising=False)
   log = tmp_path / 'p.log'
@@ -569,7 +566,7 @@ def test_on_a_terminal_the_running_point_is_a_tqdm_bar(tmp_path, monkeypatch):
     )
   )[0]
   screen = _FakeTerminal()
-  shown = _sweep_progress.PointProgress(
+  shown = sweep_progress.PointProgress(
     '[1/1] num_gpus=1', point, str(log), 30.0, stream=screen
   )
   shown.tick(1.0)

@@ -97,8 +97,7 @@ def operator_tf_configs(tfjob, namespace='default') -> dict:
 
 
 def free_ports(n):
-  sys.path.insert(0, os.path.join(ROOT, 'scripts'))
-  import launch_local_cluster  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import launch_local_cluster  # pylint: disable=g-import-not-at-top
 
   return launch_local_cluster.free_ports(n)
 

@@ -1,19 +1,14 @@
-"""transfer_cpu and scripts/measure_transfer_cpu.py: the CPU a transfer
-takes from the compute beside it."""
+"""transfer_cpu: the CPU a transfer takes from the compute beside it (its
+script, lab/scripts/measure_transfer_cpu.py, is tested in the lab)."""
 
 import dataclasses
-import json
 from pathlib import Path
-import sys
 
 import pytest
 
-from tf_cnn_benchmarks.scaling import transfer_cpu
+from tf_cnn_benchmarks.scaling.profile import transfer_cpu
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / 'scripts'))
-
-import measure_transfer_cpu as script  # noqa: E402
 
 
 def test_a_hop_is_the_difference_of_the_two_chains_per_run():
@@ -31,43 +26,6 @@ def test_a_hop_is_the_difference_of_the_two_chains_per_run():
   row = transfer_cpu.HopCpu('collective', 64, messages, wall, lost)
   assert row.cores == pytest.approx(1.2)
   assert row.as_json()['lost_core_us_per_message'] == pytest.approx(300.0)
-
-
-@pytest.mark.parametrize(
-  'argv,flag',
-  [
-    (['--transports=nccl'], '--transports'),
-    (['--sizes=64,x'], '--sizes'),
-    (['--sizes=2'], '--sizes'),
-    (['--seconds=0'], '--seconds'),
-    (['--concurrent=0'], '--concurrent'),
-    (['--concurrent=4,x'], '--concurrent'),
-    (['--groups=3'], '--groups'),
-  ],
-)
-def test_bad_flags_are_one_line_and_status_2(capsys, argv, flag):
-  assert script.main(argv) == 2
-  err = capsys.readouterr().err
-  assert err.startswith(flag) and err.count('\n') == 1
-
-
-@pytest.mark.slow  # three TensorFlow tasks and two spinners, ~30 s
-def test_real_transfers_take_cpu_from_the_spinners(tmp_path):
-  out = tmp_path / 'cpu.jsonl'
-  argv = ['--sizes=64,1048576', '--seconds=0.5', '--json_out=%s' % out]
-  assert script.main(argv) == 0
-  rows = [json.loads(line) for line in out.read_text().splitlines()]
-  assert [(r['transport'], r['bytes']) for r in rows] == [
-    ('grpc', 64),
-    ('grpc', 1048576),
-    ('collective', 64),
-    ('collective', 1048576),
-    ('collective', 64),
-  ]
-  for r in rows:
-    assert r['wall_us_per_hop'] > 0 and r['lost_core_us_per_hop'] > 0
-  assert rows[2]['messages_in_hop'] == 4
-  assert (rows[4]['tasks'], rows[4]['messages_in_hop']) == (3, 12)
 
 
 def test_fit_a_message_from_the_smallest_and_a_byte_from_the_largest():

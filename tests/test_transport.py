@@ -8,8 +8,8 @@ anything took.
 import pytest
 import tensorflow as tf
 
-from tf_cnn_benchmarks.scaling import transport
-from tf_cnn_benchmarks.scaling import transport_bench
+from tf_cnn_benchmarks.scaling.profile import transport
+from tf_cnn_benchmarks.scaling.profile import transport_bench
 from tf_cnn_benchmarks.training import optimizers
 
 tf1 = tf.compat.v1

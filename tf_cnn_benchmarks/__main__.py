@@ -153,7 +153,7 @@ def _plan_from_flags() -> tuple:
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.config import params as params_lib
   from tf_cnn_benchmarks.platform import gpu_runtime
-  from tf_cnn_benchmarks.scaling import auto
+  from tf_cnn_benchmarks.scaling.auto import auto
 
   try:
     values = {name: FLAGS[name].value for name in params_lib.FIELDS}

@@ -47,7 +47,7 @@ from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.reporting import run_header
 from tf_cnn_benchmarks.reporting import run_results
-from tf_cnn_benchmarks.scaling import auto
+from tf_cnn_benchmarks.scaling.auto import auto
 from tf_cnn_benchmarks.training import freezing
 from tf_cnn_benchmarks.training import graph as graph_lib
 from tf_cnn_benchmarks.training import step_graph

@@ -1,7 +1,8 @@
 """Variable managers: where variables live and how gradients become updates.
 
 The driver talks to every manager through `VariableMgr` (base.py) and never asks
-which one it has. Importing this package registers the built-in managers.
+which one it has. The built-in managers register on first use of the package's
+API (variable_mgr.get, .names, ...).
 
 Modules:
   base: the contract (VariableMgr), PerTowerCopies, ClusterDevices.
@@ -21,37 +22,45 @@ Modules:
     manager, cluster variant, setting variants), traits.
 """
 
-# Importing the manager modules registers them.
-from variable_mgr import distributed  # noqa: F401
-from variable_mgr import hybrid  # noqa: F401
-from variable_mgr import local  # noqa: F401
-from variable_mgr import staged  # noqa: F401
-from variable_mgr.base import StepUpdate
-from variable_mgr.base import VariableMgr
-from variable_mgr.registry import all_reduce_names
-from variable_mgr.registry import cluster_names
-from variable_mgr.registry import create
-from variable_mgr.registry import get
-from variable_mgr.registry import local_names
-from variable_mgr.registry import names
-from variable_mgr.registry import register
-from variable_mgr.registry import select
-from variable_mgr.registry import setting_variants
-from variable_mgr.settings import ManagerSettings
-from variable_mgr.settings import SettingsError
+import importlib
 
-__all__ = [
-  'all_reduce_names',
-  'cluster_names',
-  'create',
-  'get',
-  'local_names',
-  'ManagerSettings',
-  'names',
-  'register',
-  'select',
-  'setting_variants',
-  'SettingsError',
-  'StepUpdate',
-  'VariableMgr',
-]
+# The package imports its managers (and so TensorFlow) on first use of its
+# API, not on import: `variable_mgr.catalog` (the managers' traits as data)
+# and `variable_mgr.allreduce_spec` (the spec grammar) serve the cost model,
+# which imports no TensorFlow.
+_MANAGER_MODULES = ('distributed', 'hybrid', 'local', 'staged')
+_API = {
+  'StepUpdate': 'base',
+  'VariableMgr': 'base',
+  'all_reduce_names': 'registry',
+  'cluster_names': 'registry',
+  'create': 'registry',
+  'get': 'registry',
+  'local_names': 'registry',
+  'names': 'registry',
+  'register': 'registry',
+  'select': 'registry',
+  'setting_variants': 'registry',
+  'ManagerSettings': 'settings',
+  'SettingsError': 'settings',
+}
+
+__all__ = sorted(_API)
+
+
+def load_managers() -> None:
+  """Imports the built-in manager modules, which registers them."""
+  for module in _MANAGER_MODULES:
+    importlib.import_module('variable_mgr.' + module)
+
+
+def __getattr__(name: str):
+  """The package's API, loaded (with every manager) on first use. Any other
+  name is left to the import system: `from variable_mgr import catalog`
+  asks here first, and must not load the managers."""
+  if name not in _API:
+    raise AttributeError('module variable_mgr has no attribute %r' % name)
+  load_managers()
+  value = getattr(importlib.import_module('variable_mgr.' + _API[name]), name)
+  globals()[name] = value
+  return value

@@ -22,6 +22,7 @@ from typing import List, Sequence
 import tensorflow as tf
 
 from variable_mgr import allreduce
+from variable_mgr import grouping
 from variable_mgr import sizes
 from variable_mgr import topology
 
@@ -328,27 +329,14 @@ def _repack(towers, devices, num_packs, reduce_unit):
 def small_tensor_groups(
   tensors: Sequence[tf.Tensor], max_bytes: int, max_group: int
 ) -> List[List[int]]:
-  """Groups of tensor indices to reduce together.
-
-  Consecutive tensors of one dtype, each at most `max_bytes`, are grouped in
-  runs of at most `max_group`; every other tensor is a group of its own.
-  """
-  groups, run = [], []
-
-  def close_run():
-    groups.extend(run[k : k + max_group] for k in range(0, len(run), max_group))
-    run.clear()
-
-  for j, t in enumerate(tensors):
-    small = sizes.num_bytes(t.shape, t.dtype) <= max_bytes
-    if not small or (run and tensors[run[-1]].dtype != t.dtype):
-      close_run()
-    if small:
-      run.append(j)
-    else:
-      groups.append([j])
-  close_run()
-  return groups
+  """Groups of tensor indices to reduce together (grouping.small_groups
+  over the tensors' byte counts and dtypes)."""
+  return grouping.small_groups(
+    [sizes.num_bytes(t.shape, t.dtype) for t in tensors],
+    [t.dtype for t in tensors],
+    max_bytes,
+    max_group,
+  )
 
 
 def _reduce_in_groups(towers, devices, max_bytes, max_group, reduce_unit):

@@ -22,6 +22,7 @@ import contextlib
 import tensorflow as tf
 
 from variable_mgr import base
+from variable_mgr import catalog
 from variable_mgr import collectives
 from variable_mgr import local
 from variable_mgr import naming
@@ -30,7 +31,6 @@ from variable_mgr import sizes
 from variable_mgr import transfers
 from variable_mgr.registry import register
 from variable_mgr.registry import register_cluster_variant
-from variable_mgr.traits import Traits
 
 tf1 = tf.compat.v1
 
@@ -40,7 +40,7 @@ class ClusterParameterServer(ps_cluster.PsClusterMixin, local.ParameterServer):
   """parameter_server across workers: the variables on the ps tasks."""
 
   name = 'parameter_server'
-  traits = Traits(runs_local=False, runs_in_cluster=True, needs_ps=True)
+  traits = catalog.cluster_traits('parameter_server')
   settings_fields = {
     'partition_threshold_bytes': 'ps_partition_threshold_bytes'
   }
@@ -214,7 +214,7 @@ class DistributedReplicated(ps_cluster.PsClusterMixin, base.PerTowerCopies):
   """A copy per tower on each worker; the shared copy ('v/...') on the ps."""
 
   name = 'distributed_replicated'
-  traits = Traits(runs_local=False, runs_in_cluster=True, needs_ps=True)
+  traits = catalog.cluster_traits('distributed_replicated')
 
   def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
     super().__init__(
@@ -286,9 +286,7 @@ class DistributedAllReduce(local.Replicated):
   """Replicated over every tower of every worker, run by one controller."""
 
   name = 'distributed_all_reduce'
-  traits = Traits(
-    runs_local=False, runs_in_cluster=True, one_graph=True, all_reduce=True
-  )
+  traits = catalog.cluster_traits('distributed_all_reduce')
 
   def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
     # The controller's ops outside the towers run on worker 0's CPU.
@@ -305,12 +303,7 @@ class CollectiveAllReduce(base.PerTowerCopies):
   """Per-worker graphs; gradients averaged by collectives over all towers."""
 
   name = 'collective_all_reduce'
-  traits = Traits(
-    runs_local=False,
-    runs_in_cluster=True,
-    cross_worker_ops=True,
-    collective_spec=True,
-  )
+  traits = catalog.cluster_traits('collective_all_reduce')
   # --all_reduce_spec=collective[#N] or unset (resolution checked it).
   settings_fields = {
     'merge_scope': 'merge_scope',

@@ -15,13 +15,13 @@ import dataclasses
 import tensorflow as tf
 
 from variable_mgr import base
+from variable_mgr import catalog
 from variable_mgr import collectives
 from variable_mgr import local
 from variable_mgr import naming
 from variable_mgr import ps_cluster
 from variable_mgr import sizes
 from variable_mgr.registry import register
-from variable_mgr.traits import Traits
 
 tf1 = tf.compat.v1
 
@@ -165,9 +165,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
   """
 
   name = 'hybrid'
-  traits = Traits(
-    runs_local=False, runs_in_cluster=True, needs_ps=True, cross_worker_ops=True
-  )
+  traits = catalog.cluster_traits('hybrid')
   settings_fields = {'threshold_bytes': 'hybrid_threshold_bytes'}
 
   def __init__(

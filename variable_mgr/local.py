@@ -9,11 +9,11 @@ import tensorflow as tf
 
 from variable_mgr import base
 from variable_mgr import batch_allreduce
+from variable_mgr import catalog
 from variable_mgr import naming
 from variable_mgr import relaxed as relaxed_lib
 from variable_mgr import sizes
 from variable_mgr.registry import register
-from variable_mgr.traits import Traits
 
 tf1 = tf.compat.v1
 
@@ -62,6 +62,7 @@ class ParameterServer(base.VariableMgr):
   """
 
   name = 'parameter_server'
+  traits = catalog.local_traits('parameter_server')
 
   def __init__(
     self,
@@ -134,7 +135,7 @@ class Replicated(base.PerTowerCopies):
   """
 
   name = 'replicated'
-  traits = Traits(all_reduce=True)
+  traits = catalog.local_traits('replicated')
 
   def __init__(
     self,
@@ -271,6 +272,7 @@ class Independent(base.PerTowerCopies):
   """One copy per tower and no exchange: each tower trains on its own."""
 
   name = 'independent'
+  traits = catalog.local_traits('independent')
 
   def reduce_gradients(self, tower_grads):
     return base.Reduction(

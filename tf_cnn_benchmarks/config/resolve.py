@@ -45,7 +45,7 @@ NOT_CNN_MODELS = {
 # (tf_cnn_benchmarks/scaling/auto.py); a plan made directly gets this line.
 AUTO_UNRESOLVED = (
   '--variable_update=auto: resolved by `python -m tf_cnn_benchmarks`; from '
-  'Python, tf_cnn_benchmarks.scaling.auto.make_auto_plan(**flags)'
+  'Python, tf_cnn_benchmarks.scaling.auto.auto.make_auto_plan(**flags)'
 )
 # Classic --variable_update=horovod (issue 15, item 7): Horovod is a C++
 # extension built from source against the installed TensorFlow. Its last

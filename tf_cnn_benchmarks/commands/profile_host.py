@@ -1,0 +1,182 @@
+"""Measures this host's scaling profile (one JSON file) and prints a summary.
+
+    .venv/bin/python scripts/profile_host.py --model=resnet20 \
+      --data_name=cifar10 --batch_size=32 --device=cpu \
+      --out=lab/results/profiles/resnet20_cifar10_b32_cpu.json
+
+The model flags are the benchmark's own (same names, same checks: any flag
+of `python -m tf_cnn_benchmarks` that shapes the model's step may be given,
+e.g. --data_format, --use_fp16, --optimizer, --weight_decay); the profile
+always runs one tower on one device with parameter_server, as the cost
+model expects. Its own flags: --out (required), --profile_steps,
+--profile_traced_steps, --transport_max_bytes (0: no transport run),
+--all_reduce_specs, --concurrent_copies. What it measures:
+docs/predicting_profile.md.
+
+Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
+--out; 1 when the transport tasks fail (one line).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from absl import flags  # noqa: E402
+
+from tf_cnn_benchmarks.config import params_value  # noqa: E402  (no TF)
+
+FLAGS = flags.FLAGS
+params_value.define_flags(FLAGS)
+flags.DEFINE_string('out', None, 'The profile JSON file to write.')
+flags.DEFINE_integer(
+  'profile_steps', 40, 'Timed steps of the local run (after 5 warm-up).'
+)
+flags.DEFINE_integer(
+  'profile_traced_steps', 5, 'Traced steps (ready times) after them.'
+)
+flags.DEFINE_integer(
+  'transport_max_bytes',
+  64 << 20,
+  'Largest transport message (sizes 64 B by 4x up to it; 0: skip the '
+  'transport microbenchmarks and use the worker apply figure for the ps).',
+)
+flags.DEFINE_list(
+  'all_reduce_specs',
+  [],
+  'All-reduce specs for the chunk lists (default: every registered '
+  'algorithm plus pscpu:32k:xring, pscpu/xring, nccl/xring, xring#2).',
+)
+flags.DEFINE_list(
+  'concurrent_copies',
+  ['2', '3'],
+  'On CPU: k copies of the local run at once, for each k given, against '
+  'one alone (compute.concurrent_speedup: what k towers on one host get '
+  'done; empty: not measured).',
+)
+
+# Flags of the benchmark the profile ignores (it fixes them itself).
+_FIXED = ('variable_update', 'num_gpus', 'num_batches', 'job_name')
+
+
+def _usage_error(message: str) -> int:
+  print('error: %s' % message, file=sys.stderr, flush=True)
+  return 2
+
+
+def _given_flags() -> dict:
+  """The benchmark flags given on the command line (name -> value)."""
+  return {
+    name: FLAGS[name].value
+    for name in params_value.FIELDS
+    if FLAGS[name].present and name not in _FIXED
+  }
+
+
+def _check_args():
+  """One line naming the bad flag, or None."""
+  if not FLAGS.out:
+    return '--out: required (the profile JSON file to write)'
+  parent = os.path.dirname(os.path.abspath(FLAGS.out))
+  if not os.path.isdir(parent):
+    return '--out=%s: no such directory %s' % (FLAGS.out, parent)
+  if FLAGS.profile_steps < 3:
+    return '--profile_steps=%d: must be >= 3' % FLAGS.profile_steps
+  if FLAGS.profile_traced_steps < 1:
+    return '--profile_traced_steps=%d: must be >= 1' % (
+      FLAGS.profile_traced_steps
+    )
+  if FLAGS.transport_max_bytes < 0:
+    return '--transport_max_bytes: must be >= 0'
+  for text in FLAGS.concurrent_copies:
+    if not text.isdigit() or int(text) < 2:
+      return '--concurrent_copies=%s: want whole numbers >= 2' % ','.join(
+        FLAGS.concurrent_copies
+      )
+  return None
+
+
+_OWN_FLAGS = (
+  'out',
+  'profile_steps',
+  'profile_traced_steps',
+  'transport_max_bytes',
+  'all_reduce_specs',
+  'concurrent_copies',
+)
+
+
+def _print_help() -> int:
+  print(__doc__.strip())
+  print('\nflags of this script:')
+  for name in _OWN_FLAGS:
+    flag = FLAGS[name]
+    print('  --%s (default: %r)\n    %s' % (name, flag.default, flag.help))
+  print(
+    '\nthe model flags: as `python -m tf_cnn_benchmarks --help` lists them.'
+  )
+  return 0
+
+
+def main(argv) -> int:
+  """Parses the flags, measures, writes --out, prints the summary."""
+  if any(a in ('-h', '--help', '--helpfull') for a in argv[1:]):
+    return _print_help()
+  try:
+    rest = FLAGS(argv)
+  except flags.Error as e:
+    return _usage_error(str(e).splitlines()[0])
+  if len(rest) > 1:
+    return _usage_error('unexpected argument(s): %s' % ' '.join(rest[1:]))
+  problem = _check_args()
+  if problem:
+    return _usage_error(problem)
+  # TensorFlow loads after the flags parse (--help and flag errors answer
+  # at once), its start-up lines kept off stderr.
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.platform import quiet
+
+  quiet.load_tensorflow()
+  from tf_cnn_benchmarks.config import params as params_lib
+  from tf_cnn_benchmarks.scaling.model import profile_format
+  from tf_cnn_benchmarks.scaling.profile import profile
+  from tf_cnn_benchmarks.scaling.profile import profile_concurrent
+  from tf_cnn_benchmarks.scaling.profile import transport
+  from tf_cnn_benchmarks.scaling.profile import transport_bench
+  from variable_mgr import allreduce_spec
+
+  for text in FLAGS.all_reduce_specs:
+    try:
+      allreduce_spec.parse_all_reduce_spec(text)
+    except allreduce_spec.AllReduceSpecError as e:
+      return _usage_error('--all_reduce_specs: %s' % e)
+  given = _given_flags()
+  try:
+    result = profile.measure_profile(
+      num_steps=FLAGS.profile_steps,
+      num_traced=FLAGS.profile_traced_steps,
+      transport_sizes=transport_bench.sizes_up_to(FLAGS.transport_max_bytes),
+      specs=FLAGS.all_reduce_specs or None,
+      concurrent_copies=tuple(int(k) for k in FLAGS.concurrent_copies),
+      **given,
+    )
+  except (params_lib.ParamsError, allreduce_spec.AllReduceSpecError) as e:
+    return _usage_error(str(e).splitlines()[0])
+  except (
+    transport.TransportProfileError,
+    profile_concurrent.ConcurrentProfileError,
+  ) as e:
+    print('error: %s' % e, file=sys.stderr, flush=True)
+    return 1
+  try:
+    profile_format.save_profile(result, FLAGS.out)
+  except OSError as e:
+    return _usage_error('--out=%s: cannot write: %s' % (FLAGS.out, e))
+  for line in profile.summary_lines(result):
+    print(line, flush=True)
+  print('profile written to %s' % FLAGS.out, flush=True)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))
