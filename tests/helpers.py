@@ -132,7 +132,7 @@ def run_script(script, *args, **kwargs):
 
 def fake_imagenet(tmp_path_factory, name='imagenet', **kwargs) -> str:
   """A fake ImageNet directory (make_fake_data.write_imagenet(**kwargs))."""
-  from scripts import make_fake_data  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import make_fake_data  # pylint: disable=g-import-not-at-top
 
   path = str(tmp_path_factory.mktemp(name))
   make_fake_data.write_imagenet(path, **kwargs)
@@ -141,7 +141,7 @@ def fake_imagenet(tmp_path_factory, name='imagenet', **kwargs) -> str:
 
 def fake_cifar10(tmp_path_factory, name='cifar', **kwargs):
   """(directory, what write_cifar10 returned) of a fake CIFAR-10."""
-  from scripts import make_fake_data  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.commands import make_fake_data  # pylint: disable=g-import-not-at-top
 
   path = str(tmp_path_factory.mktemp(name))
   return path, make_fake_data.write_cifar10(path, **kwargs)

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from scripts import make_fake_data
 from tests import helpers
 from tests.helpers import CIFAR_TRAIN
 from tests.helpers import CIFAR_VALIDATION
@@ -24,6 +23,7 @@ from tests.helpers import MODEL_SIZE
 from tests.helpers import build_streams as build
 from tests.helpers import input_options as options
 from tests.helpers import run_batches
+from tf_cnn_benchmarks.commands import make_fake_data
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.inputs import data_dir_checks
 from tf_cnn_benchmarks.inputs import input_options

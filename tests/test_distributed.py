@@ -711,7 +711,7 @@ def test_distributed_replicated_and_replicated_checkpoints_interchange(
 
 def test_two_workers_train_on_real_format_data(tmp_path):
   """Each worker's tower reads its own stream of the fake CIFAR-10 set."""
-  from scripts import make_fake_data
+  from tf_cnn_benchmarks.commands import make_fake_data
 
   data_dir = tmp_path / 'cifar'
   make_fake_data.write_cifar10(str(data_dir), num_train=100, num_validation=20)

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from scripts import make_fake_data
 from tests import testing_models
 from tests.test_distributed import launch
 from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks.commands import make_fake_data
 from tf_cnn_benchmarks.config import params as params_lib
 from tf_cnn_benchmarks.evaluation import eval_schedule
 

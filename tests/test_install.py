@@ -29,21 +29,21 @@ ROOT = pathlib.Path(helpers.ROOT)
 # The commands and the function each runs (pyproject.toml [project.scripts]).
 COMMANDS = {
   'tf-cnn-benchmarks': 'tf_cnn_benchmarks.__main__:console_main',
-  'tf-cnn-benchmarks-sweep': 'tf_cnn_benchmarks_scripts._console:sweep',
-  'tf-cnn-benchmarks-compare': 'tf_cnn_benchmarks_scripts._console:compare',
-  'tf-cnn-benchmarks-plot': 'tf_cnn_benchmarks_scripts._console:plot',
-  'tf-cnn-benchmarks-report': 'tf_cnn_benchmarks_scripts._console:report',
+  'tf-cnn-benchmarks-sweep': 'tf_cnn_benchmarks.commands.console:sweep',
+  'tf-cnn-benchmarks-compare': 'tf_cnn_benchmarks.commands.console:compare',
+  'tf-cnn-benchmarks-plot': 'tf_cnn_benchmarks.commands.console:plot',
+  'tf-cnn-benchmarks-report': 'tf_cnn_benchmarks.commands.console:report',
   'tf-cnn-benchmarks-launch': (
-    'tf_cnn_benchmarks_scripts._console:launch_local_cluster'
+    'tf_cnn_benchmarks.commands.console:launch_local_cluster'
   ),
   'tf-cnn-benchmarks-make-fake-data': (
-    'tf_cnn_benchmarks_scripts._console:make_fake_data'
+    'tf_cnn_benchmarks.commands.console:make_fake_data'
   ),
   'tf-cnn-benchmarks-profile': (
-    'tf_cnn_benchmarks_scripts._console:profile_host'
+    'tf_cnn_benchmarks.commands.console:profile_host'
   ),
   'tf-cnn-benchmarks-predict': (
-    'tf_cnn_benchmarks_scripts._console:predict_scaling'
+    'tf_cnn_benchmarks.commands.console:predict_scaling'
   ),
 }
 # What each command's --help starts with (its usage line).
@@ -58,7 +58,7 @@ USAGE = {
   'tf-cnn-benchmarks-profile': 'Measures this host',
   'tf-cnn-benchmarks-predict': 'usage: ',
 }
-_COPIED = ('tf_cnn_benchmarks', 'variable_mgr', 'models', 'scripts')
+_COPIED = ('tf_cnn_benchmarks', 'variable_mgr', 'models', 'scripts', 'lab')
 
 
 def _pyproject():
@@ -132,15 +132,20 @@ def test_wheel_declares_the_commands(wheel):
   assert _pyproject()['project']['scripts'] == COMMANDS
 
 
-def test_wheel_holds_every_package_and_script(wheel):
+def test_wheel_holds_every_package_and_command(wheel):
   with zipfile.ZipFile(wheel) as z:
     names = set(z.namelist())
   for top in ('tf_cnn_benchmarks', 'variable_mgr', 'models'):
     for path in (ROOT / top).rglob('*.py'):
       if '__pycache__' not in path.parts:
         assert path.relative_to(ROOT).as_posix() in names
-  for path in (ROOT / 'scripts').glob('*.py'):
-    assert 'tf_cnn_benchmarks_scripts/%s' % path.name in names
+  # Every scripts/NAME.py entry point has its command module; the entry
+  # points, the lab and the tests are not installed.
+  for path in (ROOT / 'scripts').glob('[a-z]*.py'):
+    assert 'tf_cnn_benchmarks/commands/%s' % path.name in names
+  assert not [
+    n for n in names if n.split('/')[0] in ('lab', 'scripts', 'tests')
+  ]
 
 
 def test_requirements_files_match_pyproject():

@@ -90,8 +90,6 @@ def test_measured_rate_is_the_asked_rate(topology, mbits):
     ('--topology=', '--topology='),
     ('--measure_megabytes=0.5', '--measure_megabytes=0.5'),
     ('--measure_megabytes=lots', '--measure_megabytes=lots'),
-    ('--exchange_kilobytes=0', '--exchange_kilobytes=0'),
-    ('--exchange_kilobytes=-1', '--exchange_kilobytes=-1'),
     ('--tasks_measure_link', '--tasks_measure_link'),  # shared, no auto
   ],
 )

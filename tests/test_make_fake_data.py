@@ -6,12 +6,12 @@ import pickle
 import pytest
 import tensorflow as tf
 
-from scripts import make_fake_data
 from tests import helpers
 from tests.helpers import build_streams as build
 from tests.helpers import input_options as options
 from tests.helpers import run_batches
 from tests.helpers import tfrecord_records as _records
+from tf_cnn_benchmarks.commands import make_fake_data
 
 # ---- make_fake_data ---------------------------------------------------------
 

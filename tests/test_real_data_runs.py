@@ -11,9 +11,9 @@ import os
 import numpy as np
 import pytest
 
-from scripts import make_fake_data
 from tests import helpers
 from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks.commands import make_fake_data
 from tf_cnn_benchmarks.config import params as params_lib
 
 

@@ -95,3 +95,11 @@ def test_measure_exchange_is_held_to_the_link():
   ends, shares = figures['fan_out_ms'], figures['fan_out_shares']
   assert len(ends) == 2 and ends == sorted(ends) and shares[-1] == 1.0
   assert ends[0] >= 0.85 * figures['ideal_ms'], figures
+
+
+@pytest.mark.parametrize('value', ['0', '-1', 'x'])
+def test_bad_exchange_size_is_one_line(value):
+  proc = _measure_exchange('--exchange_kilobytes=' + value, timeout=60)
+  assert proc.returncode == 2
+  assert proc.stderr.count('\n') == 1
+  assert '--exchange_kilobytes=%s' % value in proc.stderr

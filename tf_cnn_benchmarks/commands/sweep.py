@@ -100,6 +100,7 @@ from tf_cnn_benchmarks.commands import results_io as rio
 from tf_cnn_benchmarks.commands import sweep_plan as plan
 from tf_cnn_benchmarks.commands import sweep_points as points_lib
 from tf_cnn_benchmarks.commands import sweep_progress as progress
+from tf_cnn_benchmarks.platform import checkout
 
 # After results_io, which puts the repository root on sys.path.
 from tf_cnn_benchmarks.reporting import result_lines
@@ -125,9 +126,14 @@ format_eta = progress.format_eta
 
 REPO_ROOT = points_lib.REPO_ROOT
 DEFAULT_MODULE = 'tf_cnn_benchmarks'
-# Beside this script (scripts/ in a checkout, the installed package else).
-DEFAULT_LAUNCHER = os.path.join(
-  os.path.dirname(os.path.abspath(__file__)), 'launch_local_cluster.py'
+# scripts/launch_local_cluster.py in a checkout; installed, the launcher's
+# module file (run by path: the points get the package's root on PYTHONPATH).
+DEFAULT_LAUNCHER = (
+  os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
+  if checkout.IN_CHECKOUT
+  else os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), 'launch_local_cluster.py'
+  )
 )
 # Plain progress lines of a running point (not on a terminal): this often.
 DEFAULT_PROGRESS_EVERY = 30.0
