@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 from lab.scripts import choose_latency_cpu_fraction as choose  # noqa: E402
 from tf_cnn_benchmarks.scaling.model import profile_format  # noqa: E402

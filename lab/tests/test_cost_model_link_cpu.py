@@ -136,7 +136,7 @@ def test_per_byte_is_the_slope_over_the_bytes_carried_by_hand():
   )
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 from lab.scripts import measure_link_cpu as script  # noqa: E402
 

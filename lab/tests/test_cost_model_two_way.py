@@ -16,7 +16,7 @@ from tf_cnn_benchmarks.scaling.model import cost_model_graph
 from tf_cnn_benchmarks.scaling.model import simulate
 from tf_cnn_benchmarks.scaling.model import target as target_lib
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SIZE = 1_000_000.0  # bytes a flow
 RATE = 3.125  # bytes/us: 25 Mbit/s (no_interference: all of it payload)
 W0, W1 = ('cpu', 0), ('cpu', 1)
@@ -123,7 +123,7 @@ def test_the_1000_mbits_row_is_the_median_of_the_committed_rows():
   payload = cal_lib.default_calibration().value('wire_payload')
   shares = []
   for name in ('link_cpu_epyc_avx2.jsonl', 'link_cpu_xeon_amx.jsonl'):
-    with open(REPO / 'results' / name, encoding='utf-8') as f:
+    with open(REPO / 'lab' / 'results' / name, encoding='utf-8') as f:
       rows = [json.loads(line) for line in f]
     shares += link_cpu.two_way_efficiency(rows, payload)[1000.0]
   assert len(shares) == 8

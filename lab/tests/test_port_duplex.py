@@ -11,7 +11,7 @@ import pytest
 
 from lab.probes import port_duplex
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_overlap_is_one_when_both_take_the_longer_alone():

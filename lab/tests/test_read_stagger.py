@@ -12,7 +12,7 @@ import pytest
 
 from lab.probes import read_stagger
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _line(task, ends):

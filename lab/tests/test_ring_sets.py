@@ -11,7 +11,7 @@ import pytest
 
 from lab.probes import ring_sets
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_sets_sizes_and_copies():

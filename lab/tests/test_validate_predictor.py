@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 from lab.scripts import validate_predictor as vp  # noqa: E402
 from lab.scripts import validation_auto as va  # noqa: E402
