@@ -5,7 +5,7 @@ parameter_server reads them at its start. Flows that start together end
 apart (flow_stagger), so after the first step the workers no longer start
 together, and each overlaps its compute with the others' transfers.
 Measured, the two managers ran within 3% of each other on every grid cell
-(docs/predicting_experiments.md, section 8).
+(lab/notes/predicting_experiments.md, section 8).
 """
 
 import dataclasses

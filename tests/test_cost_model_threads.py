@@ -1,6 +1,6 @@
 """A worker with one inter-op thread: its all-reduce waits for its compute.
 
-Traced on the launcher's shared link (docs/predicting_experiments.md,
+Traced on the launcher's shared link (lab/notes/predicting_experiments.md,
 section 7): --cluster_threads=auto gives each of 2 workers on 2 cores one
 inter-op thread, and the receives of distributed_all_reduce start only when
 the worker's compute is done.

@@ -248,7 +248,7 @@ print(out[0].mbits)
 @pytest.mark.parametrize('mbits', [50.0, 200.0])
 def test_tasks_measure_the_asked_rate(mbits):
   # What --variable_update=auto measures between the tasks of a cluster on
-  # several hosts (scaling/link_probe.py), on a link held to `mbits`: the
+  # several hosts (scaling/auto/link_probe.py), on a link held to `mbits`: the
   # payload over the model's wire_payload share is the rate on the wire.
   from tf_cnn_benchmarks.scaling.model import cost_model_calibration
 

@@ -148,7 +148,7 @@ def _plan_from_flags() -> tuple:
   --device=gpu without a GPU, TensorFlow's reasons before it).
 
   --variable_update=auto is resolved here, before the plan (and so the
-  manager) is made: scaling/auto.py prints its ranking and picks.
+  manager) is made: scaling/auto/auto.py prints its ranking and picks.
   """
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.config import params as params_lib

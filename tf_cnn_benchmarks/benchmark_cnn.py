@@ -577,7 +577,7 @@ def run_benchmark(
   result of the last evaluation (one line per evaluated checkpoint is
   written, each when it is done). With --build_only, returns the
   placement.PlacementReport of the built graph (nothing runs).
-  prediction: --variable_update=auto's choice (scaling/auto.py
+  prediction: --variable_update=auto's choice (scaling/auto/auto.py
   Choice.record()), recorded as the results line's `prediction`.
   """
   bench = BenchmarkCNN(plan, out=out, reports_results=reports_results)

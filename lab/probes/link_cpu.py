@@ -17,7 +17,7 @@ row, `link_cpu: {...}` (transfer_cpu.HopCpu.as_json), then writes
 On a token-bucket link the bytes arrive frame by frame, and each frame
 costs the kernel and the receiving threads a wake-up: a throttled transfer
 takes far more CPU per byte than one over an unthrottled loopback
-(docs/predicting_experiments.md). per_byte() turns the rows into that
+(lab/notes/predicting_experiments.md). per_byte() turns the rows into that
 figure; cost_model_calibration.LINK_CPU_US_PER_BYTE holds the measured
 table.
 """

@@ -14,7 +14,7 @@ clock for every task). It prints one line, `read_stagger: {"task": k,
 "ends_ms": [...]}`: how long after the round's start its read ended.
 
 TCP flows that start together on one bottleneck do not end together
-(docs/predicting_experiments.md); this times it for TensorFlow's own
+(lab/notes/predicting_experiments.md); this times it for TensorFlow's own
 transfers, as a ps task answers every worker's read of a step.
 summarise() turns the workers' lines into each finisher's median end and
 its share of the last one's.

@@ -18,18 +18,18 @@ On one link per host (switch) both patterns load every port equally, yet
 TCP flows that meet at two bottlenecks (the sender's port and the
 receiver's) fill them less than one flow per port does. The ratio of the
 round times, ring / all-to-all, is the cost model's all_to_all_efficiency
-(tf_cnn_benchmarks/scaling/cost_model_calibration.py). The launcher prints
+(tf_cnn_benchmarks/scaling/model/cost_model_calibration.py). The launcher prints
 one JSON line:
 
   {"hosts": 3, "bytes_per_host": 131072, "ring_ms": 46.9,
    "all_to_all_ms": 63.0, "ideal_ms": 46.5, "efficiency": 0.744, ...}
 
-A third pattern, fan_out, is what a ps task does when every worker reads
-its variables: host 0 sends B bytes to each other host at once, and times
-on its own clock when each receiver acknowledged. Flows that share a link
-fairly end together; TCP's do not (docs/predicting_experiments.md). The line
-adds "fan_out_ms" (each flow's median end, ascending) and "fan_out_shares"
-(those ends over the last one's).
+A third pattern, fan_out, is what a ps task does when every worker reads its
+variables: host 0 sends B bytes to each other host at once, and times on its own
+clock when each receiver acknowledged. Flows that share a link fairly end
+together; TCP's do not (lab/notes/predicting_experiments.md). The line adds
+"fan_out_ms" (each flow's median end, ascending) and "fan_out_shares" (those
+ends over the last one's).
 """
 
 import argparse

@@ -5,7 +5,7 @@
       [--topologies=shared,switch] [--runs=2] [--seconds=3]
       [--json_out=FILE]
 
-Runs tf_cnn_benchmarks/scaling/link_cpu.py under launch_local_cluster.py
+Runs lab/probes/link_cpu.py under launch_local_cluster.py
 (two workers and a ps task, --no-controller) once per link, topology and
 run: worker 0 keeps every core busy with spinners and times gRPC and
 collective messages of 64 KiB and 1 MiB (and 4 MiB from 1000 Mbit/s up),

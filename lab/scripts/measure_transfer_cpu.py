@@ -8,7 +8,7 @@
 Starts the transport profile's three tasks on 127.0.0.1 (ps 0 and worker 1
 serve in their own processes, this one is worker 0) and one spinning
 process per core, then times chains of messages and reads the CPU the
-spinners lost (tf_cnn_benchmarks/scaling/transfer_cpu.py). Prints, per
+spinners lost (tf_cnn_benchmarks/scaling/profile/transfer_cpu.py). Prints, per
 transport and size, a hop's wall time with every core busy and the
 core-microseconds it took from the spinners, per hop and per message (a
 collective hop, an all-reduce over two tasks, is two ring steps of two
@@ -17,7 +17,7 @@ cost model charges instead: latency_cpu_fraction x a message's latency,
 and interference_cores per byte (docs/predicting.md). --concurrent=K,...
 also runs K chains at once (K hops in flight together, as a step's
 gradients are): their messages share some of the cost
-(docs/predicting_experiments.md). --groups=2,3 (the default) also times
+(lab/notes/predicting_experiments.md). --groups=2,3 (the default) also times
 the smallest collective over three tasks (ps 0 joins): with the two-task
 one it splits a task's CPU per all-reduce into a ring step's message and
 the op's own part (cpu_us_per_op). Linux only; keep the machine otherwise

@@ -3,13 +3,13 @@ for real, scored by what its pick measured against the group's best.
 
 An `auto` cell runs the launcher with --variable_update=auto and the model's
 profile (--scaling_profile) and no --num_ps: the launcher predicts every
-strategy and cluster shape it may start (scaling/auto_launch.py), starts the
-best and runs it. Its record keeps the pick (`auto_pick`: the strategy, spec
+strategy and cluster shape it may start (scaling/auto/auto_launch.py), starts
+the best and runs it. Its record keeps the pick (`auto_pick`: the strategy, spec
 and ps tasks the launcher ran, from the results line's `prediction`) next to
-what it measured. Its score is the pick's regret: the share of the group's
-best measured strategy (the other cells of the same model, workers, link and
-topology) that running auto's pick lost; a pick faster than every measured
-cell has none. Needs TensorFlow (the launcher's own ranking code).
+what it measured. Its score is the pick's regret: the share of the group's best
+measured strategy (the other cells of the same model, workers, link and
+topology) that running auto's pick lost; a pick faster than every measured cell
+has none. Needs TensorFlow (the launcher's own ranking code).
 """
 
 from __future__ import annotations

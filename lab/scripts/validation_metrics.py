@@ -33,7 +33,7 @@ CALIBRATION_WORKERS = 2
 CALIBRATION_RULE = (
   'cells of model %s with %d workers on an unthrottled link (any topology, '
   'any strategy) are not scored: latency_cpu_fraction was chosen on them '
-  '(tf_cnn_benchmarks/scaling/cost_model_calibration.py)'
+  '(tf_cnn_benchmarks/scaling/model/cost_model_calibration.py)'
   % ('/'.join(CALIBRATION_MODELS), CALIBRATION_WORKERS)
 )
 PREDICTORS = ('model', 'paleo', 'daydream')

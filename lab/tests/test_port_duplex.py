@@ -1,4 +1,4 @@
-"""tf_cnn_benchmarks/scaling/port_duplex.py: a push into a ps task timed
+"""lab/probes/port_duplex.py: a push into a ps task timed
 alone, beside the other workers' reads out of it, and both at once."""
 
 import json

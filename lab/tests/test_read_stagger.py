@@ -1,4 +1,4 @@
-"""tf_cnn_benchmarks/scaling/read_stagger.py: workers reading one ps task at
+"""lab/probes/read_stagger.py: workers reading one ps task at
 once, each timing its own read."""
 
 import json

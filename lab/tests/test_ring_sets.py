@@ -1,4 +1,4 @@
-"""tf_cnn_benchmarks/scaling/ring_sets.py: sets of collective all-reduces
+"""lab/probes/ring_sets.py: sets of collective all-reduces
 over the launcher's workers, timed at once."""
 
 import json

@@ -10,10 +10,10 @@ addresses name it, or all of them with --tasks_colocated=true (the local
 launcher's tasks, each in a network namespace of its own on switch ports,
 still share this machine's cores).
 
-The split has a price the cost model knows (scaling/cost_model_graph.py): a
-worker left with ONE inter-op thread runs its compute to the end before it
-starts the receives an all-reduce asks of it, so its transfers no longer
-overlap the backward pass.
+The split has a price the cost model knows (scaling/model/cost_model_graph.py):
+a worker left with ONE inter-op thread runs its compute to the end before it
+starts the receives an all-reduce asks of it, so its transfers no longer overlap
+the backward pass.
 
 No TensorFlow here: the cost model asks the same rule for a cluster it only
 describes (servers.py applies it to this task's server).

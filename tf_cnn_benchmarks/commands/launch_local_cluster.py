@@ -45,7 +45,7 @@ uncertainty of the best, run up to K of them quietly for
 (the tasks get the figures as --auto_trials_measured).
 --tasks_measure_link (with --topology=switch) keeps the link from the tasks:
 they measure it between them before their servers start, as tasks on
-separate hosts do (tf_cnn_benchmarks/scaling/link_probe.py).
+separate hosts do (tf_cnn_benchmarks/scaling/auto/link_probe.py).
 
 The launcher ends when the workers (or the controller) and the tasks serving
 them have ended. Each worker prints the cluster's `total images/sec` (with a
@@ -520,7 +520,7 @@ def resolve_auto(args, flags, workdir, run_trial=None):
   """--variable_update=auto, once for every task: (the tasks' flags, ps
   tasks, controller?). The tasks get one --scaling_profile (measured here
   when not given) and this launcher's link, so each predicts the same
-  ranking (tf_cnn_benchmarks/scaling/auto_launch.py). With --auto_trials
+  ranking (tf_cnn_benchmarks/scaling/auto/auto_launch.py). With --auto_trials
   and `run_trial` (run_trials), close calls are measured first and the
   tasks run the fastest."""
   # pylint: disable=g-import-not-at-top

@@ -10,8 +10,8 @@ e.g. --data_format, --use_fp16, --optimizer, --weight_decay); the profile
 always runs one tower on one device with parameter_server, as the cost
 model expects. Its own flags: --out (required), --profile_steps,
 --profile_traced_steps, --transport_max_bytes (0: no transport run),
---all_reduce_specs, --concurrent_copies. What it measures:
-docs/predicting_profile.md.
+--all_reduce_specs, --concurrent_copies. How to use it: docs/predicting.md;
+every field and how it is measured: lab/notes/predicting_profile.md.
 
 Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
 --out; 1 when the transport tasks fail (one line).

@@ -42,7 +42,7 @@ NOT_CNN_MODELS = {
   'ssd300': 'ssd300 (coco) is not available yet',
 }
 # --variable_update=auto is resolved before the plan, above this layer
-# (tf_cnn_benchmarks/scaling/auto.py); a plan made directly gets this line.
+# (tf_cnn_benchmarks/scaling/auto/auto.py); a plan made directly gets this line.
 AUTO_UNRESOLVED = (
   '--variable_update=auto: resolved by `python -m tf_cnn_benchmarks`; from '
   'Python, tf_cnn_benchmarks.scaling.auto.auto.make_auto_plan(**flags)'

@@ -231,7 +231,8 @@ def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
   # The period is taken before the last step: the last has no next step
   # whose traffic meets its own (the first worker's next push beside the
   # others' reads), so it ends sooner than a step of a long run
-  # (distributed_replicated on a shared link: 6% short; docs/predicting.md).
+  # (distributed_replicated on a shared link: 6% short;
+  # lab/notes/predicting_experiments_3.md, section 20).
   steps = []
   for _ in range(3):  # the third: its traffic, not its end
     steps.append(_step_jobs(b, strategy, spec))

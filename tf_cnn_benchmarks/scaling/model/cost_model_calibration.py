@@ -117,10 +117,10 @@ TWO_WAY_EFFICIENCY = ((25.0, 0.90), (100.0, 0.95), (1000.0, 0.84))
 TWO_WAY_SOURCE = (
   "measured with raw TCP on the AVX2 EPYC's shaped switch ports "
   '(launch_local_cluster.py --measure_exchange, '
-  'docs/predicting_experiments_continued.md section 14); at 1000 Mbit/s '
-  "with TensorFlow's collective against a shared link on both CPUs "
-  '(measure_link_cpu.py rows, docs/predicting_experiments_3.md section '
-  '19); not on a scored cell; between the rates: linear in log(rate); '
+  'lab/notes/predicting_experiments_continued.md section 14); at 1000 '
+  "Mbit/s with TensorFlow's collective against a shared link on both CPUs "
+  '(measure_link_cpu.py rows, lab/notes/predicting_experiments_3.md '
+  'section 19); not on a scored cell; between the rates: linear in log(rate); '
   'above 1000 Mbit/s, unthrottled and shared links: 1'
 )
 

@@ -327,7 +327,7 @@ class StepBuilder:
     A worker whose server has one inter-op thread (--cluster_threads=auto
     gives that to workers sharing a small host) runs on it the compute it
     keeps making ready, and gets to the receives queued at the step's start
-    only when that compute is done (traced: docs/predicting_experiments.md,
+    only when that compute is done (traced: lab/notes/predicting_experiments.md,
     section 7). GPU towers leave the thread free (their kernels are queued
     on streams); one worker has no transfers between hosts.
     """

@@ -1,7 +1,7 @@
 """The profile of one host: its typed form and its JSON file.
 
 A profile is what the scaling prediction needs from one host's short run
-(docs/predicting_profile.md): the step's compute times, every gradient's
+(lab/notes/predicting_profile.md): the step's compute times, every gradient's
 size and ready time, the optimizer-apply cost, the all-reduce chunk lists
 and the transport fits. It is one JSON object with `profile_version: 1`;
 units are fixed (ms for compute, us and bytes/us for transports). Keys the

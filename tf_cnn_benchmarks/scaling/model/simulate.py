@@ -59,7 +59,7 @@ runs to its end on a core, so the sends a step hands over at once do not
 all finish their CPU work together and then all take to the wire; the
 first goes out while the next is still being prepared (measured: a
 three-worker ring after compute takes about its wire time, not its CPU
-time plus its wire time; docs/predicting_experiments_continued.md,
+time plus its wire time; lab/notes/predicting_experiments_continued.md,
 section 13).
 """
 

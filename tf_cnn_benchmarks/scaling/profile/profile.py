@@ -6,7 +6,7 @@
 
 Parts: one tower's compute (profile_compute.py), the all-reduce chunk lists
 (profile_chunks.py), the transports and the ps-side apply
-(transport.py). See docs/predicting_profile.md.
+(transport.py). See lab/notes/predicting_profile.md.
 """
 
 from __future__ import annotations
