@@ -21,8 +21,16 @@ from absl import app  # noqa: F401  (defines --only_check_args, as absl.app runs
 from absl import flags
 from absl import logging  # noqa: F401  (its flags, as under absl.app)
 
+from tf_cnn_benchmarks.cluster import slurm
+from tf_cnn_benchmarks.cluster import spec
 from tf_cnn_benchmarks.config import classic_flags
+from tf_cnn_benchmarks.config import limits
 from tf_cnn_benchmarks.config import params_value
+from tf_cnn_benchmarks.platform import quiet
+from tf_cnn_benchmarks.platform import xla_env
+from tf_cnn_benchmarks.reporting import environment
+from tf_cnn_benchmarks.reporting import model_table
+from tf_cnn_benchmarks.reporting import outputs
 
 # Everything imported above is free of TensorFlow, so --help, --helpfull and
 # flag errors print at once; TensorFlow loads (quietly) after the flags parse.
@@ -106,10 +114,6 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     )
   if FLAGS.list_models or FLAGS.list_models_with_stats:
     return _list_models(with_stats=FLAGS.list_models_with_stats)
-  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.platform import quiet
-  from tf_cnn_benchmarks.platform import xla_env
-
   xla_problem = xla_env.problem()  # TensorFlow would abort, silently
   if xla_problem:
     return _usage_error(xla_problem)
@@ -122,10 +126,11 @@ def _main(argv: list[str], *, reports_results: bool | None = None) -> int:
     return status
   if 'only_check_args' in FLAGS and FLAGS.only_check_args:
     return 0  # absl's --only_check_args: the flags are valid, do not run
+  # TensorFlow's modules import here, once quiet.load_tensorflow() ran:
+  # --help and flag errors answer without TensorFlow.
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.evaluation import evaluator_task
   from tf_cnn_benchmarks.observability import placement
-  from tf_cnn_benchmarks.reporting import outputs
 
   try:
     return _dispatch(plan, reports_results, prediction)
@@ -150,6 +155,7 @@ def _plan_from_flags() -> tuple:
   --variable_update=auto is resolved here, before the plan (and so the
   manager) is made: scaling/auto/auto.py prints its ranking and picks.
   """
+  # These import TensorFlow: late, after the flags parse (--help without it).
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.config import params as params_lib
   from tf_cnn_benchmarks.platform import gpu_runtime
@@ -177,6 +183,7 @@ def _plan_from_flags() -> tuple:
 def _gpu_asked_for_and_missing(error: str) -> bool:
   """Whether error is the refusal of --device=gpu where TensorFlow sees no
   GPU (config/resolve.py), as opposed to another bad flag."""
+  # Imports TensorFlow: late, after the flags parse (--help without it).
   from tf_cnn_benchmarks.platform import devices  # pylint: disable=g-import-not-at-top
 
   return (
@@ -189,6 +196,7 @@ def _gpu_asked_for_and_missing(error: str) -> bool:
 def _print_why_no_gpu() -> None:
   """TensorFlow's own lines on why it sees no GPU, on stderr (its start-up
   chatter is otherwise kept off it: platform/quiet.py)."""
+  # Imports TensorFlow: late, after the flags parse (--help without it).
   from tf_cnn_benchmarks.platform import devices  # pylint: disable=g-import-not-at-top
 
   for line in devices.why_no_gpu():
@@ -201,9 +209,8 @@ def _warn_if_gpu_expected() -> None:
   (a GPU box with a TensorFlow that cannot use its GPUs)."""
   if FLAGS.device:
     return
-  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.platform import devices
-  from tf_cnn_benchmarks.reporting import environment
+  # Imports TensorFlow: late, after the flags parse (--help without it).
+  from tf_cnn_benchmarks.platform import devices  # pylint: disable=g-import-not-at-top
 
   if devices.gpu_visible():
     return
@@ -221,9 +228,6 @@ def _warn_if_gpu_expected() -> None:
 
 def _bind_slurm_gpus():
   """Under Slurm, the resolver's GPU share of this task; an error or None."""
-  from tf_cnn_benchmarks.cluster import slurm  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.cluster import spec  # pylint: disable=g-import-not-at-top
-
   try:
     slurm.bind_gpus(slurm.ClusterOptions.of(FLAGS))
   except spec.ClusterError as e:
@@ -233,14 +237,10 @@ def _bind_slurm_gpus():
 
 def _list_models(*, with_stats: bool) -> int:
   """--list_models: names at once; --list_models_with_stats: built rows."""
-  from tf_cnn_benchmarks.reporting import model_table  # pylint: disable=g-import-not-at-top
-
   if not with_stats:
     for line in model_table.name_lines():
       print(line, flush=True)
     return 0
-  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
-
   quiet.load_tensorflow()
   for line in model_table.stats_lines():
     print(line, flush=True)
@@ -249,12 +249,10 @@ def _list_models(*, with_stats: bool) -> int:
 
 def _bad_input_errors() -> tuple:
   """Errors that mean bad data or a bad checkpoint: one line, exit 2."""
+  # These import TensorFlow: late, after the flags parse (--help without it).
   # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.cluster import spec
-  from tf_cnn_benchmarks.config import limits
   from tf_cnn_benchmarks.evaluation import evaluation
   from tf_cnn_benchmarks.inputs import input_options
-  from tf_cnn_benchmarks.reporting import outputs
   from tf_cnn_benchmarks.training import checkpoints
 
   return (
@@ -274,6 +272,7 @@ def _dispatch(plan, reports_results, prediction=None) -> int:
 
   prediction: --variable_update=auto's record for the results line.
   """
+  # TensorFlow's modules: late, after the flags parse (--help without them).
   # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks import benchmark_cnn
   from tf_cnn_benchmarks.cluster import roles
@@ -318,9 +317,11 @@ def _dispatch(plan, reports_results, prediction=None) -> int:
 
 def _in_cluster(fn, cluster) -> int:
   """Runs a cluster task; a lost peer or failed RPC is one line, status 1."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  # TensorFlow: late, after the flags parse (--help without it).
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
-  from tf_cnn_benchmarks.cluster import watchdog  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.cluster import watchdog
 
   try:
     return fn() or 0

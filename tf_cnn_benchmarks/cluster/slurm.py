@@ -31,6 +31,7 @@ import subprocess
 from typing import Any, Mapping, Optional
 
 from tf_cnn_benchmarks.cluster import spec as spec_lib
+from tf_cnn_benchmarks.platform import quiet
 
 RESOLVERS = ('auto', 'flags', 'tf_config', 'slurm')
 GPU_BINDINGS = ('resolver', 'slurm')
@@ -171,9 +172,9 @@ def bind_gpus(options: ClusterOptions, env=None) -> None:
     or chosen_resolver(options, env) != 'slurm'
   ):
     return
-  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
-
   with quiet.captured_stderr_fd():  # TensorFlow's import-time lines
+    # TensorFlow only under Slurm's resolver: __main__ imports this module
+    # before the flags parse, and --help answers without TensorFlow.
     import tensorflow  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
   slurm_cluster(options, env)
 
@@ -309,6 +310,7 @@ def _gpu_request(options: ClusterOptions, env: Mapping[str, str]) -> dict:
 
 def _run_resolver(options, env, jobs: dict, num_tasks: int) -> tuple:
   """({job: [host:port]}, job, index) from TensorFlow's SlurmClusterResolver."""
+  # TensorFlow only under Slurm's resolver (--help imports this module).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   gpus = _gpu_request(options, env)

@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 
+from tf_cnn_benchmarks.platform import quiet
 from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402  (no TensorFlow)
 
 # TensorFlow loads after the arguments parse (--help answers at once), with
@@ -33,10 +34,9 @@ tf = tf1 = allreduce = None
 def _load_tensorflow():
   """Imports TensorFlow quietly, and the all-reduce module built on it."""
   global tf, tf1, allreduce  # pylint: disable=global-statement
-  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
-
   tf = quiet.load_tensorflow()
   tf1 = tf.compat.v1
+  # Imports TensorFlow: late, so --help answers without it.
   from variable_mgr import allreduce as loaded  # pylint: disable=g-import-not-at-top
 
   allreduce = loaded

@@ -55,6 +55,7 @@ import csv
 import math
 import sys
 
+from tf_cnn_benchmarks.commands import plot
 from tf_cnn_benchmarks.commands import results_io as rio
 
 InputError = rio.InputError
@@ -84,7 +85,7 @@ def summarize_files(paths, by='devices', baseline_paths=(), skip_bad=False):
   if not baseline_paths:
     keys = rio.row_keys(frame, by)
     return rio.summarize(frame, by, keys), keys
-  import pandas as pd
+  import pandas as pd  # pandas only once files are read: --help starts at once
 
   base_frame = rio.load_frame(baseline_paths, skip_bad)
   # Decide the keys on both sets so the two summaries line up; a baseline
@@ -436,8 +437,6 @@ def main(argv=None):
   rio.check_files(args.files)
   rio.check_files(args.baseline, '--baseline')
   if args.plot:
-    from tf_cnn_benchmarks.commands import plot
-
     plot.output_format(args.plot, '--plot')  # before any work is done
   summary, keys = summarize_files(
     args.files, args.by, args.baseline, args.skip_bad

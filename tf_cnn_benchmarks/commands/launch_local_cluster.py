@@ -65,12 +65,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 
 from tf_cnn_benchmarks.commands import lifetime
 from tf_cnn_benchmarks.commands import measure_link
 from tf_cnn_benchmarks.commands import netshape
 from tf_cnn_benchmarks.commands import task_cluster
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import quiet
+from tf_cnn_benchmarks.scaling.auto import auto_trials
+import variable_mgr
 
 REPO_ROOT = checkout.ROOT
 # Tasks run from a checkout's root, where `-m tf_cnn_benchmarks` finds the
@@ -338,12 +342,7 @@ def _flag_value(flags, name, default=None):
 def manager_needs(flags):
   """(needs ps tasks, needs a controller) of `flags`' --variable_update."""
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.platform import quiet
-
   with quiet.captured_stderr_fd():  # TensorFlow's load-time lines
-    import variable_mgr
-
     variable_mgr.load_managers()  # TensorFlow loads here
 
   name = _flag_value(flags, 'variable_update', 'parameter_server')
@@ -523,11 +522,9 @@ def resolve_auto(args, flags, workdir, run_trial=None):
   ranking (tf_cnn_benchmarks/scaling/auto/auto_launch.py). With --auto_trials
   and `run_trial` (run_trials), close calls are measured first and the
   tasks run the fastest."""
-  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.platform import quiet
-
   quiet.load_tensorflow()
-  from tf_cnn_benchmarks.scaling.auto import auto_launch
+  # Imports TensorFlow: late and quiet, only for --variable_update=auto.
+  from tf_cnn_benchmarks.scaling.auto import auto_launch  # pylint: disable=g-import-not-at-top
 
   overrides = auto_launch.overrides_from_argv(flags)
   path = auto_launch.profile_for(
@@ -576,8 +573,6 @@ def run_trials(args, flags, trials, run_trial):
   """Runs each close call briefly; (the fastest Trial or None, the tasks'
   --auto_trials_measured value). run_trial(flags, num_ps, controller)
   returns a trial cluster's images/sec, or None when it failed."""
-  from tf_cnn_benchmarks.scaling.auto import auto_trials  # pylint: disable=g-import-not-at-top
-
   done = []
   for k, trial in enumerate(trials, 1):
     argv = auto_trials.trial_argv(flags, trial, args.auto_trial_batches)
@@ -604,8 +599,6 @@ def run_cluster(args, flags, switch):
   """Starts the cluster's tasks and waits for them; the exit status."""
   num_ps, controller = args.num_ps, args.controller
   if _flag_value(flags, 'variable_update') == 'auto':
-    import tempfile  # pylint: disable=g-import-not-at-top
-
     with tempfile.TemporaryDirectory(prefix='auto_profile_') as workdir:
 
       def run_trial(trial_flags, trial_ps, trial_controller):

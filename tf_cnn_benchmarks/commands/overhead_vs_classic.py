@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from tf_cnn_benchmarks.platform import checkout
 
@@ -240,8 +241,6 @@ def run_once(harness: str, flags: list, args) -> Run | None:
 def _read_timed(proc, timeout: float) -> tuple:
   """(its stdout, CPU seconds / wall seconds between its first step line
   and its total line, or None); waits for the process to end."""
-  import time  # pylint: disable=g-import-not-at-top
-
   deadline = time.monotonic() + timeout
   lines, first, busy = [], None, None
   for text in proc.stdout:

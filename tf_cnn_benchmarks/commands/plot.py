@@ -156,6 +156,7 @@ def scaling_figure(summary, keys, by='devices', title=None):
   summary: DataFrame from results_io.summarize; keys: its row-key columns.
   The title is the setup (model, batch, hardware), after `title` if given.
   """
+  # matplotlib only when a figure is drawn: compare and report start without.
   import matplotlib
 
   matplotlib.use('Agg')  # files only; never needs a display
@@ -181,6 +182,7 @@ def scaling_figure(summary, keys, by='devices', title=None):
 
 def _lay_out_axes(fig, summary, axes, counts, by):
   """Log2 count axis, labels with units, limits and legends."""
+  # matplotlib only when a figure is drawn: compare and report start without.
   from matplotlib.ticker import NullLocator
   from matplotlib.ticker import PercentFormatter
 
@@ -222,7 +224,7 @@ def plot_scaling(summary, keys, out_path, by='devices', title=None):
   written.
   """
   fmt = output_format(out_path)
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt  # matplotlib only when a figure is drawn
 
   fig = scaling_figure(summary, keys, by, title)
   try:

@@ -21,10 +21,13 @@ import argparse
 import json
 import sys
 
+from tf_cnn_benchmarks.platform import quiet
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration as cal_lib
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.model import target as target_lib
+import variable_mgr
+from variable_mgr import allreduce_spec
 from variable_mgr import catalog
 
 # Spec-less managers are listed once; these take every spec of `all`.
@@ -106,7 +109,8 @@ def load_or_measure(args):
   flags = {k: getattr(args, k) for k in _MEASURE_FLAGS if getattr(args, k)}
   if not flags.get('model'):
     raise UsageError('give --profile=FILE, or --model=... to measure one')
-  from tf_cnn_benchmarks.platform import quiet
+  # Imports TensorFlow: only to measure a profile; --help and the cost model
+  # answer without it.
   from tf_cnn_benchmarks.scaling.profile import profile as profile_lib
 
   print('measuring the profile of %s first (a minute or more)' % flags['model'])
@@ -135,9 +139,6 @@ def _names(text, choices, what):
 def _registered_specs(profile, target):
   """Every registered algorithm (nccl on GPU profiles only), and a/b pairs
   when workers have several devices."""
-  import variable_mgr  # noqa: F401  (registers the algorithms)
-  from variable_mgr import allreduce_spec
-
   on_gpu = profile.host.device.lower() in ('gpu', 'cuda', 'rocm')
   algs = [a for a in allreduce_spec.algorithm_names(cpu_only=not on_gpu)]
   specs = list(algs)
@@ -148,8 +149,6 @@ def _registered_specs(profile, target):
 
 def strategies_for(args, profile, target):
   """The strategies asked for that run on `target` (explicit ones must)."""
-  import variable_mgr
-
   cluster = target.num_workers > 1 or target.num_ps > 0
   # The registry's names for the shape; a manager the model does not know
   # (independent: its towers never exchange gradients) is left out.
@@ -302,11 +301,7 @@ def run(args):
 
 def _load_managers():
   """Imports the managers (TensorFlow) with its start-up lines kept quiet."""
-  from tf_cnn_benchmarks.platform import quiet
-
   with quiet.captured_stderr_fd():
-    import variable_mgr  # noqa: F401
-
     variable_mgr.load_managers()  # TensorFlow loads here
 
 

@@ -25,6 +25,10 @@ import sys
 from absl import flags  # noqa: E402
 
 from tf_cnn_benchmarks.config import params_value  # noqa: E402  (no TF)
+from tf_cnn_benchmarks.platform import quiet
+from tf_cnn_benchmarks.scaling.model import profile_format
+from tf_cnn_benchmarks.scaling.profile import profile_concurrent
+from variable_mgr import allreduce_spec
 
 FLAGS = flags.FLAGS
 params_value.define_flags(FLAGS)
@@ -132,18 +136,13 @@ def main(argv) -> int:
   if problem:
     return _usage_error(problem)
   # TensorFlow loads after the flags parse (--help and flag errors answer
-  # at once), its start-up lines kept off stderr.
-  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.platform import quiet
-
+  # at once), its start-up lines kept off stderr; these modules import it.
   quiet.load_tensorflow()
+  # pylint: disable=g-import-not-at-top
   from tf_cnn_benchmarks.config import params as params_lib
-  from tf_cnn_benchmarks.scaling.model import profile_format
   from tf_cnn_benchmarks.scaling.profile import profile
-  from tf_cnn_benchmarks.scaling.profile import profile_concurrent
   from tf_cnn_benchmarks.scaling.profile import transport
   from tf_cnn_benchmarks.scaling.profile import transport_bench
-  from variable_mgr import allreduce_spec
 
   for text in FLAGS.all_reduce_specs:
     try:

@@ -129,7 +129,7 @@ def noise_section(findings):
 
 def plot_section(summary, keys, by, title):
   """plot.py's scaling figure as an inline base64 PNG <img>."""
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt  # matplotlib only with a figure: fast --help
 
   fig = plot.scaling_figure(summary, keys, by, title)
   buffer = io.BytesIO()

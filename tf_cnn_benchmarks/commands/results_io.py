@@ -307,7 +307,7 @@ def load_frame(paths, skip_bad=False):
   Raises InputError for missing files, malformed lines (unless skip_bad) and
   when no successful run is left.
   """
-  import pandas as pd
+  import pandas as pd  # pandas only once files are read: commands start at once
 
   rows = []
   for path in paths:
@@ -437,7 +437,7 @@ def summarize(frame, by='devices', keys=None):
       if column not in keys:
         row[column] = _join_unique(group[column])
     rows.append(row)
-  import pandas as pd
+  import pandas as pd  # pandas only for tables: commands start at once
 
   return add_scaling_columns(pd.DataFrame(rows), keys)
 

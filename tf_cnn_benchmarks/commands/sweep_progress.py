@@ -61,6 +61,7 @@ def total_steps(point):
 def _tqdm_class():
   """tqdm's bar, or None when tqdm is not installed (plain lines then)."""
   try:
+    # Optional, and only on a terminal: sweep starts without loading it.
     from tqdm import tqdm  # pylint: disable=g-import-not-at-top
   except ImportError:
     return None

@@ -25,6 +25,7 @@ from absl import flags
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.config import params_value
 from tf_cnn_benchmarks.config import resolve
+import variable_mgr
 
 # The value (params_value.py), by the names its callers know it here.
 Params = params_value.Params
@@ -67,8 +68,6 @@ class RunPlan:
 
   def __post_init__(self):
     if self.manager_settings is None:
-      import variable_mgr  # pylint: disable=g-import-not-at-top
-
       settings = variable_mgr.ManagerSettings.from_params(self.params)
       object.__setattr__(self, 'manager_settings', settings)
 

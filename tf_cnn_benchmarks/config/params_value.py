@@ -61,6 +61,8 @@ class Params(
   @property
   def compute_dtype(self):
     """The tf.DType the towers compute in (float16, bfloat16 or float32)."""
+    # TensorFlow late: __main__ defines its flags from this module, --help
+    # answers without TensorFlow.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
     if self.use_fp16:

@@ -19,6 +19,8 @@ import os
 import typing
 from typing import Optional
 
+import tensorflow as tf
+
 import models
 from models import resnet
 from tf_cnn_benchmarks.cluster import slurm
@@ -398,8 +400,6 @@ def _device_and_format(p: params_lib.Params) -> tuple:
 
 def gpu_available() -> bool:
   """Whether this TensorFlow build sees a GPU."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
   return bool(tf.config.list_physical_devices('GPU'))
 
 

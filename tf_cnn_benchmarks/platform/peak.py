@@ -85,6 +85,7 @@ def machine_key(
 ) -> str:
   """Cache key: device model (a CPU's with its peak ISA flags), core count,
   TensorFlow version, dtype. cpuinfo_text: /proc/cpuinfo's (None: read)."""
+  # TensorFlow late: config/limits.py imports this module for --help.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   if device_kind == 'gpu':
@@ -119,6 +120,7 @@ def measure(
   repetitions after a warm-up run); the inputs live in variables, so only
   the matmul is timed.
   """
+  # TensorFlow late: config/limits.py imports this module for --help.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   tf1 = tf.compat.v1

@@ -77,6 +77,7 @@ def load_tensorflow():
   """
   kept = []
   with captured_stderr_fd(kept):
+    # The point of this module: TensorFlow loads here, late and quiet.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
     tf.get_logger().setLevel('ERROR')

@@ -29,6 +29,9 @@ import os
 import sys
 from typing import Optional
 
+from google.protobuf import text_format
+import tensorflow as tf
+
 # The file --benchmark_log_dir gets (the classic model-garden logger's name
 # for the record of a run).
 
@@ -55,9 +58,6 @@ def parse_rewriter_config(text: str):
     ValueError: the text is not a RewriterConfig text proto; the message is
       one line naming the flag.
   """
-  from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
   config = type(tf.compat.v1.ConfigProto().graph_options.rewrite_options)()
   try:
     text_format.Merge(text, config)
@@ -74,8 +74,6 @@ def configure_session(config, p):
 
   Returns the same config.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
   if p.rewriter_config is not None:
     rewrite_options = config.graph_options.rewrite_options
     rewrite_options.CopyFrom(parse_rewriter_config(p.rewriter_config))

@@ -49,6 +49,7 @@ def environment(device_kind: str) -> dict:
   Returns:
     A JSON-ready dict; `null_reasons` names why each null key is null.
   """
+  # TensorFlow late: __main__ imports this module before --help answers.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   reasons = {}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from tf_cnn_benchmarks.config import datasets
+
 
 def _registry():
   """models/registry.py, loaded without the `models` package's imports."""
@@ -33,9 +35,9 @@ def name_lines():
 
 def rows():
   """(name, dataset, image size, batch, parameters, fwd GFLOPs) per model."""
-  # pylint: disable=g-import-not-at-top
-  import models
-  from tf_cnn_benchmarks.config import datasets
+  # TensorFlow (models) only for --list_models_with_stats: --list_models
+  # answers without it.
+  import models  # pylint: disable=g-import-not-at-top
 
   for name, data_name in models.list_models():
     model = models.create_model(name, data_name)

@@ -34,6 +34,7 @@ from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.model import target as target_lib
+from variable_mgr import allreduce_spec
 from variable_mgr import catalog
 
 AUTO = 'auto'
@@ -294,8 +295,6 @@ def candidates(overrides: dict, profile, target, cluster) -> list:
   default reduction and, where it takes one, every registered spec (a/b
   pairs too when workers have several towers). independent is left out:
   its towers train separate models, not a faster run of the same one."""
-  from variable_mgr import allreduce_spec  # pylint: disable=g-import-not-at-top
-
   on_gpu = profile.host.device.lower() in ('gpu', 'cuda', 'rocm')
   algs = list(allreduce_spec.algorithm_names(cpu_only=not on_gpu))
   specs = [None] + algs

@@ -8,6 +8,9 @@ strategies of this run, not a profile to keep.
 from __future__ import annotations
 
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.config import resolve
+from tf_cnn_benchmarks.scaling.profile import profile as profile_lib
+from tf_cnn_benchmarks.scaling.profile import transport
 from tf_cnn_benchmarks.scaling.profile import transport_bench
 
 # Timed and traced steps of the local run (after its warm-up steps).
@@ -36,10 +39,6 @@ def measure_short(overrides: dict):
   Raises:
     AutoError: the measurement refused a flag or its tasks failed.
   """
-  # pylint: disable=g-import-not-at-top
-  from tf_cnn_benchmarks.scaling.profile import profile as profile_lib
-  from tf_cnn_benchmarks.scaling.profile import transport
-
   defaults = params_lib.Params()
   given = {
     k: overrides[k]
@@ -71,6 +70,4 @@ def measure_short(overrides: dict):
 
 def _default_device() -> str:
   """The device the run resolves to when --device is unset."""
-  from tf_cnn_benchmarks.config import resolve  # pylint: disable=g-import-not-at-top
-
   return 'gpu' if resolve.gpu_available() else 'cpu'

@@ -13,6 +13,8 @@ import functools
 import json
 import math
 
+from tf_cnn_benchmarks.scaling.model import simulate
+
 
 class CalibrationError(ValueError):
   """A calibration file or value that cannot be used (one line)."""
@@ -273,8 +275,6 @@ def message_stagger(q: float, nbytes: float, mbits, topology: str) -> float:
 def stagger_shares(q: float, flows: int) -> list:
   """When each of `flows` equal flows started together on one link ends,
   as shares of the last one's time, with weights q^k (simulate.py)."""
-  from tf_cnn_benchmarks.scaling.model import simulate
-
   graph = simulate.Graph()
   for k in range(flows):
     graph.add(simulate.Job(1.0, {'link': 1.0}, name='flow %d' % k))

@@ -77,6 +77,9 @@ def scaled_profile(
 
 def model_gradients(model: str, data_name: str) -> list:
   """[(name, shape, bytes)] of the model's trainable variables, in order."""
+  # TensorFlow only to build a model: scaled_profile and the assumptions
+  # work on a measured profile without it.
+  # pylint: disable=g-import-not-at-top
   import tensorflow as tf
 
   import models
