@@ -73,7 +73,7 @@ _DEFAULTS = {
 # share of a ring's moving the same bytes, by link rate (Mbit/s): TCP flows
 # that meet two bottlenecks (the sender's port and the receiver's) fill
 # them less well than one flow per port. Each figure is the median ratio of
-# the round times of `launch_local_cluster.py --measure_exchange
+# the round times of `lab.scripts.measure_exchange --launch
 # --topology=switch --num_workers=3` (raw TCP, no TensorFlow; 64-256 kB a
 # host at 25 Mbit/s, 256 kB-1 MB at 100, 1-4 MB at 1000; two runs each),
 # lab/results/all_to_all_efficiency.md. Unthrottled veths are CPU-bound and
@@ -90,7 +90,7 @@ ALL_TO_ALL_EFFICIENCY = ((25.0, 0.80), (100.0, 0.91), (1000.0, 1.0))
 ALL_TO_ALL_EFFICIENCY_SHARED = ((25.0, 0.94), (100.0, 0.89), (1000.0, 1.0))
 ALL_TO_ALL_SOURCE = (
   "measured with raw TCP on this repository's first CPU machine's shaped "
-  'links (launch_local_cluster.py --measure_exchange, '
+  'links (lab.scripts.measure_exchange --launch, '
   'lab/results/all_to_all_efficiency.md), not on a scored cell; between the '
   'rates: linear in log(rate)'
 )
@@ -100,7 +100,7 @@ ALL_TO_ALL_SOURCE = (
 # every port carries data out and in, and each flow's acknowledgements
 # queue behind the other flow's data. The share of the payload rate such
 # a port carries each way: the ideal over the mean round of the ring
-# pattern of `launch_local_cluster.py --measure_exchange --topology=switch`
+# pattern of `lab.scripts.measure_exchange --launch --topology=switch`
 # (3 hosts, raw TCP, no TensorFlow; AVX2 EPYC, 2026-11-28; no scored
 # cell): 25 Mbit/s 0.96, 0.86 (1 MiB a host), 0.80, 0.93 (512 KiB),
 # median 0.90; 100 Mbit/s 0.95, 0.94 (1 MiB). One flow one way reaches the
@@ -118,7 +118,7 @@ ALL_TO_ALL_SOURCE = (
 TWO_WAY_EFFICIENCY = ((25.0, 0.90), (100.0, 0.95), (1000.0, 0.84))
 TWO_WAY_SOURCE = (
   "measured with raw TCP on the AVX2 EPYC's shaped switch ports "
-  '(launch_local_cluster.py --measure_exchange, '
+  '(lab.scripts.measure_exchange --launch, '
   'lab/notes/predicting_experiments_continued.md section 14); at 1000 '
   "Mbit/s with TensorFlow's collective against a shared link on both CPUs "
   '(measure_link_cpu.py rows, lab/notes/predicting_experiments_3.md '
