@@ -16,7 +16,6 @@ from models import initializers
 from models import schedules
 from models.model import Model
 from models.model import PlainConvNet
-from models.registry import register
 
 
 class AlexNet(PlainConvNet):
@@ -60,11 +59,3 @@ class AlexNetCifar(Model):
     return schedules.staircase_exponential_decay(
       global_step, self.default_learning_rate, decay_steps, 0.1
     )
-
-
-register(
-  'alexnet', 'imagenet', lambda: AlexNet('alexnet', 'imagenet', 227, 512, 0.005)
-)
-register(
-  'alexnet', 'cifar10', lambda: AlexNetCifar('alexnet', 'cifar10', 32, 128, 0.1)
-)

@@ -14,7 +14,6 @@ and the transition convolution is followed by a ReLU.
 
 from models import initializers
 from models.model import Model
-from models.registry import register_family
 
 
 class CifarDenseNet(Model):
@@ -24,12 +23,10 @@ class CifarDenseNet(Model):
   # and once more after epoch 300, as the classic harness did.
   epoch_schedule = ((150, 225, 300), (0.1, 0.01, 0.001, 0.0001))
 
-  def __init__(self, name, depth, growth_rate):
+  def __init__(self, *model_args, depth, growth_rate):
     if (depth - 4) % 3:
       raise ValueError('DenseNet depth must be 3n + 4, got %s' % depth)
-    super().__init__(
-      name, 'cifar10', 32, default_batch_size=64, default_learning_rate=0.1
-    )
+    super().__init__(*model_args)
     self.layers_per_block = (depth - 4) // 3
     self.growth_rate = growth_rate
 
@@ -67,17 +64,3 @@ class CifarDenseNet(Model):
         self._transition(net)
     net.relu(input_layer=net.batch_norm())
     net.spatial_mean()
-
-
-def _register_all():
-  register_family(
-    'cifar10',
-    CifarDenseNet,
-    (
-      ('densenet%d_k%d' % (depth, growth_rate), (depth, growth_rate))
-      for depth, growth_rate in ((40, 12), (100, 12), (100, 24))
-    ),
-  )
-
-
-_register_all()

@@ -7,7 +7,6 @@ no auxiliary classifiers and no dropout before the classifier.
 """
 
 from models.model import Model
-from models.registry import register
 
 # Table 1 of the paper: (#1x1, #3x3 reduce, #3x3, #5x5 reduce, #5x5, pool proj).
 _MODULES = {
@@ -58,10 +57,3 @@ class GoogLeNet(Model):
       inception_module(net, _MODULES[name])
     net.avg_pool(7, 1)
     net.flatten()  # 1024
-
-
-register(
-  'googlenet',
-  'imagenet',
-  lambda: GoogLeNet('googlenet', 'imagenet', 224, 32, 0.005),
-)

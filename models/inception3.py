@@ -20,7 +20,6 @@ pooling; parameters are the same either way.
 
 from models import initializers
 from models.model import Model
-from models.registry import register
 
 
 def conv_bn(net, filters, kernel_size, strides=1, padding='SAME', x=None):
@@ -189,10 +188,3 @@ class Inception3(Model):
     # Built last, so that the trunk's layer numbering (hence its variable
     # names) is the same with and without the head.
     return auxiliary_head(net, aux_input) if net.is_training else None
-
-
-register(
-  'inception3',
-  'imagenet',
-  lambda: Inception3('inception3', 'imagenet', 299, 32, 0.005),
-)

@@ -10,7 +10,6 @@ the classic harness).
 
 from models.inception3 import conv_bn
 from models.model import Model
-from models.registry import register
 
 
 def _chain(net, x, layers):
@@ -143,10 +142,3 @@ class Inception4(Model):
     net.avg_pool(8, 1)
     net.flatten()
     net.dropout(0.2)
-
-
-register(
-  'inception4',
-  'imagenet',
-  lambda: Inception4('inception4', 'imagenet', 299, 32, 0.005),
-)

@@ -6,7 +6,6 @@ the classic harness.
 """
 
 from models.model import Model
-from models.registry import register
 
 
 class LeNet(Model):
@@ -19,6 +18,3 @@ class LeNet(Model):
     net.max_pool(2, 2)
     net.flatten()  # 64 x 7 x 7 for a 28x28 input
     net.affine(512)
-
-
-register('lenet', 'imagenet', lambda: LeNet('lenet', 'imagenet', 28, 32, 0.005))

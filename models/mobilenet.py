@@ -8,7 +8,6 @@ mobilenet_v1, which the classic harness used.
 """
 
 from models.model import Model
-from models.registry import register
 
 # (pointwise filters, depthwise stride) of the 13 separable blocks.
 _BLOCKS = (
@@ -61,12 +60,3 @@ class MobileNet(Model):
         conv_bn_relu6(net, filters, 1)
     net.spatial_mean()
     net.dropout(0.001)
-
-
-# Classic --model=mobilenet is MobileNet V2 (mobilenet_v2.py); V1 has its
-# own name.
-register(
-  'mobilenet_v1',
-  'imagenet',
-  lambda: MobileNet('mobilenet_v1', 'imagenet', 224, 32, 0.005),
-)

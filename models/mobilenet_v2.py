@@ -14,7 +14,6 @@ import tensorflow as tf
 from models.mobilenet import conv_bn_relu6
 from models.mobilenet import depthwise_bn
 from models.model import Model
-from models.registry import register
 
 # Table 2: (expansion t, output channels c, repeats n, first stride s).
 _BOTTLENECKS = (
@@ -55,12 +54,3 @@ class MobileNetV2(Model):
         inverted_residual(net, expansion, filters, stride if i == 0 else 1)
     conv_bn_relu6(net, 1280, 1)
     net.spatial_mean()
-
-
-# The classic harness's mobilenet is V2; mobilenet_v2 stays as an alias.
-for _name in ('mobilenet', 'mobilenet_v2'):
-  register(
-    _name,
-    'imagenet',
-    lambda name=_name: MobileNetV2(name, 'imagenet', 224, 32, 0.005),
-  )

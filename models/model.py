@@ -37,6 +37,10 @@ class ModelOutput:
 class Model:
   """Base class: subclasses set the attributes and implement `body`.
 
+  The registry calls a subclass as its row in models/declared.py says:
+  these five arguments first, then the row's options as keywords (a subclass
+  with options takes `*model_args` and passes them on).
+
   Attributes:
     name: registry name, e.g. 'resnet50_v1.5'.
     dataset: 'imagenet' or 'cifar10'.

@@ -35,7 +35,6 @@ Deviations, on purpose, for a throughput benchmark:
 import collections
 
 from models.model import Model
-from models.registry import register
 
 Cell = collections.namedtuple('Cell', ['operations', 'inputs', 'outputs'])
 
@@ -221,17 +220,13 @@ class NASNet(Model):
 
   def __init__(
     self,
-    name,
-    image_size,
-    batch_size,
-    *,
+    *model_args,
     cells_per_stack,
     filters,
     stem_filters,
     skip_reduction_input,
-    dataset='imagenet',
   ):
-    super().__init__(name, dataset, image_size, batch_size, 0.005)
+    super().__init__(*model_args)
     self.cells_per_stack = cells_per_stack
     self.filters = filters
     self.stem_filters = stem_filters
@@ -283,21 +278,6 @@ class NASNet(Model):
     return auxiliary_head(net, aux_input) if net.is_training else None
 
 
-register(
-  'nasnet',
-  'imagenet',
-  lambda: NASNet(
-    'nasnet',
-    224,
-    32,
-    cells_per_stack=4,
-    filters=44,
-    stem_filters=32,
-    skip_reduction_input=False,
-  ),
-)
-
-
 class NASNetCifar(NASNet):
   """NASNet-A 6 @ 768 for 32x32 CIFAR-10 (the classic cifar10 nasnet).
 
@@ -309,32 +289,3 @@ class NASNetCifar(NASNet):
       self.stem_filters, 3, 1, activation=None, batch_norm=True, use_bias=False
     )
     return [None, x]
-
-
-register(
-  'nasnet',
-  'cifar10',
-  lambda: NASNetCifar(
-    'nasnet',
-    32,
-    32,
-    cells_per_stack=6,
-    filters=32,
-    stem_filters=96,
-    skip_reduction_input=False,
-    dataset='cifar10',
-  ),
-)
-register(
-  'nasnetlarge',
-  'imagenet',
-  lambda: NASNet(
-    'nasnetlarge',
-    331,
-    16,
-    cells_per_stack=6,
-    filters=168,
-    stem_filters=96,
-    skip_reduction_input=True,
-  ),
-)

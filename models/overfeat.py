@@ -7,7 +7,6 @@ classic harness (a throughput model), no dropout.
 """
 
 from models.model import PlainConvNet
-from models.registry import register
 
 
 class OverFeat(PlainConvNet):
@@ -24,10 +23,3 @@ class OverFeat(PlainConvNet):
     ('pool', 2, 2),
   )  # flattened: 1024 x 6 x 6
   hidden = (3072, 4096)
-
-
-register(
-  'overfeat',
-  'imagenet',
-  lambda: OverFeat('overfeat', 'imagenet', 231, 32, 0.005),
-)

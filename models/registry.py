@@ -1,78 +1,19 @@
 """Name -> model factory registry, one namespace per dataset.
 
-The family modules register their factories when `models` is imported
-(which imports TensorFlow). `DECLARED` names the same models as plain data,
-so `python -m tf_cnn_benchmarks --list_models` prints them at once: this
-module imports nothing but typing, and the entry point reads it without
-importing the package. A test checks that DECLARED and the registered
-models are the same set: a new model is registered by its family and named
-here.
+Every model of `models.declared` is registered here when the package is
+imported: its factory imports the row's family module (which defines the
+class and registers nothing) when the model is first created, and calls the
+class with the row's name, dataset, image size, batch size, learning rate and
+options. `register` adds models that are not declared (tests' tiny ones).
 """
 
 import functools
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+import importlib
+from typing import Callable, Dict, List, Optional, Tuple
 
-DATASETS = ('imagenet', 'cifar10')
+from models import declared
 
-# Every model the family modules register, per dataset.
-DECLARED = {
-  'imagenet': (
-    'alexnet',
-    'googlenet',
-    'inception3',
-    'inception4',
-    'lenet',
-    'mobilenet',
-    'mobilenet_v1',
-    'mobilenet_v2',
-    'nasnet',
-    'nasnetlarge',
-    'official_resnet101',
-    'official_resnet101_v2',
-    'official_resnet152',
-    'official_resnet152_v2',
-    'official_resnet18',
-    'official_resnet18_v2',
-    'official_resnet200',
-    'official_resnet200_v2',
-    'official_resnet34',
-    'official_resnet34_v2',
-    'official_resnet50',
-    'official_resnet50_v2',
-    'overfeat',
-    'resnet101',
-    'resnet101_v1.5',
-    'resnet101_v2',
-    'resnet152',
-    'resnet152_v1.5',
-    'resnet152_v2',
-    'resnet50',
-    'resnet50_v1.5',
-    'resnet50_v2',
-    'trivial',
-    'vgg11',
-    'vgg16',
-    'vgg19',
-  ),
-  'cifar10': (
-    'alexnet',
-    'densenet100_k12',
-    'densenet100_k24',
-    'densenet40_k12',
-    'nasnet',
-    'resnet110',
-    'resnet110_v2',
-    'resnet20',
-    'resnet20_v2',
-    'resnet32',
-    'resnet32_v2',
-    'resnet44',
-    'resnet44_v2',
-    'resnet56',
-    'resnet56_v2',
-    'trivial',
-  ),
-}
+DATASETS = declared.DATASETS
 
 # (name, dataset) -> zero-argument factory returning a fresh Model.
 _REGISTRY: Dict[Tuple[str, str], Callable] = {}
@@ -94,14 +35,6 @@ def register(name: str, dataset: str, factory: Callable) -> None:
   if key in _REGISTRY:
     raise ValueError('model %r is already registered for %r' % (name, dataset))
   _REGISTRY[key] = factory
-
-
-def register_family(
-  dataset: str, model_class: Callable, variants: Iterable[Tuple[str, tuple]]
-) -> None:
-  """Registers `model_class(name, *args)` as `name` for each (name, args)."""
-  for name, args in variants:
-    register(name, dataset, functools.partial(model_class, name, *args))
 
 
 def create_model(name: str, dataset: str):
@@ -133,6 +66,28 @@ def list_models() -> List[Tuple[str, str]]:
   return sorted(_REGISTRY)
 
 
-def declared_models() -> List[Tuple[str, str]]:
-  """Sorted (name, dataset) pairs of DECLARED (no model built or imported)."""
-  return sorted((n, d) for d, names_ in DECLARED.items() for n in names_)
+def _create_declared(declaration: declared.Declaration):
+  """A new instance of `declaration`'s class, its family module imported."""
+  module = importlib.import_module('models.%s' % declaration.family)
+  constructor = getattr(module, declaration.constructor)
+  return constructor(
+    declaration.name,
+    declaration.dataset,
+    declaration.image_size,
+    declaration.default_batch_size,
+    declaration.default_learning_rate,
+    **dict(declaration.options),
+  )
+
+
+def _register_declared():
+  """A factory for every row of models/declared.py."""
+  for declaration in declared.DECLARATIONS:
+    register(
+      declaration.name,
+      declaration.dataset,
+      functools.partial(_create_declared, declaration),
+    )
+
+
+_register_declared()

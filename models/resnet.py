@@ -17,7 +17,6 @@ import tensorflow as tf
 
 from models import schedules
 from models.model import Model
-from models.registry import register_family
 
 # Bottleneck width of each stage; the block output is 4x wider.
 _STAGE_WIDTHS = (64, 128, 256, 512)
@@ -103,24 +102,17 @@ def basic_block_v2(net, depth, stride):
 class ResNetNetwork(Model):
   """Bottleneck ResNet for 224x224 ImageNet: the network, whatever schedule.
 
-  Subclasses set the schedule: a learning rate of BASE_LEARNING_RATE at a
-  global batch of BASE_BATCH_SIZE, scaled linearly with the global batch,
-  divided by 10 after epochs 30, 60, 80 and 90.
+  The schedule: the default learning rate (models/declared.py) at a global
+  batch of BASE_BATCH_SIZE, scaled linearly with the global batch, divided
+  by 10 after epochs 30, 60, 80 and 90; subclasses add a warm-up.
   """
 
-  BASE_LEARNING_RATE = 0.1
   BASE_BATCH_SIZE = 256
 
-  def __init__(self, name, depth, version):
+  def __init__(self, *model_args, depth, version):
     if version not in ('v1', 'v1.5', 'v2'):
       raise ValueError('unknown ResNet version %r' % (version,))
-    super().__init__(
-      name,
-      'imagenet',
-      224,
-      default_batch_size=64 if depth <= 50 else 32,
-      default_learning_rate=self.BASE_LEARNING_RATE,
-    )
+    super().__init__(*model_args)
     self.layer_counts = _LAYER_COUNTS[depth]
     self.version = version
     self.basic_blocks = depth in _BASIC_BLOCK_DEPTHS
@@ -180,11 +172,11 @@ class ResNetNetwork(Model):
 
 
 class ResNet(ResNetNetwork):
-  """The classic resnet50/101/152 names: a 5-epoch warm-up, then decays."""
+  """The classic resnet50/101/152 names: a 5-epoch warm-up, then decays.
 
-  # Classic: 0.128 at a global batch of 256 (He et al. used 0.1); the base
-  # --resnet_base_lr replaces.
-  BASE_LEARNING_RATE = 0.128
+  Their default learning rate is classic's 0.128 at a global batch of 256
+  (He et al. used 0.1); --resnet_base_lr replaces it.
+  """
 
   def learning_rate_warmup(self, global_batch_size, examples_per_epoch):
     """A ramp from 0 to the peak over 5 epochs (the classic schedule)."""
@@ -202,36 +194,3 @@ class OfficialResNet(ResNetNetwork):
   /10 after epochs 30, 60, 80 and 90; --resnet_base_lr does not apply, as
   in the classic harness.
   """
-
-
-def _register_all():
-  register_family(
-    'imagenet',
-    ResNet,
-    (
-      ('resnet%d%s' % (depth, suffix), (depth, version))
-      for depth in (50, 101, 152)  # the classic resnet* names
-      for version, suffix in (('v1', ''), ('v1.5', '_v1.5'), ('v2', '_v2'))
-    ),
-  )
-
-
-def _register_official():
-  """The classic official_resnet* names: the TF official models' ResNets.
-
-  Their v1 strides in the 3x3 convolution of a bottleneck (what is called
-  v1.5 here); v2 is pre-activation. 18 and 34 use basic blocks.
-  """
-  register_family(
-    'imagenet',
-    OfficialResNet,
-    (
-      ('official_resnet%d%s' % (depth, suffix), (depth, version))
-      for depth in sorted(_LAYER_COUNTS)
-      for version, suffix in (('v1.5', ''), ('v2', '_v2'))
-    ),
-  )
-
-
-_register_all()
-_register_official()

@@ -11,7 +11,6 @@ without a ReLU, and strided 3x3 convolutions use SAME padding.
 import tensorflow as tf
 
 from models.model import Model
-from models.registry import register_family
 
 _STAGE_WIDTHS = (16, 32, 64)
 
@@ -42,14 +41,12 @@ class CifarResNet(Model):
   # 0.1, then 0.01 / 0.001 / 0.0002 after epochs 82 / 123 / 300.
   epoch_schedule = ((82, 123, 300), (0.1, 0.01, 0.001, 0.0002))
 
-  def __init__(self, name, depth, version):
+  def __init__(self, *model_args, depth, version):
     if (depth - 2) % 6:
       raise ValueError('CIFAR ResNet depth must be 6n + 2, got %s' % depth)
     if version not in ('v1', 'v2'):
       raise ValueError('unknown ResNet version %r' % (version,))
-    super().__init__(
-      name, 'cifar10', 32, default_batch_size=128, default_learning_rate=0.1
-    )
+    super().__init__(*model_args)
     self.blocks_per_stage = (depth - 2) // 6
     self.version = version
 
@@ -65,18 +62,3 @@ class CifarResNet(Model):
       net.batch_norm()
       net.relu()
     net.spatial_mean()
-
-
-def _register_all():
-  register_family(
-    'cifar10',
-    CifarResNet,
-    (
-      ('resnet%d%s' % (depth, suffix), (depth, version))
-      for depth in (20, 32, 44, 56, 110)
-      for version, suffix in (('v1', ''), ('v2', '_v2'))
-    ),
-  )
-
-
-_register_all()

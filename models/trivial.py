@@ -6,7 +6,6 @@ bottleneck keeps the first matmul tiny even on 227x227x3 inputs.
 """
 
 from models.model import Model
-from models.registry import register
 
 
 class Trivial(Model):
@@ -16,12 +15,3 @@ class Trivial(Model):
     net.flatten()
     net.affine(1)
     net.affine(4096)
-
-
-# Classic defaults: ImageNet input 224 + 3 (like AlexNet), batch 32, lr 0.005.
-register(
-  'trivial', 'imagenet', lambda: Trivial('trivial', 'imagenet', 227, 32, 0.005)
-)
-register(
-  'trivial', 'cifar10', lambda: Trivial('trivial', 'cifar10', 32, 32, 0.005)
-)

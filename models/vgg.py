@@ -7,7 +7,6 @@ fc 4096 - dropout. No batch norm, as in the paper and the classic harness.
 """
 
 from models.model import PlainConvNet
-from models.registry import register
 
 _STAGE_WIDTHS = (64, 128, 256, 512, 512)
 # Convolutions per stage for each depth.
@@ -17,14 +16,8 @@ _LAYER_COUNTS = {11: (1, 1, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
 class VGG(PlainConvNet):
   """Plain 3x3-conv stack with three fully connected layers."""
 
-  def __init__(self, depth):
-    super().__init__(
-      'vgg%s' % depth,
-      'imagenet',
-      224,
-      default_batch_size=64,
-      default_learning_rate=0.005,
-    )
+  def __init__(self, *model_args, depth):
+    super().__init__(*model_args)
     self.layer_counts = _LAYER_COUNTS[depth]
     self.features = tuple(
       layer
@@ -34,11 +27,3 @@ class VGG(PlainConvNet):
 
   hidden = (4096, 4096)
   dropout = 0.5
-
-
-def _register_all():
-  for depth in _LAYER_COUNTS:
-    register('vgg%d' % depth, 'imagenet', lambda depth=depth: VGG(depth))
-
-
-_register_all()

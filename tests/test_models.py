@@ -1,9 +1,9 @@
 """Tests for the models package: registry, builder, every model, counts, FLOPs.
 
-Fast on CPU: batch 2, one training step per model, in NHWC and NCHW. The
-models that take ~10 s or more a step on two cores (`_SLOW`), and the NCHW
-runs of all but a few cheap models, are marked slow: `pytest -m slow` runs
-them.
+Fast on CPU: batch 2, one training step per model, in NHWC and NCHW. Which
+steps are marked slow (`pytest -m slow` runs them) is read from the models'
+traits in models/declared.py: a 'slow' model's steps, and the NCHW step of
+every model without the 'nchw' trait.
 """
 
 import os
@@ -12,6 +12,7 @@ import os
 # before TensorFlow is imported.
 os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
 
+import importlib  # noqa: E402
 import pathlib  # noqa: E402
 import re  # noqa: E402
 
@@ -20,7 +21,10 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import models  # noqa: E402
+from models import declared  # noqa: E402
 from models import initializers  # noqa: E402
+from models import mobilenet  # noqa: E402
+from models import mobilenet_v2  # noqa: E402
 from models import registry  # noqa: E402
 from models.builder import NetBuilder  # noqa: E402
 from tf_cnn_benchmarks.training import towers  # noqa: E402
@@ -31,78 +35,17 @@ NUM_CLASSES = {'imagenet': 1001, 'cifar10': 10}
 MODELS_DIR = pathlib.Path(models.__file__).parent
 
 
-# Models whose one-step test takes ~10 s or more on two shared cores (graph
-# build, CPU initialisation of 100M+ parameters, the step itself; NASNet's
-# thousands of small ops make even the mobile one ~17 s).
-_SLOW = {
-  (name, 'imagenet')
-  for name in (
-    'vgg16',
-    'vgg19',
-    'overfeat',
-    'inception4',
-    'nasnet',
-    'nasnetlarge',
-  )
-} | {
-  (name, 'cifar10')
-  for name in (
-    'densenet100_k24',
-    'nasnet',
-    # Deeper copies of a network stepped fast at its small depth
-    # (densenet40_k12, resnet20, resnet20_v2): 7-10 s each.
-    'densenet100_k12',
-    'resnet110',
-    'resnet110_v2',
-  )
-}
-
-# The models also stepped in NCHW by the default run: one per kind of layer
-# (LRN, depthwise, concat, residual). NASNet's separable convs and factorised
-# reduction get their NCHW checks in the slow suite (step and
-# test_nchw_matches_nhwc).
-_FAST_NCHW = {
-  ('lenet', 'imagenet'),
-  ('trivial', 'cifar10'),
-  ('alexnet', 'cifar10'),
-  ('resnet20', 'cifar10'),
-  ('resnet20_v2', 'cifar10'),
-  ('mobilenet_v1', 'imagenet'),
-  ('mobilenet_v2', 'imagenet'),
-  ('densenet40_k12', 'cifar10'),
-  ('googlenet', 'imagenet'),
-}
-
-
-def _is_heavy(name, dataset):
-  """The `_SLOW` models and the ImageNet ResNet-101/152 (any version)."""
-  if (name, dataset) in _SLOW:
-    return True
-  if name == 'mobilenet':  # the classic alias of mobilenet_v2
-    return True
-  # official_resnet50+ are the resnet*_v1.5 / _v2 networks stepped here
-  # already; their basic-block official_resnet18 is the new code, kept fast.
-  if re.match(r'official_resnet(34|50|101|152|200)', name):
-    return True
-  return (
-    dataset == 'imagenet' and re.match(r'resnet(101|152)', name) is not None
-  )
-
-
 def _model_params(data_format='NHWC'):
-  """One pytest.param per registered model (not the 'test_*' ones other test
-  modules register), slow-marked where heavy; in NCHW all but
-  `_FAST_NCHW` are slow."""
+  """One pytest.param per declared model, slow-marked by its traits: a
+  'slow' model always, in NCHW every model without the 'nchw' trait."""
   params = []
-  for name, dataset in models.list_models():
-    if name.startswith('test_'):
-      continue
-    slow = _is_heavy(name, dataset) or (
-      data_format == 'NCHW' and (name, dataset) not in _FAST_NCHW
-    )
+  for d in sorted(declared.DECLARATIONS, key=lambda d: (d.name, d.dataset)):
+    slow = d.has('slow') or (data_format == 'NCHW' and not d.has('nchw'))
     marks = [pytest.mark.slow] if slow else []
     params.append(
-      pytest.param(name, dataset, marks=marks, id='%s-%s' % (dataset, name))
+      pytest.param(
+        d.name, d.dataset, marks=marks, id='%s-%s' % (d.dataset, d.name)
+      )
     )
   return params
 
@@ -173,49 +116,13 @@ def _zoo_names(dataset):
   return [n for n in models.names(dataset) if not n.startswith('test_')]
 
 
-def test_registry_lists_the_classic_models():
-  assert _zoo_names('imagenet') == sorted(
-    [
-      'trivial',
-      'lenet',
-      'alexnet',
-      'overfeat',
-      'googlenet',
-      'vgg11',
-      'vgg16',
-      'vgg19',
-      'inception3',
-      'inception4',
-      'mobilenet',  # V2, as in the classic harness
-      'mobilenet_v1',
-      'mobilenet_v2',
-      'nasnet',
-      'nasnetlarge',
-    ]
-    + [
-      'resnet%d%s' % (d, v)
-      for d in (50, 101, 152)
-      for v in ('', '_v1.5', '_v2')
-    ]
-    + [
-      'official_resnet%d%s' % (d, v)
-      for d in (18, 34, 50, 101, 152, 200)
-      for v in ('', '_v2')
-    ]
-  )
-  assert _zoo_names('cifar10') == sorted(
-    [
-      'trivial',
-      'alexnet',
-      'nasnet',
-      'densenet40_k12',
-      'densenet100_k12',
-      'densenet100_k24',
-    ]
-    + [
-      'resnet%d%s' % (d, v) for d in (20, 32, 44, 56, 110) for v in ('', '_v2')
-    ]
-  )
+def test_registry_serves_the_declared_models():
+  pairs = [(n, d) for n, d in models.list_models() if not n.startswith('test_')]
+  assert pairs == declared.declared_models()
+  for dataset in registry.DATASETS:
+    assert _zoo_names(dataset) == sorted(
+      {n for n, d in declared.declared_models() if d == dataset}
+    )
   assert models.names() == sorted(
     set(models.names('imagenet')) | set(models.names('cifar10'))
   )
@@ -255,9 +162,36 @@ def test_unknown_model_lists_alternatives():
     models.create_model('resnet50', 'mnist')
 
 
+@pytest.mark.parametrize(
+  'declaration',
+  declared.DECLARATIONS,
+  ids=lambda d: '%s-%s' % (d.dataset, d.name),
+)
+def test_created_model_is_its_declaration(declaration):
+  """The declared family's class, with the declared attributes (no build)."""
+  family = importlib.import_module('models.%s' % declaration.family)
+  model = models.create_model(declaration.name, declaration.dataset)
+  assert type(model) is getattr(family, declaration.constructor)
+  assert isinstance(model, models.Model)
+  assert (
+    model.name,
+    model.dataset,
+    model.image_size,
+    model.default_batch_size,
+    model.default_learning_rate,
+  ) == (
+    declaration.name,
+    declaration.dataset,
+    declaration.image_size,
+    declaration.default_batch_size,
+    declaration.default_learning_rate,
+  )
+  # A fresh instance per call.
+  assert model is not models.create_model(declaration.name, declaration.dataset)
+
+
 def test_model_attributes():
   m = models.create_model('resnet50', 'imagenet')
-  assert isinstance(m, models.Model)
   assert (
     m.name,
     m.dataset,
@@ -265,46 +199,14 @@ def test_model_attributes():
     m.default_batch_size,
     m.default_learning_rate,
   ) == ('resnet50', 'imagenet', 224, 64, 0.128)
-  assert (
-    models.create_model('resnet152_v2', 'imagenet').default_batch_size == 32
-  )
-  m = models.create_model('resnet56', 'cifar10')
-  assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (
-    32,
-    128,
-    0.1,
-  )
-  assert models.create_model('alexnet', 'imagenet').image_size == 227
   assert models.create_model('lenet', 'imagenet').image_size == 28
-  # Classic image sizes, batch sizes and learning rates of the other models.
-  for name, size, batch, lr in [
-    ('overfeat', 231, 32, 0.005),
-    ('googlenet', 224, 32, 0.005),
-    ('vgg16', 224, 64, 0.005),
-    ('inception3', 299, 32, 0.005),
-    ('inception4', 299, 32, 0.005),
-    ('mobilenet', 224, 32, 0.005),
-    ('mobilenet_v1', 224, 32, 0.005),
-    ('mobilenet_v2', 224, 32, 0.005),
-    ('nasnet', 224, 32, 0.005),
-    ('nasnetlarge', 331, 16, 0.005),
-  ]:
-    m = models.create_model(name, 'imagenet')
-    assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (
-      size,
-      batch,
-      lr,
-    ), name
-  m = models.create_model('densenet100_k24', 'cifar10')
-  assert (m.image_size, m.default_batch_size, m.default_learning_rate) == (
-    32,
-    64,
-    0.1,
-  )
-  # A fresh instance per call.
-  assert models.create_model('lenet', 'imagenet') is not models.create_model(
-    'lenet', 'imagenet'
-  )
+
+
+def test_classic_mobilenet_is_v2():
+  v1, v2 = mobilenet.MobileNet, mobilenet_v2.MobileNetV2
+  assert type(models.create_model('mobilenet', 'imagenet')) is v2
+  assert type(models.create_model('mobilenet_v2', 'imagenet')) is v2
+  assert type(models.create_model('mobilenet_v1', 'imagenet')) is v1
 
 
 def test_models_package_is_self_contained():
@@ -337,7 +239,7 @@ def test_one_training_step_nhwc(name, dataset):
   # the auxiliary loss).
   assert all(g is not None for g, _ in result['grads_and_vars'])
   aux = result['out'].aux_logits
-  if name in ('inception3', 'nasnet', 'nasnetlarge'):
+  if declared.by_key()[name, dataset].has('aux'):
     assert aux is not None and aux.shape.as_list() == [2, num_classes]
   else:
     assert aux is None
