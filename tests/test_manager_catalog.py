@@ -43,6 +43,10 @@ def test_the_cost_model_knows_the_managers_whose_towers_share_a_model():
     )
 
 
+def test_every_modelled_manager_has_a_step_model():
+  assert set(cost_model.STEP_JOBS) == set(cost_model.MODELLED)
+
+
 def test_the_cost_model_imports_no_tensorflow():
   probe = (
     'import sys\n'

@@ -192,29 +192,53 @@ def _check_nccl_in_one_worker(strategy, spec, target):
       )
 
 
-def _step_jobs(b, strategy, spec):
-  """{worker: its step's last job} for `strategy`."""
-  name, t = strategy.variable_update, b.target
-  if name == 'parameter_server':
-    if t.num_workers == 1 and t.num_ps == 0:
-      return cost_model_ps.local_parameter_server_step(b)
-    return cost_model_ps.parameter_server_step(b, strategy.sync)
-  if name == 'distributed_replicated':
-    return cost_model_ps.distributed_replicated_step(b)
-  if name == 'hybrid':
-    return cost_model_ps.hybrid_step(b, strategy.hybrid_threshold_bytes)
-  if name == 'collective_all_reduce':
+def _parameter_server_step(b, strategy, spec):
+  t = b.target
+  if t.num_workers == 1 and t.num_ps == 0:
+    return cost_model_ps.local_parameter_server_step(b)
+  return cost_model_ps.parameter_server_step(b, strategy.sync)
+
+
+def _all_reduce_step(b, strategy, spec):
+  """replicated, distributed_all_reduce and collective_all_reduce: the
+  batch all-reduce's chunks over the spec's algorithms (a collective-only
+  manager's default spec is the collective)."""
+  collective = catalog.any_of(strategy.variable_update, catalog.collective_only)
+  if collective:
     spec = spec or parse_spec('collective')
   return cost_model_strategies.all_reduce_step(
     b,
     spec,
     strategy.gradient_repacking,
-    collective=name == 'collective_all_reduce',
+    collective=collective,
     agg=(
       strategy.agg_small_grads_max_bytes,
       strategy.agg_small_grads_max_group,
     ),
   )
+
+
+# What one step of each modelled manager sends and computes: name ->
+# fn(builder, strategy, parsed spec) -> {worker: its step's last job}. A new
+# strategy is a function and a row here (its rules come from its traits in
+# variable_mgr/catalog.py); tests check every modelled manager has a row.
+STEP_JOBS = {
+  'parameter_server': _parameter_server_step,
+  'distributed_replicated': (
+    lambda b, strategy, spec: cost_model_ps.distributed_replicated_step(b)
+  ),
+  'hybrid': lambda b, strategy, spec: cost_model_ps.hybrid_step(
+    b, strategy.hybrid_threshold_bytes
+  ),
+  'replicated': _all_reduce_step,
+  'distributed_all_reduce': _all_reduce_step,
+  'collective_all_reduce': _all_reduce_step,
+}
+
+
+def _step_jobs(b, strategy, spec):
+  """{worker: its step's last job} for `strategy`."""
+  return STEP_JOBS[strategy.variable_update](b, strategy, spec)
 
 
 def simulate_step(profile, target, strategy, cal, **scales) -> tuple:
