@@ -30,6 +30,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.append(REPO_ROOT)
 
+from tf_cnn_benchmarks.reporting import outputs  # noqa: E402
 from tf_cnn_benchmarks.reporting import result_lines  # noqa: E402
 
 # Keys a successful (status "ok") record must have for compare/plot to use it.
@@ -160,6 +161,16 @@ def run_for_records(argv, result_file, timeout, label, preexec_fn=None):
 def warn(message):
   """Write one 'warning:' line to stderr."""
   sys.stderr.write('warning: %s\n' % message)
+
+
+def check_output(flag, path, creates_dirs=True):
+  """InputError unless a file can be written at `path` (the benchmark's own
+  check of its output flags: reporting/outputs.py); None passes. Called
+  before any work is done."""
+  try:
+    outputs.check_file(flag, path, creates_dirs)
+  except outputs.OutputError as e:
+    raise InputError(str(e)) from None
 
 
 def check_files(paths, flag=None):

@@ -19,7 +19,6 @@ Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
 
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
@@ -28,6 +27,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from absl import flags  # noqa: E402
 
 from tf_cnn_benchmarks.config import params_value  # noqa: E402  (no TF)
+from tf_cnn_benchmarks.reporting import outputs  # noqa: E402  (no TF)
 
 FLAGS = flags.FLAGS
 params_value.define_flags(FLAGS)
@@ -80,9 +80,10 @@ def _check_args():
   """One line naming the bad flag, or None."""
   if not FLAGS.out:
     return '--out: required (the profile JSON file to write)'
-  parent = os.path.dirname(os.path.abspath(FLAGS.out))
-  if not os.path.isdir(parent):
-    return '--out=%s: no such directory %s' % (FLAGS.out, parent)
+  try:  # the benchmark's own check of an output file
+    outputs.check_file('out', FLAGS.out, creates_dirs=False)
+  except outputs.OutputError as e:
+    return str(e)
   if FLAGS.profile_steps < 3:
     return '--profile_steps=%d: must be >= 3' % FLAGS.profile_steps
   if FLAGS.profile_traced_steps < 1:
