@@ -303,7 +303,7 @@ def test_follower_skips_a_checkpoint_the_chief_removed(monkeypatch, tmp_path):
   )
 
 
-def test_mark_is_written_whole_and_junk_is_no_mark(tmp_path):
+def test_mark_is_written_whole_and_junk_is_refused(tmp_path):
   chief = _Chief(tmp_path)
   chief.save(3)
   chief.mark_done()
@@ -317,7 +317,10 @@ def test_mark_is_written_whole_and_junk_is_no_mark(tmp_path):
   for junk in ('', '{"final_step": "3"}', '[1]', '{"final_step": 3'):
     with open(os.path.join(str(tmp_path), 'training_done.json'), 'w') as f:
       f.write(junk)
-    assert evaluator_task.read_done(str(tmp_path)) is None
+    # Not the chief's (it writes the mark whole): one line, exit 2.
+    with pytest.raises(evaluator_task.checkpoints.CheckpointError) as e:
+      evaluator_task.read_done(str(tmp_path))
+    assert 'training_done.json: not' in str(e.value)
 
 
 # ---- a 2-worker run and its evaluator, as processes ------------------------

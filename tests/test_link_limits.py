@@ -290,6 +290,7 @@ def test_launched_tasks_measure_their_switch_ports(tmp_path):
     '--variable_update=auto',
     '--scaling_profile='
     + os.path.join(ROOT, 'tests/data/profile_resnet20_cpu.json'),
+    '--scaling_profile_any_model',  # resnet20's, for a trivial run
     '--result_file=' + path,
   )
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr

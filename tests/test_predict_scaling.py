@@ -99,7 +99,7 @@ def test_all_takes_the_registries(tmp_path):
   [
     (['--topology=ring'], '--topology=ring'),
     (['--num_workers=0'], '--num_workers=0'),
-    (['--num_workers=2', '--link_mbits=-5'], 'link_mbits=-5.0'),
+    (['--num_workers=2', '--link_mbits=-5'], ': error: --link_mbits=-5:'),
     (['--variable_update=fastest'], '--variable_update=fastest'),
     (
       ['--num_workers=2', '--variable_update=distributed_replicated'],

@@ -4,10 +4,11 @@ Under Slurm each task of an `srun` step runs the same command line; it
 learns its job and index from its Slurm rank (SLURM_PROCID) through
 TensorFlow's public `tf.distribute.cluster_resolver.SlurmClusterResolver`,
 which reads SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST and
-SLURM_STEP_TASKS_PER_NODE (it expands the node list itself: TensorFlow
-2.21's resolver runs no `scontrol`). The first --slurm_ps_tasks ranks are
-the ps tasks, the others the workers (the resolver orders its jobs by
-name, and 'ps' sorts before 'worker').
+SLURM_STEP_TASKS_PER_NODE (TensorFlow 2.21's resolver runs no `scontrol`).
+The node list is read here first, with a bound (slurm_nodes.py), and the
+resolver is given the {host: tasks} it makes. The first --slurm_ps_tasks
+ranks are the ps tasks, the others the workers (the resolver orders its
+jobs by name, and 'ps' sorts before 'worker').
 
 Ports: the resolver gives each task port_base + its index on its node, so
 two node names that reach one machine would hand two tasks the same
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 from typing import Any, Mapping, Optional
 
+from tf_cnn_benchmarks.cluster import slurm_nodes
 from tf_cnn_benchmarks.cluster import spec as spec_lib
 from tf_cnn_benchmarks.platform import quiet
 
@@ -101,7 +103,7 @@ def in_slurm_step(env: Mapping[str, str]) -> bool:
   if not env.get('SLURM_JOB_ID') or env.get('SLURM_PROCID') is None:
     return False
   count = env.get('SLURM_STEP_NUM_TASKS', '1')
-  return not count.isdigit() or int(count) > 1
+  return not count.isdigit() or len(count) > 9 or int(count) > 1
 
 
 def chosen_resolver(options: ClusterOptions, env: Mapping[str, str]) -> str:
@@ -214,7 +216,8 @@ def _resolve_slurm(
   jobs = {'worker': num_tasks - options.ps_tasks}
   if options.ps_tasks:
     jobs['ps'] = options.ps_tasks
-  addresses, job, index = _run_resolver(options, env, jobs, num_tasks)
+  nodes = slurm_nodes.step_nodes(env, num_tasks)
+  addresses, job, index = _run_resolver(options, env, jobs, nodes)
   # Global positions: the resolver lists the ps tasks first, then workers.
   renumbered = {}
   position = 0
@@ -243,9 +246,11 @@ def _int_variable(env: Mapping[str, str], name: str) -> int:
       '%s: not set; the Slurm cluster is read in an srun step (each task '
       'gets %s)' % (name, ', '.join(STEP_VARIABLES))
     )
-  if not text.strip().isdigit():
+  # A count of thousands of digits is no task count (and int() refuses it).
+  if not text.strip().isdigit() or len(text.strip()) > 9:
     raise spec_lib.ClusterError(
-      '%s=%s: must be a whole number >= 0' % (name, text)
+      '%s=%s: must be a whole number in 0..999999999'
+      % (name, spec_lib.shown(text[:40] + ('...' if len(text) > 40 else '')))
     )
   return int(text)
 
@@ -308,8 +313,12 @@ def _gpu_request(options: ClusterOptions, env: Mapping[str, str]) -> dict:
   )
 
 
-def _run_resolver(options, env, jobs: dict, num_tasks: int) -> tuple:
-  """({job: [host:port]}, job, index) from TensorFlow's SlurmClusterResolver."""
+def _run_resolver(options, env, jobs: dict, nodes: dict) -> tuple:
+  """({job: [host:port]}, job, index) from TensorFlow's SlurmClusterResolver.
+
+  nodes: the step's {host: tasks} (slurm_nodes.step_nodes), so that the
+  resolver does not expand SLURM_STEP_NODELIST itself.
+  """
   # TensorFlow only under Slurm's resolver (--help imports this module).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
@@ -320,6 +329,7 @@ def _run_resolver(options, env, jobs: dict, num_tasks: int) -> tuple:
       jobs=jobs,
       port_base=options.port_base,
       rpc_layer=options.protocol,
+      tasks_per_node=nodes,
       **gpus,
     )
     addresses = resolver.cluster_spec().as_dict()
@@ -357,9 +367,9 @@ def _resolver_message(error, options: ClusterOptions, env) -> str:
     'SLURM_STEP_NODELIST=%s, SLURM_STEP_TASKS_PER_NODE=%s, '
     "SLURM_STEP_NUM_TASKS=%s: TensorFlow's SlurmClusterResolver: %s"
     % (
-      env.get('SLURM_STEP_NODELIST'),
-      env.get('SLURM_STEP_TASKS_PER_NODE'),
-      env.get('SLURM_STEP_NUM_TASKS'),
+      spec_lib.shown(env.get('SLURM_STEP_NODELIST', '')),
+      spec_lib.shown(env.get('SLURM_STEP_TASKS_PER_NODE', '')),
+      spec_lib.shown(env.get('SLURM_STEP_NUM_TASKS', '')),
       text,
     )
   )
@@ -397,5 +407,5 @@ def _check_placement(env, address: str, job: str, index: int) -> None:
       'by name and the ranks block-wise): use srun --distribution=block '
       'and node names that sort as Slurm lists them (node[01-16]), or '
       'describe the cluster with --cluster_resolver=flags'
-      % (node, env.get('SLURM_PROCID'), job, index, host)
+      % (spec_lib.shown(node), env.get('SLURM_PROCID'), job, index, host)
     )

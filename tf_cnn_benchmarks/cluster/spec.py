@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from typing import Optional
 
 JOBS = ('ps', 'worker', 'controller')
@@ -80,6 +81,25 @@ def task_device(job: str, index: int) -> str:
   return '/job:%s/replica:0/task:%d' % (job, index)
 
 
+# A host name (RFC 1123 labels; '_' too, as some clusters name nodes), an
+# IPv4 address, or an IPv6 address in brackets ([::1]).
+_HOST_NAME = re.compile(r'[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?')
+_IPV6_HOST = re.compile(r'\[[0-9A-Za-z:.%]{2,60}\]')
+HOST_RULE = "letters, digits, '.', '-' and '_'"
+
+
+def is_host(text: str) -> bool:
+  """Whether `text` can name a host in a HOST:PORT address."""
+  return bool(_HOST_NAME.fullmatch(text) or _IPV6_HOST.fullmatch(text))
+
+
+def shown(text: str) -> str:
+  """A value for an error line: as given, or escaped (repr) when it holds
+  spaces, control characters or quotes (a tab must not reach the line)."""
+  plain = text.isprintable() and not any(c in text for c in ' \'"\\')
+  return text if plain else repr(text)
+
+
 def _addresses(flag: str, text: Optional[str]) -> tuple:
   """'h:p,h:p' -> ('h:p', 'h:p'), validated."""
   if not text:
@@ -90,7 +110,12 @@ def _addresses(flag: str, text: Optional[str]) -> tuple:
     if not name or not port.isdigit() or not 0 < int(port) < 65536:
       raise ClusterError(
         '--%s=%s: each entry must be HOST:PORT with a port '
-        'in 1..65535' % (flag, text)
+        'in 1..65535' % (flag, shown(text))
+      )
+    if not is_host(name):
+      raise ClusterError(
+        '--%s=%s: host %s: a host name is %s, or an IPv6 address in '
+        'brackets' % (flag, shown(text), shown(name), HOST_RULE)
       )
   if len(set(addresses)) != len(addresses):
     raise ClusterError('--%s=%s: an address appears twice' % (flag, text))

@@ -438,6 +438,7 @@ def main(argv=None):
   rio.check_files(args.baseline, '--baseline')
   if args.plot:
     plot.output_format(args.plot, '--plot')  # before any work is done
+    rio.check_output('plot', args.plot)
   summary, keys = summarize_files(
     args.files, args.by, args.baseline, args.skip_bad
   )
@@ -450,7 +451,7 @@ def main(argv=None):
     sys.stdout.write(render_text(keys, counts, rows, caption_for(args.by)))
   sys.stdout.flush()
   if args.plot:
-    plot.plot_scaling(summary, keys, args.plot, by=args.by)
+    plot.plot_scaling(summary, keys, args.plot, by=args.by, flag='--plot')
     sys.stderr.write('wrote %s\n' % args.plot)
   if args.fail_below is None:
     return 0

@@ -127,7 +127,6 @@ def build_parser() -> argparse.ArgumentParser:
   )
   parser.add_argument(
     '--timeout',
-    type=float,
     default=1800.0,
     help='kill every task after this many seconds',
   )
@@ -223,8 +222,7 @@ def parse_args(argv):
     parser.error('--num_workers=%d: must be >= 1' % args.num_workers)
   if args.num_ps is not None and args.num_ps < 0:
     parser.error('--num_ps=%d: must be >= 0' % args.num_ps)
-  if args.timeout <= 0:
-    parser.error('--timeout=%s: must be > 0' % args.timeout)
+  number_at_least(args, 'timeout', 0, True, 'a number of seconds > 0')
   if args.auto_trials < 0:
     _bad_flag('--auto_trials=%d: must be >= 0' % args.auto_trials)
   if args.auto_trial_batches < 1:
@@ -254,7 +252,7 @@ def _bad_flag(text):
   sys.exit(2)
 
 
-def number_at_least(args, name, low, strictly, what):
+def number_at_least(args, name, low, strictly, what, high=float('inf')):
   """args.<name> as a float (None stays None); bad: one line, exit 2."""
   text = getattr(args, name)
   if text is None:
@@ -264,7 +262,7 @@ def number_at_least(args, name, low, strictly, what):
   except ValueError:
     value = float('nan')
   big_enough = value > low if strictly else value >= low
-  if not (big_enough and value < float('inf')):
+  if not (big_enough and value < float('inf') and value <= high):
     _bad_flag('--%s=%s: must be %s' % (name, text, what))
   setattr(args, name, value)
 
@@ -272,7 +270,13 @@ def number_at_least(args, name, low, strictly, what):
 def check_link_flags(args):
   """Validates --link_mbits, --topology and --measure_megabytes in place."""
   number_at_least(
-    args, 'link_mbits', 0, True, 'a number of Mbit/s > 0 (absent: unthrottled)'
+    args,
+    'link_mbits',
+    netshape.MIN_MBITS,
+    False,
+    'a number of Mbit/s from %.6f (1 byte/s) to %d, the rates tc tbf can '
+    'shape (absent: unthrottled)' % (netshape.MIN_MBITS, netshape.MAX_MBITS),
+    high=netshape.MAX_MBITS,
   )
   if args.topology not in TOPOLOGIES:
     _bad_flag(

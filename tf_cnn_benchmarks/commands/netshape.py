@@ -16,6 +16,7 @@ Two shapes of the network between the tasks (--topology):
   host, full duplex.
 """
 
+import math
 import os
 import shutil
 import subprocess
@@ -48,6 +49,11 @@ MIN_QUEUE_BYTES = 256 * 1024
 # the bucket holds one whole (see tbf_sizes).
 GSO_BYTES = 65536
 GSO_FROM_BYTES = 32 * 1024
+# The rates tbf_argv can give tc, in Mbit/s: tc's smallest rate is 1 byte/s;
+# above the largest the queue of QUEUE_S at the rate (tbf_sizes' limit) no
+# longer fits tc's 32-bit byte count ("illegal value for limit").
+MIN_MBITS = 8e-6
+MAX_MBITS = math.floor((2**32 - 1) / QUEUE_S * 8 / 1e6)
 
 
 class ShapingError(Exception):

@@ -216,24 +216,26 @@ def _lay_out_axes(fig, summary, axes, counts, by):
   ax_eff.set_title('Scaling efficiency')
 
 
-def plot_scaling(summary, keys, out_path, by='devices', title=None):
+def plot_scaling(
+  summary, keys, out_path, by='devices', title=None, flag='--out'
+):
   """Save scaling_figure(summary, keys, by, title) to out_path, in the
   format its extension names (.png, .svg or .pdf) at DPI dots per inch.
 
-  Raises InputError for another extension or if out_path cannot be
-  written.
+  Raises InputError (naming `flag`, the option that gave out_path) for
+  another extension or if out_path cannot be written.
   """
-  fmt = output_format(out_path)
+  fmt = output_format(out_path, flag)
   import matplotlib.pyplot as plt  # matplotlib only when a figure is drawn
 
   fig = scaling_figure(summary, keys, by, title)
   try:
-    _save(fig, out_path, fmt)
+    _save(fig, out_path, fmt, flag)
   finally:
     plt.close(fig)
 
 
-def _save(fig, out_path, fmt):
+def _save(fig, out_path, fmt, flag):
   """Write the figure in format fmt, creating the folder if needed."""
   folder = os.path.dirname(out_path)
   try:
@@ -242,7 +244,7 @@ def _save(fig, out_path, fmt):
     fig.savefig(out_path, format=fmt, dpi=DPI)
   except OSError as e:
     raise InputError(
-      '--out: cannot write %s: %s' % (out_path, e.strerror or e)
+      '%s: cannot write %s: %s' % (flag, out_path, e.strerror or e)
     ) from None
 
 
@@ -267,6 +269,7 @@ def main(argv=None):
   """Entry point: writes the plot and returns the exit status."""
   args = parse_args(argv)
   output_format(args.out)  # a bad extension fails before any work
+  rio.check_output('out', args.out)
   rio.check_files(args.files)
   frame = rio.load_frame(args.files, args.skip_bad)
   keys = rio.row_keys(frame, args.by)

@@ -22,6 +22,7 @@ import json
 import sys
 
 from tf_cnn_benchmarks.platform import quiet
+from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration as cal_lib
 from tf_cnn_benchmarks.scaling.model import profile_format
@@ -87,6 +88,11 @@ def parse_args(argv):
   p.add_argument('--hybrid_threshold_bytes', type=int, default=1 << 20)
   p.add_argument('--calibration', help='JSON of fitted constants')
   p.add_argument('--json_out', help='write one JSON line per prediction')
+  p.add_argument(
+    '--profile_any_model',
+    action='store_true',
+    help='with --profile and --model: use a profile of another model',
+  )
   return p.parse_args(argv)
 
 
@@ -105,7 +111,13 @@ def _worker_counts(text):
 def load_or_measure(args):
   """The profile: read from --profile, or measured from the model flags."""
   if args.profile:
-    return profile_format.load_profile(args.profile)
+    profile = profile_format.load_profile(args.profile)
+    other = args.model and profile_format.other_model_error(
+      profile, args.profile, args.model, '--profile', '--profile_any_model'
+    )
+    if other and not args.profile_any_model:
+      raise other
+    return profile
   flags = {k: getattr(args, k) for k in _MEASURE_FLAGS if getattr(args, k)}
   if not flags.get('model'):
     raise UsageError('give --profile=FILE, or --model=... to measure one')
@@ -207,20 +219,23 @@ def _usable(strategy, target, profile, explicit):
 
 
 def _targets(args):
-  return [
-    target_lib.make_target(
-      num_workers=n,
-      devices_per_worker=args.devices_per_worker,
-      num_ps=args.num_ps,
-      link_mbits=args.link_mbits,
-      link_latency_us=args.link_latency_us,
-      topology=args.topology,
-      colocated=args.colocated,
-      cores_per_host=args.cores_per_host,
-      worker_inter_op_threads=args.worker_inter_op_threads,
-    )
-    for n in _worker_counts(args.num_workers)
-  ]
+  try:
+    return [
+      target_lib.make_target(
+        num_workers=n,
+        devices_per_worker=args.devices_per_worker,
+        num_ps=args.num_ps,
+        link_mbits=args.link_mbits,
+        link_latency_us=args.link_latency_us,
+        topology=args.topology,
+        colocated=args.colocated,
+        cores_per_host=args.cores_per_host,
+        worker_inter_op_threads=args.worker_inter_op_threads,
+      )
+      for n in _worker_counts(args.num_workers)
+    ]
+  except target_lib.TargetError as e:  # each field is a flag of this name
+    raise UsageError('--%s' % e) from None
 
 
 def print_table(profile, target, predictions, out=None):
@@ -271,6 +286,7 @@ def margin_line(ranked):
 
 def run(args):
   """Predicts every strategy on every target; returns the predictions."""
+  outputs.check_file('json_out', args.json_out, creates_dirs=False)
   if args.topology not in target_lib.TOPOLOGIES:
     raise UsageError('--topology=%s: one of shared, switch' % args.topology)
   targets = _targets(args)
@@ -316,6 +332,7 @@ def main(argv=None) -> int:
     profile_format.ProfileError,
     cal_lib.CalibrationError,
     cost_model.StrategyError,
+    outputs.OutputError,
   ) as e:
     print('predict_scaling.py: error: %s' % e, file=sys.stderr)
     return 2

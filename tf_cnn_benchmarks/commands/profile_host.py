@@ -19,13 +19,13 @@ Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
 
 from __future__ import annotations
 
-import os
 import sys
 
 from absl import flags  # noqa: E402
 
 from tf_cnn_benchmarks.config import params_value  # noqa: E402  (no TF)
 from tf_cnn_benchmarks.platform import quiet
+from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.profile import profile_concurrent
 from variable_mgr import allreduce_spec
@@ -81,9 +81,10 @@ def _check_args():
   """One line naming the bad flag, or None."""
   if not FLAGS.out:
     return '--out: required (the profile JSON file to write)'
-  parent = os.path.dirname(os.path.abspath(FLAGS.out))
-  if not os.path.isdir(parent):
-    return '--out=%s: no such directory %s' % (FLAGS.out, parent)
+  try:  # the benchmark's own check of an output file
+    outputs.check_file('out', FLAGS.out, creates_dirs=False)
+  except outputs.OutputError as e:
+    return str(e)
   if FLAGS.profile_steps < 3:
     return '--profile_steps=%d: must be >= 3' % FLAGS.profile_steps
   if FLAGS.profile_traced_steps < 1:

@@ -301,6 +301,7 @@ def main(argv=None):
   args = parse_args(argv)
   if os.path.splitext(args.out)[1].lower() not in ('.html', '.htm'):
     raise InputError('--out %s: expected a .html file' % args.out)
+  rio.check_output('out', args.out)
   rio.check_files(args.files)
   page = build_page(args.files, args.by, args.title, args.skip_bad)
   folder = os.path.dirname(args.out)

@@ -25,6 +25,7 @@ import subprocess
 import sys
 
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import result_lines
 
 REPO_ROOT = checkout.ROOT
@@ -157,6 +158,16 @@ def run_for_records(argv, result_file, timeout, label, preexec_fn=None):
 def warn(message):
   """Write one 'warning:' line to stderr."""
   sys.stderr.write('warning: %s\n' % message)
+
+
+def check_output(flag, path, creates_dirs=True):
+  """InputError unless a file can be written at `path` (the benchmark's own
+  check of its output flags: reporting/outputs.py); None passes. Called
+  before any work is done."""
+  try:
+    outputs.check_file(flag, path, creates_dirs)
+  except outputs.OutputError as e:
+    raise InputError(str(e)) from None
 
 
 def check_files(paths, flag=None):

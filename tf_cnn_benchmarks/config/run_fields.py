@@ -113,6 +113,14 @@ class RunFields:
     topic=fields.STRATEGY,
     classic=False,
   )
+  scaling_profile_any_model: bool = fields.field(
+    False,
+    '--variable_update=auto: rank the strategies from a --scaling_profile '
+    'of another --model than this run (a warning line says so); without '
+    'it such a profile is refused.',
+    topic=fields.STRATEGY,
+    classic=False,
+  )
   auto_trials_measured: Optional[str] = fields.field(
     None,
     '--variable_update=auto: the strategies a launcher ran briefly because '

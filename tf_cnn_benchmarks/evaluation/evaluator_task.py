@@ -81,23 +81,43 @@ def mark_training_done(checkpointer, print_line: Callable[[str], None]) -> None:
 
 
 def read_done(train_dir: str) -> Optional[dict]:
-  """The chief's mark in train_dir, or None (absent or not a mark).
+  """The chief's mark in train_dir, or None when there is none yet.
 
   Its 'mtime' key: when the file was written (the file system's clock).
+  The chief writes it whole (a temporary file, renamed), so a file that
+  cannot be read, is not valid JSON or is no mark was not written by a
+  chief: CheckpointError (one line naming the file, exit 2), not a mark
+  silently ignored until the evaluator's timeout.
   """
   path = os.path.join(train_dir, DONE_FILE)
   try:
     with open(path, encoding='utf-8') as f:
-      mark = json.load(f)
+      text = f.read()
       mtime = os.fstat(f.fileno()).st_mtime
-  except (OSError, ValueError):
+  except FileNotFoundError:
     return None
-  if not isinstance(mark, dict):
-    return None
-  step, run_id = mark.get('final_step'), mark.get('run_id')
+  except OSError as e:
+    raise _bad_mark(path, 'cannot be read (%s)' % (e.strerror or e)) from None
+  try:
+    mark = json.loads(text)
+  except ValueError as e:
+    raise _bad_mark(path, 'not valid JSON (%s)' % e) from None
+  step = mark.get('final_step') if isinstance(mark, dict) else None
+  run_id = mark.get('run_id') if isinstance(mark, dict) else None
   if not isinstance(step, int) or not isinstance(run_id, str):
-    return None
+    raise _bad_mark(
+      path,
+      'not a mark of the chief (want an object with an integer '
+      '"final_step" and a string "run_id")',
+    )
   return dict(mark, mtime=mtime)
+
+
+def _bad_mark(path: str, why: str) -> checkpoints.CheckpointError:
+  return checkpoints.CheckpointError(
+    '%s: %s; the chief writes it whole after its final checkpoint: '
+    "remove it, or give the evaluator the chief's --train_dir" % (path, why)
+  )
 
 
 def process_start_time() -> float:

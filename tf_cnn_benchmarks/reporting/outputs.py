@@ -106,13 +106,20 @@ def can_create_files_in(directory: str) -> bool:
   return True
 
 
-def check_file(flag: str, path: str | None) -> None:
-  """An output file (results, trace, graph) can be written at `path`."""
+def check_file(flag: str, path: str | None, creates_dirs: bool = True) -> None:
+  """An output file (results, trace, graph) can be written at `path`.
+
+  creates_dirs: the writer makes the missing directories above the file;
+  False: they must exist. Raises OutputError, one line naming --`flag`.
+  """
   if path is None:
     return
   if path.endswith(os.sep) or os.path.isdir(path):
     raise OutputError('--%s=%s: a directory; give a file path' % (flag, path))
   if not os.path.lexists(path):
+    parent = os.path.dirname(os.path.abspath(path))
+    if not creates_dirs and not os.path.lexists(parent):
+      raise OutputError('--%s=%s: no such directory %s' % (flag, path, parent))
     _check_creatable(flag, path, 'file')
     return
   mode = os.stat(path).st_mode

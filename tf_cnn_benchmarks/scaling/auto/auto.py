@@ -20,6 +20,7 @@ This module imports no TensorFlow itself; measuring does.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from typing import Optional
 
@@ -260,6 +261,7 @@ def target_for(
     if colocated is None:
       colocated = len(hosts_of(cluster)) == 1
   mbits = overrides.get('link_mbits')
+  _check_link_mbits(mbits)
   try:
     return target_lib.make_target(
       num_workers=workers,
@@ -275,6 +277,22 @@ def target_for(
     )
   except target_lib.TargetError as e:
     raise AutoError('--variable_update=auto: %s' % e) from None
+
+
+def _check_link_mbits(mbits) -> None:
+  """--link_mbits is None or a finite number > 0 (else AutoError)."""
+  if mbits is None or (
+    isinstance(mbits, (int, float))
+    and not isinstance(mbits, bool)
+    and math.isfinite(mbits)
+    and mbits > 0
+  ):
+    return
+  raise AutoError(
+    '--link_mbits=%s: must be a number of Mbit/s > 0 (absent: measured '
+    "between the tasks' hosts, or the profile's loopback on one host)"
+    % target_lib.number_text(mbits)
+  )
 
 
 def runs_on(name: str, cluster) -> bool:
@@ -359,14 +377,33 @@ def concrete(overrides: dict, prediction) -> dict:
 
 
 def load_profile(overrides: dict):
-  """(the profile, what to call it): --scaling_profile, or measured."""
+  """(the profile, what to call it): --scaling_profile, or measured.
+
+  A profile of another --model is refused unless
+  --scaling_profile_any_model.
+  """
   path = overrides.get('scaling_profile')
-  if path:
-    try:
-      return profile_format.load_profile(path), path
-    except profile_format.ProfileError as e:
-      raise AutoError('--scaling_profile=%s' % e) from None
-  return auto_profile.measure_short(overrides), 'measured'
+  if not path:
+    return auto_profile.measure_short(overrides), 'measured'
+  try:
+    profile = profile_format.load_profile(path)
+  except profile_format.ProfileError as e:
+    raise AutoError('--scaling_profile=%s' % e) from None
+  other = profile_format.other_model_error(
+    profile,
+    path,
+    run_model(overrides),
+    '--scaling_profile',
+    '--scaling_profile_any_model',
+  )
+  if other is not None and not overrides.get('scaling_profile_any_model'):
+    raise AutoError(str(other))
+  return profile, path
+
+
+def run_model(overrides: dict) -> str:
+  """The run's --model (its default when not given)."""
+  return overrides.get('model') or params_lib.Params().model
 
 
 def choose(overrides: dict, cal=None, measure_link=None) -> tuple:
@@ -461,11 +498,12 @@ def make_auto_plan(out=None, **overrides) -> tuple:
   values, choice = choose(overrides)
   for line in choice.lines():
     print(line, file=out or sys.stdout)
-  model = overrides.get('model') or params_lib.Params().model
+  model = run_model(overrides)
   if choice.run is not None and choice.run.model != model:
+    # Asked for: --scaling_profile_any_model (else load_profile refused).
     print(
       'warning: --scaling_profile=%s profiles --model=%s, this run is '
-      '--model=%s: the ranking is of that model'
+      '--model=%s: the ranking is of that model (--scaling_profile_any_model)'
       % (choice.profile, choice.run.model, model),
       file=sys.stderr,
       flush=True,

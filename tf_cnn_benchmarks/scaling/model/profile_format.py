@@ -596,6 +596,22 @@ def load_profile(path):
   return profile_from_dict(data, source=path)
 
 
+def other_model_error(profile, path, model, flag, anyway_flag):
+  """The ProfileError of a profile of another model than the run's, or None.
+
+  A profile of another model ranks the strategies for that model, not the
+  run's: refused (one line naming the file, both models and `anyway_flag`,
+  the flag that uses it all the same). flag: the flag that gave `path`.
+  """
+  if profile.run.model == model:
+    return None
+  return ProfileError(
+    '%s=%s: a profile of --model=%s, this run is --model=%s (it would rank '
+    'the strategies for %s); give %s to use it anyway'
+    % (flag, path, profile.run.model, model, profile.run.model, anyway_flag)
+  )
+
+
 def save_profile(profile, path):
   """Writes `profile` to `path` as indented JSON (atomically: temp+rename)."""
   data = profile_to_dict(profile)

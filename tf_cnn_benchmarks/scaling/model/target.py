@@ -92,6 +92,12 @@ class Target:
     return dataclasses.asdict(self)
 
 
+def number_text(value) -> str:
+  """A number as it reads on a command line: -5 for -5.0, 1e+300, nan."""
+  text = repr(value)
+  return text[:-2] if isinstance(value, float) and text.endswith('.0') else text
+
+
 def _positive_int(name, value, minimum):
   if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
     raise TargetError('%s=%r: want an integer >= %d' % (name, value, minimum))
@@ -108,8 +114,13 @@ def _number(name, value, *, positive, optional):
   )
   if not ok:
     raise TargetError(
-      '%s=%r: want a number %s 0%s'
-      % (name, value, '>' if positive else '>=', ' or none' if optional else '')
+      '%s=%s: want a number %s 0%s'
+      % (
+        name,
+        number_text(value),
+        '>' if positive else '>=',
+        ' or none' if optional else '',
+      )
     )
 
 
