@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import sys
 
@@ -28,6 +27,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 # pylint: disable=wrong-import-position
+from tf_cnn_benchmarks.platform import json_input  # noqa: E402
 from tf_cnn_benchmarks.scaling import cost_model  # noqa: E402
 from tf_cnn_benchmarks.scaling import cost_model_calibration as cal_lib  # noqa: E402
 from tf_cnn_benchmarks.scaling import profile_format as fmt  # noqa: E402
@@ -94,11 +94,32 @@ def predicted_ratio(profile, manager: str, workers: int, cal) -> float:
   return there.images_per_sec / here.images_per_sec
 
 
+def read_cells(path: str):
+  """The cells of the --measured file, or None after one line on stderr."""
+  try:
+    data = json_input.load_file(path)
+  except OSError as e:
+    problem = 'cannot read: %s' % (e.strerror or e)
+  except json_input.JsonInputError as e:
+    problem = e.problem
+  else:
+    cells = data.get('cells') if isinstance(data, dict) else None
+    if isinstance(cells, list) and all(isinstance(c, dict) for c in cells):
+      return cells
+    problem = 'want {"cells": [{"model", "manager", "ratio"}, ...]}'
+  sys.stderr.write(
+    'choose_latency_cpu_fraction.py: error: --measured %s: %s\n'
+    % (path, problem)
+  )
+  return None
+
+
 def main(argv=None) -> int:
   """Prints each fraction's predicted ratios and error; the best last."""
   args = parse_args(sys.argv[1:] if argv is None else argv)
-  with open(args.measured, encoding='utf-8') as f:
-    cells = json.load(f)['cells']
+  cells = read_cells(args.measured)
+  if cells is None:
+    return 2
   profiles = {
     c['model']: profile_for(args.profile_dir, c['model']) for c in cells
   }

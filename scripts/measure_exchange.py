@@ -41,7 +41,9 @@ import threading
 import time
 
 import _lifetime  # beside this script
-import measure_link  # beside this script
+import measure_link  # beside this script (it puts the repository on sys.path)
+
+from tf_cnn_benchmarks.platform import json_input  # noqa: E402
 
 PORT = 7310
 DEFAULT_KILOBYTES = 256
@@ -261,7 +263,10 @@ def among_tasks(args, switch):
   if any(p.returncode for p in procs):
     print('error: --measure_exchange: a host failed', file=sys.stderr)
     return 1
-  per_host = [json.loads(o.strip().splitlines()[-1]) for o in outs]
+  per_host = [
+    json_input.loads(o.strip().splitlines()[-1], 'host %d' % i)
+    for i, o in enumerate(outs)
+  ]
   figures = summarise(per_host, nbytes, args.link_mbits, args.topology)
   figures.update(topology=args.topology, asked_mbits=args.link_mbits)
   print('launcher: measure_exchange: %s' % json.dumps(figures, sort_keys=True))

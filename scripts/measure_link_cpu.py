@@ -33,6 +33,8 @@ import tempfile
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
+from tf_cnn_benchmarks.platform import json_input  # noqa: E402
+
 PREFIX = 'link_cpu: '
 TOPOLOGIES = ('shared', 'switch')
 
@@ -115,7 +117,7 @@ def measure_one(link, topology, seconds) -> list:
     ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
   rows = [
-    json.loads(line[line.index(PREFIX) + len(PREFIX) :])
+    json_input.loads(line[line.index(PREFIX) + len(PREFIX) :], 'the launcher')
     for line in done.stdout.splitlines()
     if PREFIX in line
   ]

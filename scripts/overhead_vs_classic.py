@@ -42,6 +42,13 @@ import sys
 import tempfile
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  sys.path.append(REPO_ROOT)
+
+from tf_cnn_benchmarks.platform import json_input  # noqa: E402
+
+# A Chrome trace of a few steps is megabytes; a larger file is not read.
+MAX_TRACE_BYTES = 512 * 2**20
 REFERENCE = os.path.join(REPO_ROOT, 'results', 'overhead_reference.json')
 COMMON = (
   '--device=cpu',
@@ -271,8 +278,7 @@ def cores_busy(trace_path: str) -> dict | None:
   device); the step runs from the first op's start to the last op's end.
   """
   try:
-    with open(trace_path) as f:
-      data = json.load(f)
+    data = json_input.load_file(trace_path, max_bytes=MAX_TRACE_BYTES)
   except (OSError, ValueError):
     return None
   events = data['traceEvents'] if isinstance(data, dict) else data
@@ -412,8 +418,7 @@ def markdown(rows: list) -> list:
 def load_reference(path: str) -> tuple:
   """(the reference's rows by config name, its CPU) or ({}, None)."""
   try:
-    with open(path) as f:
-      data = json.load(f)
+    data = json_input.load_file(path)
   except (OSError, ValueError):
     return {}, None
   return {r['config']: r for r in data.get('rows', [])}, data.get('cpu')

@@ -58,7 +58,7 @@ USAGE = {
   'tf-cnn-benchmarks-profile': 'Measures this host',
   'tf-cnn-benchmarks-predict': 'usage: ',
 }
-_COPIED = ('tf_cnn_benchmarks', 'variable_mgr', 'models', 'scripts')
+_COPIED = ('tf_cnn_benchmarks', 'variable_mgr', 'models', 'scripts', 'results')
 
 
 def _pyproject():

@@ -33,6 +33,7 @@ import tensorflow as tf
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.evaluation import eval_runs
 from tf_cnn_benchmarks.evaluation import evaluation
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.training import checkpoints
@@ -41,6 +42,8 @@ from tf_cnn_benchmarks.training import checkpoints
 _IMPORTED_AT = time.time()
 # Written by the chief in --train_dir after its final checkpoint.
 DONE_FILE = 'training_done.json'
+# A mark is a few short keys; a larger file is not one (and is not read).
+DONE_MAX_BYTES = 64 * 1024
 # The --job_name of an evaluator task.
 EVALUATOR_JOB = cluster_spec.EVALUATOR
 
@@ -87,10 +90,11 @@ def read_done(train_dir: str) -> Optional[dict]:
   """
   path = os.path.join(train_dir, DONE_FILE)
   try:
-    with open(path, encoding='utf-8') as f:
-      mark = json.load(f)
+    with open(path, 'rb') as f:
+      data = f.read(DONE_MAX_BYTES + 1)
       mtime = os.fstat(f.fileno()).st_mtime
-  except (OSError, ValueError):
+    mark = json_input.loads(data, path, max_bytes=DONE_MAX_BYTES)
+  except (OSError, ValueError):  # json_input.JsonInputError: not a mark
     return None
   if not isinstance(mark, dict):
     return None
