@@ -58,7 +58,14 @@ USAGE = {
   'tf-cnn-benchmarks-profile': 'Measures this host',
   'tf-cnn-benchmarks-predict': 'usage: ',
 }
-_COPIED = ('tf_cnn_benchmarks', 'variable_mgr', 'models', 'scripts', 'lab')
+_COPIED = (
+  'tf_cnn_benchmarks',
+  'variable_mgr',
+  'models',
+  'scripts',
+  'lab',
+  'results',
+)
 
 
 def _pyproject():

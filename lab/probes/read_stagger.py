@@ -28,6 +28,7 @@ import sys
 import time
 
 from lab.probes import launched_task
+from tf_cnn_benchmarks.platform import json_input
 
 PREFIX = 'read_stagger: '
 
@@ -81,7 +82,10 @@ def worker(args) -> dict:
 def summarise(lines) -> dict:
   """From the workers' lines: each finisher's median end (ms, the first
   to end first) and those ends as shares of the last one's."""
-  per_task = [json.loads(ln[ln.index(PREFIX) + len(PREFIX) :]) for ln in lines]
+  per_task = [
+    json_input.loads(ln[ln.index(PREFIX) + len(PREFIX) :], "a worker's line")
+    for ln in lines
+  ]
   ends, shares = finisher_medians(zip(*[t['ends_ms'] for t in per_task]))
   return {'ends_ms': ends, 'shares': shares}
 

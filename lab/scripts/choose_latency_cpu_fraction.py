@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import sys
 
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration as cal_lib
 from tf_cnn_benchmarks.scaling.model import profile_format as fmt
@@ -94,11 +94,32 @@ def predicted_ratio(profile, manager: str, workers: int, cal) -> float:
   return there.images_per_sec / here.images_per_sec
 
 
+def read_cells(path: str):
+  """The cells of the --measured file, or None after one line on stderr."""
+  try:
+    data = json_input.load_file(path)
+  except OSError as e:
+    problem = 'cannot read: %s' % (e.strerror or e)
+  except json_input.JsonInputError as e:
+    problem = e.problem
+  else:
+    cells = data.get('cells') if isinstance(data, dict) else None
+    if isinstance(cells, list) and all(isinstance(c, dict) for c in cells):
+      return cells
+    problem = 'want {"cells": [{"model", "manager", "ratio"}, ...]}'
+  sys.stderr.write(
+    'choose_latency_cpu_fraction.py: error: --measured %s: %s\n'
+    % (path, problem)
+  )
+  return None
+
+
 def main(argv=None) -> int:
   """Prints each fraction's predicted ratios and error; the best last."""
   args = parse_args(sys.argv[1:] if argv is None else argv)
-  with open(args.measured, encoding='utf-8') as f:
-    cells = json.load(f)['cells']
+  cells = read_cells(args.measured)
+  if cells is None:
+    return 2
   profiles = {
     c['model']: profile_for(args.profile_dir, c['model']) for c in cells
   }

@@ -46,6 +46,7 @@ from tf_cnn_benchmarks.commands import launch_local_cluster as launcher
 from tf_cnn_benchmarks.commands import lifetime
 from tf_cnn_benchmarks.commands import measure_link
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration
 
 MODULE = 'lab.scripts.measure_exchange'
@@ -256,7 +257,10 @@ def among_tasks(args, switch):
   if any(p.returncode for p in procs):
     print('error: measure_exchange: a host failed', file=sys.stderr)
     return 1
-  per_host = [json.loads(o.strip().splitlines()[-1]) for o in outs]
+  per_host = [
+    json_input.loads(o.strip().splitlines()[-1], 'host %d' % i)
+    for i, o in enumerate(outs)
+  ]
   figures = summarise(per_host, nbytes, args.link_mbits, args.topology)
   figures.update(topology=args.topology, asked_mbits=args.link_mbits)
   print('launcher: measure_exchange: %s' % json.dumps(figures, sort_keys=True))

@@ -34,6 +34,8 @@ from tf_cnn_benchmarks.platform import checkout
 
 REPO_ROOT = checkout.ROOT
 
+from tf_cnn_benchmarks.platform import json_input  # noqa: E402
+
 PREFIX = 'link_cpu: '
 TOPOLOGIES = ('shared', 'switch')
 
@@ -116,7 +118,7 @@ def measure_one(link, topology, seconds) -> list:
     ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
   rows = [
-    json.loads(line[line.index(PREFIX) + len(PREFIX) :])
+    json_input.loads(line[line.index(PREFIX) + len(PREFIX) :], 'the launcher')
     for line in done.stdout.splitlines()
     if PREFIX in line
   ]

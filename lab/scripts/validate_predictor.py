@@ -51,8 +51,11 @@ from lab.scripts import validation_auto as va
 from lab.scripts import validation_metrics as vm
 from lab.scripts import validation_report as vr
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
+from tf_cnn_benchmarks.reporting import result_lines
 
 REPO_ROOT = checkout.ROOT
+
 LAUNCHER = os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py')
 
 DATA_NAME = {'lenet': 'imagenet', 'resnet50': 'imagenet'}  # else cifar10
@@ -445,8 +448,10 @@ def read_records(path) -> list:
   """The records of the jsonl at `path` ([] if there is none)."""
   if not os.path.exists(path):
     return []
-  with open(path, encoding='utf-8') as f:
-    return [json.loads(line) for line in f if line.strip()]
+  try:
+    return [record for _, record in result_lines.read_json_lines(path)]
+  except result_lines.ResultsFileError as e:  # names the file and line
+    raise UsageError(str(e)) from None
 
 
 def pooled_records(paths) -> list:
@@ -457,8 +462,8 @@ def pooled_records(paths) -> list:
     name = os.path.basename(path).removesuffix('.jsonl')
     try:
       records = read_records(path)
-    except (OSError, ValueError) as e:
-      raise UsageError('--pool: %s: %s' % (path, e)) from None
+    except UsageError as e:
+      raise UsageError('--pool: %s' % e) from None
     out.extend(dict(r, set=r.get('set') or name) for r in records)
   return out
 
@@ -570,8 +575,10 @@ def read_partial(args) -> dict:
   path = args.out_prefix + '.partial.json'
   if not os.path.exists(path):
     return {}
-  with open(path, encoding='utf-8') as f:
-    return json.load(f)
+  try:
+    return json_input.load_file(path)
+  except (OSError, json_input.JsonInputError) as e:
+    raise UsageError('--resume: %s' % e) from None
 
 
 def run_grid(args, run=run_once, out=sys.stdout) -> list:

@@ -8,6 +8,8 @@ import os
 import re
 from typing import Optional
 
+from tf_cnn_benchmarks.platform import json_input
+
 JOBS = ('ps', 'worker', 'controller')
 PROTOCOLS = ('grpc', 'grpc+verbs', 'grpc+mpi', 'grpc+gdr')
 
@@ -157,7 +159,10 @@ def _parsed_tf_config(text: str) -> tuple:
   returned is the name TF_CONFIG gave.
   """
   try:
-    config = json.loads(text)
+    config = json_input.loads(text, 'TF_CONFIG')
+  except json_input.JsonInputError as e:
+    raise ClusterError('%s (%s)' % (TF_CONFIG_FORMAT, e.problem)) from None
+  try:
     spec, task = config['cluster'], config['task']
     job, index = task['type'], task.get('index', 0)
   except (ValueError, KeyError, TypeError, AttributeError) as e:

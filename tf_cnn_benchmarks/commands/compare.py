@@ -43,8 +43,10 @@ holds 1 (the two images/sec intervals overlap) are within noise too.
 --csv keeps the raw numbers and adds <metric>_low and <metric>_high rows.
 
 Lines with status "error" are noted on stderr and left out. A malformed line
-(not JSON, or missing a required key) stops the script with exit status 2
-naming FILE:LINE, unless --skip_bad is given (then it is a warning).
+(not strict JSON, nested too deep, breaking results/schema.json, or missing
+a key the table needs) stops the script with exit status 2 naming FILE:LINE
+and the key, unless --skip_bad is given (then it is skipped: a warning and
+a count). Files are read a line at a time.
 
 Exit status: 0; 1 when --fail_below is given and some baseline ratio is
 below it (or no configuration matches the baseline); 2 for bad input.

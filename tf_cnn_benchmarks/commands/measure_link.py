@@ -28,6 +28,7 @@ import time
 
 from tf_cnn_benchmarks.commands import lifetime
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
 
 MODULE = 'tf_cnn_benchmarks.commands.measure_link'
 
@@ -84,7 +85,7 @@ def serve(address):
     conn, _ = server.accept()
   with conn:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    pings, size, total = json.loads(_read_line(conn))
+    pings, size, total = json_input.loads(_read_line(conn), 'the sender')
     for _ in range(pings):
       conn.sendall(_recv_exactly(conn, size))
     whole_s, steady_s, steady_bytes = _receive_stream(conn, total)
@@ -123,7 +124,7 @@ def send(address, megabytes, pings, ping_bytes):
     while sent < total:
       sent += conn.send(block[: min(CHUNK, total - sent)])
     reply = _read_line(conn)
-  whole_s, steady_s, steady_bytes = json.loads(reply)
+  whole_s, steady_s, steady_bytes = json_input.loads(reply, 'the server')
   return {
     'megabytes': megabytes,
     'mbits': round(total * 8 / whole_s / 1e6, 2),
@@ -178,7 +179,9 @@ def between_tasks(args, switch, port=None):
   if sender.returncode:
     print('error: --measure_link: %s' % sender.stderr.strip(), file=sys.stderr)
     return 1
-  figures = json.loads(sender.stdout.strip().splitlines()[-1])
+  figures = json_input.loads(
+    sender.stdout.strip().splitlines()[-1], "the sender's figures"
+  )
   figures.update(topology=args.topology, asked_mbits=args.link_mbits)
   print('launcher: measure_link: %s' % json.dumps(figures, sort_keys=True))
   print(

@@ -43,8 +43,11 @@ import tempfile
 import time
 
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
 
 REPO_ROOT = checkout.ROOT
+# A Chrome trace of a few steps is megabytes; a larger file is not read.
+MAX_TRACE_BYTES = 512 * 2**20
 REFERENCE = os.path.join(REPO_ROOT, 'results', 'overhead_reference.json')
 COMMON = (
   '--device=cpu',
@@ -272,8 +275,7 @@ def cores_busy(trace_path: str) -> dict | None:
   device); the step runs from the first op's start to the last op's end.
   """
   try:
-    with open(trace_path) as f:
-      data = json.load(f)
+    data = json_input.load_file(trace_path, max_bytes=MAX_TRACE_BYTES)
   except (OSError, ValueError):
     return None
   events = data['traceEvents'] if isinstance(data, dict) else data
@@ -413,8 +415,7 @@ def markdown(rows: list) -> list:
 def load_reference(path: str) -> tuple:
   """(the reference's rows by config name, its CPU) or ({}, None)."""
   try:
-    with open(path) as f:
-      data = json.load(f)
+    data = json_input.load_file(path)
   except (OSError, ValueError):
     return {}, None
   return {r['config']: r for r in data.get('rows', [])}, data.get('cpu')

@@ -259,7 +259,7 @@ def environment_section(frame):
 
 def build_page(paths, by='devices', title=None, skip_bad=False):
   """The report page (HTML text) for the results files at paths."""
-  frame = rio.load_frame(paths, skip_bad)
+  frame = rio.load_frame(paths, skip_bad, env=True)
   keys = rio.row_keys(frame, by)
   summary = rio.summarize(frame, by, keys)
   counts, rows = compare.table_rows(summary, keys)

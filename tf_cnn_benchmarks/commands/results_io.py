@@ -12,7 +12,8 @@ module keeps the parts that sweep.py, compare.py and plot.py have in common:
   are appended with ``result_lines.append_json_lines``, the one atomic append
   that the benchmark driver uses as well.
 - ``load_frame`` / ``summarize``: results records -> pandas tables of
-  images/sec, speed-up and scaling efficiency per configuration.
+  images/sec, speed-up and scaling efficiency per configuration (the
+  reading itself: tf_cnn_benchmarks/reporting/result_rows.py).
 
 Only the frame helpers need pandas; they import it lazily so that sweep.py
 (which only reads and appends lines) starts quickly.
@@ -27,18 +28,9 @@ import sys
 from tf_cnn_benchmarks.platform import checkout
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import result_lines
+from tf_cnn_benchmarks.reporting import result_rows
 
 REPO_ROOT = checkout.ROOT
-
-# Keys a successful (status "ok") record must have for compare/plot to use it.
-REQUIRED_OK_KEYS = (
-  'model',
-  'variable_update',
-  'precision',
-  'num_devices',
-  'batch_size_per_device',
-  'images_per_sec',
-)
 
 # Configuration keys that identify a table row, in display order.
 BASE_ROW_KEYS = (
@@ -49,9 +41,8 @@ BASE_ROW_KEYS = (
   'batch_size_per_device',
 )
 
-# Shown instead of a null all_reduce_spec (and other missing key values), so
-# that pandas does not drop the group and the table has no "None"/"nan".
-MISSING = '-'
+# Shown instead of a null all_reduce_spec (and other missing key values).
+MISSING = result_rows.MISSING
 
 # --by choice -> (count column, the other count column).
 BY_COLUMNS = {
@@ -160,16 +151,6 @@ def warn(message):
   sys.stderr.write('warning: %s\n' % message)
 
 
-def check_output(flag, path, creates_dirs=True):
-  """InputError unless a file can be written at `path` (the benchmark's own
-  check of its output flags: reporting/outputs.py); None passes. Called
-  before any work is done."""
-  try:
-    outputs.check_file(flag, path, creates_dirs)
-  except outputs.OutputError as e:
-    raise InputError(str(e)) from None
-
-
 def check_files(paths, flag=None):
   """Raise InputError for the first path that is not a readable file.
 
@@ -203,145 +184,29 @@ def read_jsonl(
     raise InputError(str(e)) from None
 
 
-def validate_ok_record(record):
-  """Return why a status-ok record is unusable for tables, or None if fine.
-
-  Records with another status are not checked here: they are errors that the
-  readers count and skip.
-  """
-  if record.get('status', 'ok') != 'ok':
-    return None
-  for key in REQUIRED_OK_KEYS:
-    if key not in record or record[key] is None:
-      return 'missing key %r' % key
-  for key in ('num_devices', 'batch_size_per_device'):
-    if not _is_int(record[key]):
-      return '%s must be an integer, got %r' % (key, record[key])
-  if 'num_workers' in record and not _is_int(record['num_workers']):
-    return 'num_workers must be an integer, got %r' % record['num_workers']
-  if not _is_number(record['images_per_sec']):
-    return 'images_per_sec must be a number, got %r' % record['images_per_sec']
-  return None
-
-
-def _is_int(value):
-  return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _counts_for_table(record):
-  """True for records a table should count (skips extra multi-worker lines).
-
-  Multi-worker runs may write one line per task. Images/sec is global, so only
-  the first worker's line is kept; parameter-server lines are dropped.
-  """
-  task = record.get('task')
-  if not isinstance(task, dict):
-    return True
-  if task.get('job_name') == 'ps':
-    return False
-  return task.get('task_index', 0) in (0, None)
-
-
-def _row_from_record(path, number, record):
-  """Flatten one successful record into the columns the tables use."""
-  num_devices = record['num_devices']
-  num_workers = record.get('num_workers') or 1
-  ips = float(record['images_per_sec'])
-  per_device = record.get('images_per_sec_per_device')
-  if not _is_number(per_device):
-    per_device = ips / (num_devices * num_workers)
-  mfu = record.get('mfu')
-  env = record.get('env') if isinstance(record.get('env'), dict) else {}
-  sweep = record.get('sweep') if isinstance(record.get('sweep'), dict) else {}
-  row = {
-    'file': path,
-    'line': number,
-    'model': str(record['model']),
-    'data_name': str(record.get('data_name') or MISSING),
-    'hardware': hardware_name(env),
-    'host': str(env.get('hostname') or MISSING),
-    'variable_update': str(record['variable_update']),
-    'all_reduce_spec': str(record.get('all_reduce_spec') or MISSING),
-    'precision': str(record['precision']),
-    'batch_size_per_device': record['batch_size_per_device'],
-    'num_devices': num_devices,
-    'num_workers': num_workers,
-    'images_per_sec': ips,
-    'images_per_sec_per_device': float(per_device),
-    'mfu': float(mfu) if _is_number(mfu) else math.nan,
-    'repeat': sweep.get('repeat') if _is_int(sweep.get('repeat')) else None,
-    'env': env,
-  }
-  row.update(_run_spread(record))
-  return row
-
-
-def hardware_name(env):
-  """What ran the benchmark, from a record's env block: the GPU model when
-  there is one, else the CPU model (with its core count when known)."""
-  if env.get('gpu_model'):
-    if _is_int(env.get('gpu_count')) and env['gpu_count'] > 1:
-      return '%s (%d GPUs)' % (env['gpu_model'], env['gpu_count'])
-    return str(env['gpu_model'])
-  if not env.get('cpu_model'):
-    return MISSING
-  if _is_int(env.get('num_cores')):
-    return '%s (%d cores)' % (env['cpu_model'], env['num_cores'])
-  return str(env['cpu_model'])
-
-
-def _run_spread(record):
-  """The line's own images/sec spread (schema 2's images_per_sec_spread):
-  columns run_ci95_low/run_ci95_high/run_stderr/run_jitter, NaN when the
-  line has none (schema 1, or under 2 timed steps). A null ci95_high next
-  to a known ci95_low is an unbounded rate (the step-time interval reached
-  0): infinity."""
-  spread = record.get('images_per_sec_spread')
-  spread = spread if isinstance(spread, dict) else {}
-  out = {}
-  for key in ('ci95_low', 'ci95_high', 'stderr', 'jitter'):
-    value = spread.get(key)
-    out['run_' + key] = float(value) if _is_number(value) else math.nan
-  if math.isnan(out['run_ci95_high']) and not math.isnan(out['run_ci95_low']):
-    out['run_ci95_high'] = math.inf
-  return out
-
-
-def load_frame(paths, skip_bad=False):
+def load_frame(paths, skip_bad=False, env=False):
   """Read results files into a DataFrame with one row per successful run.
 
-  Records with status other than "ok" are skipped with one stderr note each.
-  Raises InputError for missing files, malformed lines (unless skip_bad) and
-  when no successful run is left.
+  result_rows.load_columns streams the files (each line checked against
+  results/schema.json, only the table's columns kept); with env, each row
+  also has its line's env block. Records with status other than "ok" are
+  skipped with one stderr note each. Raises InputError for missing files,
+  bad lines (unless skip_bad: then skipped and counted) and when no
+  successful run is left.
   """
-  import pandas as pd  # pandas only once files are read: commands start at once
+  import pandas as pd  # pandas only for tables: commands start at once
 
-  rows = []
-  for path in paths:
-    for number, record in read_jsonl(path, skip_bad, validate_ok_record):
-      status = record.get('status', 'ok')
-      if status != 'ok':
-        sys.stderr.write(
-          'note: %s:%d: status %r ignored: %s\n'
-          % (path, number, status, _describe_error(record))
-        )
-      elif _counts_for_table(record):
-        rows.append(_row_from_record(path, number, record))
-  if not rows:
-    raise InputError('no successful results in %s' % ', '.join(paths))
-  return pd.DataFrame(rows)
-
-
-def _describe_error(record):
-  """One-line description of an error record for notes on stderr."""
-  sweep = record.get('sweep')
-  where = sweep.get('point_id') if isinstance(sweep, dict) else None
-  message = record.get('error') or 'no error message'
-  return '%s: %s' % (where, message) if where else str(message)
+  try:
+    columns = result_rows.load_columns(
+      paths,
+      skip_bad,
+      hint='use --skip_bad to skip such lines',
+      keep_env=env,
+      warn=warn,
+    )
+  except result_lines.ResultsFileError as e:
+    raise InputError(str(e)) from None
+  return pd.DataFrame(columns)
 
 
 def row_keys(frame, by='devices'):
@@ -482,3 +347,13 @@ def add_scaling_columns(summary, keys):
   for bound in ('', '_low', '_high'):
     summary['efficiency' + bound] = summary['speedup' + bound] / count
   return summary.drop(columns=['_ips1', '_low1', '_high1'])
+
+
+def check_output(flag, path, creates_dirs=True):
+  """InputError unless a file can be written at `path` (the benchmark's own
+  check of its output flags: reporting/outputs.py); None passes. Called
+  before any work is done."""
+  try:
+    outputs.check_file(flag, path, creates_dirs)
+  except outputs.OutputError as e:
+    raise InputError(str(e)) from None

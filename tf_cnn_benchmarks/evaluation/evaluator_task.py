@@ -33,6 +33,7 @@ import tensorflow as tf
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.evaluation import eval_runs
 from tf_cnn_benchmarks.evaluation import evaluation
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.training import checkpoints
@@ -41,6 +42,8 @@ from tf_cnn_benchmarks.training import checkpoints
 _IMPORTED_AT = time.time()
 # Written by the chief in --train_dir after its final checkpoint.
 DONE_FILE = 'training_done.json'
+# A mark is a few short keys; a larger file is not one (and is not read).
+DONE_MAX_BYTES = 64 * 1024
 # The --job_name of an evaluator task.
 EVALUATOR_JOB = cluster_spec.EVALUATOR
 
@@ -91,17 +94,17 @@ def read_done(train_dir: str) -> Optional[dict]:
   """
   path = os.path.join(train_dir, DONE_FILE)
   try:
-    with open(path, encoding='utf-8') as f:
-      text = f.read()
+    with open(path, 'rb') as f:
+      data = f.read(DONE_MAX_BYTES + 1)
       mtime = os.fstat(f.fileno()).st_mtime
   except FileNotFoundError:
     return None
   except OSError as e:
     raise _bad_mark(path, 'cannot be read (%s)' % (e.strerror or e)) from None
   try:
-    mark = json.loads(text)
-  except ValueError as e:
-    raise _bad_mark(path, 'not valid JSON (%s)' % e) from None
+    mark = json_input.loads(data, max_bytes=DONE_MAX_BYTES)
+  except json_input.JsonInputError as e:
+    raise _bad_mark(path, 'not valid JSON (%s)' % e.problem) from None
   step = mark.get('final_step') if isinstance(mark, dict) else None
   run_id = mark.get('run_id') if isinstance(mark, dict) else None
   if not isinstance(step, int) or not isinstance(run_id, str):

@@ -30,6 +30,7 @@ import time
 from typing import Callable, Optional
 
 from tf_cnn_benchmarks.platform import cpu_features
+from tf_cnn_benchmarks.platform import json_input
 
 AUTO, NONE = 'auto', 'none'
 ORIGINS = ('measured', 'cached', 'given')
@@ -223,8 +224,8 @@ def _read_cache(path: str) -> dict:
   if len(data) > MAX_CACHE_BYTES:
     return {}  # grew while we read it
   try:
-    cache = json.loads(data.decode('utf-8'))
-  except (ValueError, RecursionError):  # damaged, or nested without end
+    cache = json_input.loads(data, path, max_bytes=MAX_CACHE_BYTES)
+  except json_input.JsonInputError:  # damaged, or nested without end
     return {}
   if not isinstance(cache, dict):
     return {}

@@ -7,7 +7,8 @@ tf_cnn_benchmarks package only sets two environment defaults), so scripts can
 use it cheaply.
 
 Lines written here are strict JSON: a number that is not finite (a diverged
-loss: NaN, Infinity, -Infinity) is written as null.
+loss: NaN, Infinity, -Infinity) is written as null. Lines are read strict
+too (platform/json_input.py): NaN or Infinity in a line makes it malformed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import json
 import math
 import os
 import sys
+
+from tf_cnn_benchmarks.platform import json_input
 
 
 class ResultsFileError(ValueError):
@@ -154,19 +157,7 @@ def read_json_lines(
 ) -> list:
   """Reads a JSON-lines file into a list of (line_number, record) pairs.
 
-  Blank lines are ignored. A line that is not a JSON object, or that
-  validate(record) rejects by returning an error string, is malformed: it
-  raises ResultsFileError naming path:line (followed by hint, if any), or
-  with skip_bad it is reported through warn and skipped. NaN and Infinity
-  (written by versions before lines became strict JSON) are read as floats.
-
-  Args:
-    path: the results file.
-    skip_bad: skip malformed lines (with a warning) instead of raising.
-    validate: optional record -> error string or None.
-    hint: what to do about a malformed line, added to the error in brackets.
-    warn: message -> None for skipped lines; by default a 'warning:' line on
-      stderr.
+  list(iter_json_lines(...)): see there. For large files iterate instead.
 
   Returns:
     [(line_number, record)] in file order, line numbers from 1.
@@ -175,45 +166,94 @@ def read_json_lines(
     ResultsFileError: the file is missing or unreadable, or (without
       skip_bad) a line is malformed.
   """
+  return list(iter_json_lines(path, skip_bad, validate, hint, warn))
+
+
+def iter_json_lines(
+  path: str,
+  skip_bad: bool = False,
+  validate=None,
+  hint: str | None = None,
+  warn=None,
+  max_line_bytes: int = json_input.MAX_BYTES,
+):
+  """Yields (line_number, record) for each line of a JSON-lines file.
+
+  The file is read a line at a time (a line over max_line_bytes is never
+  held whole), so memory does not grow with the file. Blank lines are
+  ignored. A line that is not a JSON object (json_input.loads: strict JSON,
+  bounded nesting, UTF-8), or that validate(record) rejects by returning an
+  error string, is malformed: it raises ResultsFileError naming path:line
+  (followed by hint, if any), or with skip_bad it is reported through warn
+  and skipped.
+
+  Args:
+    path: the results file.
+    skip_bad: skip malformed lines (with a warning) instead of raising.
+    validate: optional record -> error string or None.
+    hint: what to do about a malformed line, added to the error in brackets.
+    warn: message -> None for skipped lines; by default a 'warning:' line on
+      stderr.
+    max_line_bytes: longest line read.
+
+  Raises:
+    ResultsFileError: the file is missing or unreadable, or (without
+      skip_bad) a line is malformed.
+  """
   warn = warn or _warn
+  with _open_results(path) as f:
+    for number, raw in _lines(path, f, max_line_bytes):
+      if raw is not None and not raw.strip():
+        continue
+      record, problem = _parse_line(raw, max_line_bytes)
+      if problem is None and validate is not None:
+        problem = validate(record)
+      if problem is None:
+        yield number, record
+      elif skip_bad:
+        warn('%s:%d: skipped: %s' % (path, number, problem))
+      else:
+        raise ResultsFileError(
+          '%s:%d: %s%s'
+          % (path, number, problem, ' (%s)' % hint if hint else '')
+        )
+
+
+def _open_results(path: str):
+  """The results file, opened for binary reading (ResultsFileError if not)."""
   try:
-    with open(path, 'rb') as f:
-      data = f.read()
+    return open(path, 'rb')
   except FileNotFoundError:
     raise ResultsFileError('%s: no such results file' % path) from None
   except OSError as e:
     raise ResultsFileError(
       '%s: cannot read: %s' % (path, e.strerror or e)
     ) from None
-  records = []
-  for number, raw in enumerate(data.split(b'\n'), start=1):
-    if not raw.strip():
-      continue
-    record, problem = _parse_line(raw)
-    if problem is None and validate is not None:
-      problem = validate(record)
-    if problem is None:
-      records.append((number, record))
-    elif skip_bad:
-      warn('%s:%d: skipped: %s' % (path, number, problem))
-    else:
+
+
+def _lines(path: str, f, max_line_bytes: int):
+  """json_input.iter_lines of f, a read error as ResultsFileError."""
+  lines = json_input.iter_lines(f, max_line_bytes)
+  while True:
+    try:
+      item = next(lines)
+    except StopIteration:
+      return
+    except OSError as e:
       raise ResultsFileError(
-        '%s:%d: %s%s' % (path, number, problem, ' (%s)' % hint if hint else '')
-      )
-  return records
+        '%s: cannot read: %s' % (path, e.strerror or e)
+      ) from None
+    yield item
 
 
-def _parse_line(raw: bytes):
+def _parse_line(raw, max_line_bytes: int):
   """(record, None) for a JSON-object line, else (None, problem)."""
+  if raw is None:
+    return None, 'line longer than %d bytes' % max_line_bytes
   try:
-    record = json.loads(raw.decode('utf-8'))
-  except UnicodeDecodeError:
-    return None, 'not UTF-8 text'
-  except json.JSONDecodeError as e:
-    # e's own text says "line 1"; the caller reports the file's line number.
-    return None, 'not valid JSON: %s at column %d' % (e.msg, e.colno)
-  except ValueError as e:
-    return None, 'not valid JSON: %s' % e
+    record = json_input.loads(raw.rstrip(b'\r\n'), max_bytes=max_line_bytes)
+  except json_input.JsonInputError as e:
+    return None, e.problem
   if not isinstance(record, dict):
     return None, 'not a JSON object'
   return record, None

@@ -28,6 +28,7 @@ from absl import flags as absl_flags
 
 from tf_cnn_benchmarks.config import fields
 from tf_cnn_benchmarks.config import params_value
+from tf_cnn_benchmarks.platform import json_input
 
 # A trial writes none of the run's files (checkpoints, summaries, traces,
 # results lines), so it leaves out every flag of these topics.
@@ -167,9 +168,10 @@ def decode(text: str) -> tuple:
   """
   bad = '--auto_trials_measured: %s'
   try:
-    raw = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise TrialsError(bad % ('not JSON (%s)' % e.msg)) from None
+    raw = json_input.loads(text)
+  except json_input.JsonInputError as e:
+    problem = e.problem.removeprefix('not valid JSON: ')
+    raise TrialsError(bad % ('not JSON (%s)' % problem)) from None
   if not isinstance(raw, list) or not raw:
     raise TrialsError(bad % 'want a non-empty JSON list of trials')
   out = []

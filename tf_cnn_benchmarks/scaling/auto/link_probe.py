@@ -36,6 +36,8 @@ import statistics
 import threading
 import time
 
+from tf_cnn_benchmarks.platform import json_input
+
 # How long a task waits for the others (they may start minutes apart).
 TIMEOUT_SECONDS = 300.0
 FIRST_ROUND_BYTES = 256 << 10
@@ -322,7 +324,10 @@ def _as_peer(cluster, chief_address: str, deadline: float) -> LinkFigures:
       elif words[0] == 'DATA':
         _send_line(sock, 'GOT %d %.9f' % _timed_receive(reader, int(words[1])))
       elif words[0] == 'RESULT':
-        values = json.loads(words[1])
+        try:
+          values = json_input.loads(words[1], "worker 0's RESULT")
+        except json_input.JsonInputError as e:
+          raise ProbeError('measuring the link: %s' % e) from None
         values['between'] = tuple(values['between'])
         return LinkFigures(**values)
       else:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.scaling.model import simulate
 
 
@@ -459,14 +459,13 @@ def _checked(name, entry, path):
 def load_calibration(path: str) -> Calibration:
   """The defaults with the constants of the JSON file at `path` replaced."""
   try:
-    with open(path, encoding='utf-8') as f:
-      data = json.load(f)
+    data = json_input.load_file(path)
   except OSError as e:
     raise CalibrationError(
       '%s: cannot read: %s' % (path, e.strerror or e)
     ) from None
-  except ValueError as e:
-    raise CalibrationError('%s: not JSON: %s' % (path, e)) from None
+  except json_input.JsonInputError as e:
+    raise CalibrationError('%s: not JSON: %s' % (path, e.problem)) from None
   if not isinstance(data, dict):
     raise CalibrationError('%s: want a JSON object of constants' % path)
   constants = dict(_DEFAULTS)

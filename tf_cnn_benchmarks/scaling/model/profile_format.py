@@ -19,6 +19,8 @@ import json
 import math
 import os
 
+from tf_cnn_benchmarks.platform import json_input
+
 PROFILE_VERSION = 1
 
 # Keys of `transports` that hold one figure (no size term): the step a
@@ -583,16 +585,15 @@ def load_profile(path):
       cannot be read, is not JSON, or holds a bad value.
   """
   try:
-    with open(path, encoding='utf-8') as f:
-      text = f.read()
+    data = json_input.load_file(path)
   except OSError as e:
     raise ProfileError(
       '%s: cannot read the profile: %s' % (path, e.strerror or e)
     ) from None
-  try:
-    data = json.loads(text)
-  except ValueError as e:
-    raise ProfileError('%s: not a JSON profile: %s' % (path, e)) from None
+  except json_input.JsonInputError as e:
+    raise ProfileError(
+      '%s: not a JSON profile: %s' % (path, e.problem)
+    ) from None
   return profile_from_dict(data, source=path)
 
 

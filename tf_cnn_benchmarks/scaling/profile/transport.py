@@ -17,6 +17,7 @@ import socket
 import subprocess
 
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.scaling.model import profile_format as fmt
 from tf_cnn_benchmarks.scaling.profile import busy_cores
 from tf_cnn_benchmarks.scaling.profile import profile_stats as stats
@@ -201,7 +202,10 @@ def _run_tasks(spec: dict, request: dict, timeout: float) -> dict:
       'transport profile: the measuring task failed (status %s): %s'
       % (measurer.returncode, _error_line(err))
     )
-  return json.loads(lines[-1])
+  try:
+    return json_input.loads(lines[-1], "the measuring task's result")
+  except json_input.JsonInputError as e:
+    raise TransportProfileError('transport profile: %s' % e) from None
 
 
 def _error_line(stderr: str) -> str:

@@ -28,6 +28,7 @@ import time
 import tensorflow as tf
 
 from tf_cnn_benchmarks.cluster import servers
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.scaling.model import profile_format as fmt
 from tf_cnn_benchmarks.scaling.profile import busy_cores
 from tf_cnn_benchmarks.scaling.profile import transfer_cpu
@@ -130,11 +131,12 @@ def measure_cpu(spec: dict, request: dict) -> dict:
 
 def main(argv) -> int:
   """The `serve` or `measure` command (see the module docstring)."""
-  command, spec = argv[1], json.loads(argv[2])
+  command = argv[1]
+  spec = json_input.loads(argv[2], 'the cluster spec argument')
   if command == 'serve':
     serve(spec, argv[3], int(argv[4]))
     return 0
-  request = json.loads(argv[3])
+  request = json_input.loads(argv[3], 'the request argument')
   run = measure_cpu if request.get('transfer_cpu') else measure
   result = run(spec, request)
   print(json.dumps(result), flush=True)
