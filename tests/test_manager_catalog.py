@@ -10,6 +10,7 @@ import pytest
 from tests.helpers import ROOT
 from tf_cnn_benchmarks.scaling.model import cost_model
 import variable_mgr
+from variable_mgr import allreduce_spec
 from variable_mgr import catalog
 
 
@@ -52,6 +53,8 @@ def test_the_cost_model_imports_no_tensorflow():
     'import sys\n'
     'from tf_cnn_benchmarks.scaling.model import cost_model, baselines\n'
     'from variable_mgr import catalog, grouping, allreduce_spec\n'
+    'cost_model.parse_spec("xring/pscpu")\n'
+    'cost_model.parse_spec("collective")\n'
     'print(sorted(m for m in sys.modules if m.split(".")[0] in '
     '("tensorflow", "keras", "models")))\n'
   )
@@ -63,3 +66,10 @@ def test_the_cost_model_imports_no_tensorflow():
     check=True,
   ).stdout
   assert out.strip() == '[]'
+
+
+def test_every_declared_algorithm_is_registered_and_no_other():
+  variable_mgr.load_managers()
+  assert list(allreduce_spec.ALGORITHMS) == list(
+    allreduce_spec.algorithm_names()
+  )

@@ -42,7 +42,20 @@ class AlgorithmTraits:
   lockstep: bool  # every device's op must run or the others hang
 
 
-_TRAITS: Dict[str, AlgorithmTraits] = {}
+# The built-in algorithms' names and traits, as data: the grammar (and the
+# cost model, which imports no TensorFlow) knows them before allreduce.py
+# binds their functions; registration order, which algorithm_names keeps.
+_TRAITS: Dict[str, AlgorithmTraits] = {
+  'copy': AlgorithmTraits(False, False, False),
+  'pscpu': AlgorithmTraits(False, False, False),
+  'psgpu': AlgorithmTraits(False, False, False),
+  'xring': AlgorithmTraits(False, False, False),
+  'rechd': AlgorithmTraits(False, False, False),
+  'shuffle': AlgorithmTraits(False, False, False),
+  'collective': AlgorithmTraits(False, True, True),
+  'nccl': AlgorithmTraits(True, False, True),
+  'hierarchical_copy': AlgorithmTraits(False, False, False),
+}
 
 
 def register_algorithm(
@@ -53,20 +66,26 @@ def register_algorithm(
   def decorate(fn):
     if name in ALGORITHMS:
       raise ValueError(f'all-reduce algorithm {name!r} is already registered')
+    traits = AlgorithmTraits(needs_gpu, uses_collective_keys, lockstep)
+    if _TRAITS.setdefault(name, traits) != traits:
+      raise ValueError(
+        f'all-reduce algorithm {name!r}: traits {traits} differ from the '
+        f'declared {_TRAITS[name]}'
+      )
     ALGORITHMS[name] = fn
-    _TRAITS[name] = AlgorithmTraits(needs_gpu, uses_collective_keys, lockstep)
     return fn
 
   return decorate
 
 
 def algorithm_names(cpu_only=False) -> Tuple[str, ...]:
-  """Names of the registered algorithms, in registration order.
+  """Names of the declared and registered algorithms, in registration
+  order (a built-in's function binds when allreduce.py is imported).
 
   With cpu_only=True, only those that run without a GPU.
   """
   return tuple(
-    name for name in ALGORITHMS if not (cpu_only and _TRAITS[name].needs_gpu)
+    name for name in _TRAITS if not (cpu_only and _TRAITS[name].needs_gpu)
   )
 
 
@@ -190,7 +209,7 @@ def _parse_alg(text, pos, piece):
   name, hash_sign, count_text = piece.partition('#')
   if not name:
     raise _spec_error(text, pos, 'missing algorithm name')
-  if name not in ALGORITHMS:
+  if name not in _TRAITS:
     raise _spec_error(text, pos, f'unknown algorithm {name!r}')
   if not hash_sign:
     return name, 1
