@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+
 # Private on purpose: the parity tests compare slurm_nodes with TensorFlow's
 # own expand_hostlist / expand_tasks_per_node, which have no public name.
 from tensorflow.python.distribute.cluster_resolver import (
