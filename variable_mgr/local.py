@@ -252,15 +252,25 @@ class Replicated(base.PerTowerCopies):
     return tf.group(update, adjust, delay.update_op, name='train_op')
 
   def _mean_sites(self, tower_grads, tower_sums) -> list:
-    """Apply sites: tower i's sums scaled to the mean, with its variables."""
+    """Apply sites: tower i's sums scaled to the mean, with its variables.
+
+    Relaxed, each update also waits for this step's reads of its variable
+    (relaxed.after_reads), so a run's numbers do not depend on timing.
+    """
     scale = 1.0 / self.num_towers
+    ops = (
+      relaxed_lib.step_ops([g for gv in tower_grads for g, _ in gv])
+      if self.relaxed
+      else None
+    )
     sites = []
     for i, (gv, sums) in enumerate(zip(tower_grads, tower_sums)):
       with tf.device(self.tower_devices[i]):
         means = [s * tf.cast(scale, s.dtype) for s in sums]
-      sites.append(
-        (self.tower_devices[i], list(zip(means, [v for _, v in gv])))
-      )
+      pairs = list(zip(means, [v for _, v in gv]))
+      if ops is not None:
+        pairs = relaxed_lib.after_reads(pairs, ops)
+      sites.append((self.tower_devices[i], pairs))
     return sites
 
   def post_init_ops(self):

@@ -99,3 +99,56 @@ def _delay_one(tensor, name, named=False):
   with tf.control_dependencies([read]):
     write = var.assign(tensor, read_value=False)
   return var, read, write
+
+
+# Ops that pass a variable's buffer on without reading it: the reader is
+# whatever consumes their output.
+_PASS_THROUGH = frozenset({'Identity', 'ReadVariableOp'})
+
+
+def step_ops(tensors) -> frozenset:
+  """Every op the step runs to compute `tensors` (their ancestors)."""
+  seen, stack = set(), [t.op for t in tensors]
+  while stack:
+    op = stack.pop()
+    if op in seen:
+      continue
+    seen.add(op)
+    stack.extend(t.op for t in op.inputs)
+    stack.extend(op.control_inputs)
+  return frozenset(seen)
+
+
+def readers(variable, ops: frozenset) -> list:
+  """The ops among `ops` that read `variable`'s buffer.
+
+  A reference variable's value ('v/read') aliases its buffer, so a reader
+  sees the buffer as it is when the reader runs, possibly after an update
+  of the same step; a resource variable's read is a snapshot, and its
+  consumers are taken too (harmless, and right in copy-on-read mode).
+  """
+  found, stack = [], list(variable.op.outputs)
+  while stack:
+    for consumer in stack.pop().consumers():
+      if consumer.type in _PASS_THROUGH:
+        stack.extend(consumer.outputs)
+      if consumer in ops:
+        found.append(consumer)
+  return found
+
+
+def after_reads(grads_and_vars, ops: frozenset) -> list:
+  """(gradient, variable) pairs whose gradients wait for the step's reads.
+
+  Relaxed updates apply last step's gradients and need not wait for this
+  step's; but an update that lands while this step still reads its variable
+  (the forward pass, the backprop through its layer, weight decay) mixes old
+  and new values by thread timing, so two runs of one graph differ. Each
+  update waits for its own variable's readers only, and still overlaps the
+  rest of the step (the backprop below it and the reduction).
+  """
+  ordered = []
+  for g, v in grads_and_vars:
+    with tf.device(g.device), tf.control_dependencies(readers(v, ops)):
+      ordered.append((tf.identity(g), v))
+  return ordered
