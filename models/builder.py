@@ -52,6 +52,26 @@ def random_stream(index: int):
     _STREAM.reset(token)
 
 
+# False while building variables whose initial values are never used.
+_INITIAL_VALUES = contextvars.ContextVar('initial_values', default=True)
+
+
+@contextlib.contextmanager
+def placeholder_initial_values():
+  """Variables made inside start at zeros instead of their initial values.
+
+  For a replica its variable manager overwrites after initialisation (with
+  replica 0's values) and for a graph built only to be counted: the seeded
+  initial values cost graph ops, start-up time and a random draw per
+  parameter, and nothing would read them.
+  """
+  token = _INITIAL_VALUES.set(False)
+  try:
+    yield
+  finally:
+    _INITIAL_VALUES.reset(token)
+
+
 def _not_xla_compiled():
   """Ops made inside are never XLA-compiled (explicit _XlaCompile=False)."""
   if tf.executing_eagerly():  # jit_scope exists only in graph mode
@@ -177,6 +197,14 @@ class NetBuilder:
       # initial value would never run, so do not build it.
       return tf1.get_variable(
         name, shape, dtype=tf.float32, trainable=trainable
+      )
+    if not _INITIAL_VALUES.get():  # see placeholder_initial_values
+      return tf1.get_variable(
+        name,
+        shape,
+        dtype=tf.float32,
+        initializer=tf1.zeros_initializer(),
+        trainable=trainable,
       )
     # Stateless random ops promise the same numbers only on the same kind
     # of device, so every initial value is generated on the host CPU and

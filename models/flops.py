@@ -8,6 +8,8 @@ of a ResNet's work and counting them would depend on how ops get fused.
 
 import tensorflow as tf
 
+from models import builder
+
 tf1 = tf.compat.v1
 
 _BATCH_MATMULS = ('BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3')
@@ -89,7 +91,8 @@ def model_stats(model, num_classes, data_format='NHWC'):
   counted as parameters.
   """
   graph = tf.Graph()
-  with graph.as_default():
+  # Nothing runs this graph: its variables need no initial values.
+  with graph.as_default(), builder.placeholder_initial_values():
     _build_inference(model, num_classes, data_format)
     params = _trainable_count(tf1.trainable_variables())
   return params, count_forward_flops(graph.get_operations())

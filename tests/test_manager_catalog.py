@@ -29,6 +29,15 @@ def test_each_class_carries_the_declared_traits(name, in_cluster):
     assert traits == declared
 
 
+@pytest.mark.parametrize('name', sorted(catalog.MANAGERS))
+@pytest.mark.parametrize('in_cluster', [False, True])
+def test_each_class_shares_gradients_as_declared(name, in_cluster):
+  if catalog.traits_of(name, in_cluster) is None:
+    return  # no class serves the name there
+  cls = variable_mgr.get(name, in_cluster=in_cluster)
+  assert cls.shares_gradients == catalog.MANAGERS[name].shares_gradients
+
+
 def test_the_cost_model_knows_the_managers_whose_towers_share_a_model():
   shared = {n for n, d in catalog.MANAGERS.items() if d.shares_gradients}
   assert set(cost_model.MODELLED) == shared

@@ -83,6 +83,9 @@ class VariableMgr:
 
   name: ClassVar[str] = ''
   traits: ClassVar[Traits] = Traits()
+  # The towers train one model from their averaged gradients (catalog's
+  # shares_gradients; False: independent).
+  shares_gradients: ClassVar[bool] = True
   # Constructor keyword -> the settings.ManagerSettings field it takes, for
   # the settings a manager reads besides use_resource_vars (from_settings).
   settings_fields: ClassVar[dict] = {}
@@ -273,6 +276,27 @@ class VariableMgr:
   def post_init_ops(self) -> list:
     """Ops to run once after variable initialisation (default: none)."""
     return []
+
+  def weight_decay_share(self, index: int) -> float:
+    """How many towers' L2 terms tower `index` adds to its loss.
+
+    Towers that average their gradients hold the same weights, so one of
+    them (the last, as the classic harness chose) adds the term for all N:
+    N x its gradient on one tower and none on the others average to the
+    same weight decay, and the step computes one L2 term instead of N.
+    """
+    if not self.shares_gradients:
+      return 1.0
+    return float(self.num_towers) if index == self.num_towers - 1 else 0.0
+
+  def overwritten_after_init(self, index: int) -> bool:
+    """Whether post_init_ops overwrite every variable of tower `index`.
+
+    Such a tower's variables need no initial values of their own (the
+    driver builds them at zeros, saving graph ops and start-up time).
+    """
+    del index
+    return False
 
   def savable_variables(self) -> dict:
     """Variables a checkpoint holds, keyed by mode-independent names.

@@ -369,3 +369,13 @@ class CollectiveAllReduce(base.PerTowerCopies):
     return collectives.broadcast_tower_copies(
       self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
     )
+
+  def overwritten_after_init(self, index):
+    # The broadcast writes the chief's tower 0 over every other copy.
+    return index > 0 or not self.cluster.is_chief
+
+  def stat_update_ops(self, tower_update_ops):
+    # As classically: each worker's tower 0 updates its moving statistics
+    # (the chief's are the ones saved); the other towers' would be nearly
+    # the same, and updating them is work for nothing.
+    return list(tower_update_ops[0])

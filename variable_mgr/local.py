@@ -276,6 +276,15 @@ class Replicated(base.PerTowerCopies):
   def post_init_ops(self):
     return copy_from_replica_zero(tf1.global_variables(), self.num_towers)
 
+  def overwritten_after_init(self, index):
+    return index > 0  # copy_from_replica_zero
+
+  def stat_update_ops(self, tower_update_ops):
+    # As classically: the replicas' moving statistics would be nearly the
+    # same, and only tower 0's are saved and evaluated, so only tower 0
+    # updates its own (the others' updates would be work for nothing).
+    return list(tower_update_ops[0])
+
 
 @register
 class Independent(base.PerTowerCopies):
@@ -283,6 +292,7 @@ class Independent(base.PerTowerCopies):
 
   name = 'independent'
   traits = catalog.local_traits('independent')
+  shares_gradients = catalog.MANAGERS['independent'].shares_gradients
 
   def reduce_gradients(self, tower_grads):
     return base.Reduction(

@@ -98,7 +98,7 @@ def _build_tower(
       data_format=spec.data_format,
       compute_dtype=spec.compute_dtype,
       seed=spec.seed,
-      weight_decay=options.weight_decay,
+      weight_decay=options.weight_decay * manager.weight_decay_share(index),
       trainable_variables=lambda: manager.tower_trainable_variables(index),
       as_read=lambda variables: manager.tower_weights(index, variables),
       forward_only=not options.training,
@@ -107,4 +107,5 @@ def _build_tower(
       tower_index=options.first_tower_index + index,
       single_l2_loss_op=options.single_l2_loss_op,
       accuracy=options.accuracy,
+      initial_values=not manager.overwritten_after_init(index),
     )

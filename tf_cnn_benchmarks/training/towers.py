@@ -116,15 +116,22 @@ def forward_pass(
   is_training: bool,
   float16_vars: bool = False,
   tower_index: int = 0,
+  initial_values: bool = True,
 ):
   """The model's forward pass on `images` (its variables made or reused).
 
   Returns what model.build returns. Alone (not through build_tower) it serves
   a manager that must create every variable before the towers read them (see
-  VariableMgr.prepare_towers).
+  VariableMgr.prepare_towers). initial_values=False: the variables start at
+  zeros (the manager overwrites them after initialisation).
   """
   storage = float16_variables() if float16_vars else contextlib.nullcontext()
-  with storage, builder.random_stream(tower_index):
+  placeholders = (
+    contextlib.nullcontext()
+    if initial_values
+    else builder.placeholder_initial_values()
+  )
+  with storage, placeholders, builder.random_stream(tower_index):
     return model.build(
       images,
       num_classes,
@@ -153,6 +160,7 @@ def build_tower(
   tower_index: int = 0,
   single_l2_loss_op: bool = False,
   accuracy: bool = False,
+  initial_values: bool = True,
 ) -> Tower:
   """Builds the model on `images`, its loss and (unless forward_only) grads.
 
@@ -164,6 +172,7 @@ def build_tower(
   scaling); the returned loss is unscaled. `tower_index` is the tower's
   global index (worker w's tower t: w*T+t); it picks its dropout masks.
   With `accuracy`, the tower also counts its batch's right predictions.
+  initial_values: see forward_pass.
   """
   out = forward_pass(
     model,
@@ -175,6 +184,7 @@ def build_tower(
     is_training=not forward_only,
     float16_vars=float16_vars,
     tower_index=tower_index,
+    initial_values=initial_values,
   )
   with tf1.name_scope('loss'):
     base_loss = _base_loss(out, labels)

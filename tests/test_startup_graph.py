@@ -1,0 +1,74 @@
+"""What a run builds once per tower, kept to what the step needs (issue 57).
+
+Towers that average their gradients hold the same weights: one of them
+computes the L2 term for all (as the classic harness did), only tower 0
+updates the moving statistics (classic), and towers whose variables the
+manager overwrites after initialisation get no random initial values of
+their own. Independent towers keep all three. These are graph facts; the
+numbers they lead to are pinned by the equal-loss tests.
+"""
+
+import io
+
+import pytest
+
+from tests.test_driver import make
+from tf_cnn_benchmarks import benchmark_cnn
+
+TOWERS = 3
+
+
+def _built(variable_update):
+  p = make(
+    model='resnet20',
+    data_name='cifar10',
+    batch_size=2,
+    num_gpus=TOWERS,
+    variable_update=variable_update,
+    weight_decay=1e-4,
+  )
+  bench = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO())
+  return bench.build()
+
+
+def _ancestors(tensors_or_ops):
+  seen, stack = set(), [getattr(t, 'op', t) for t in tensors_or_ops]
+  while stack:
+    op = stack.pop()
+    if op not in seen:
+      seen.add(op)
+      stack.extend(t.op for t in op.inputs)
+      stack.extend(op.control_inputs)
+  return seen
+
+
+def _tower_of(op):
+  return op.name.split('/')[0]  # 'v0', 'v1', ... (naming.tower_prefix)
+
+
+def _per_tower(ops, op_types):
+  counts = {}
+  for op in ops:
+    if op.type in op_types:
+      counts[_tower_of(op)] = counts.get(_tower_of(op), 0) + 1
+  return counts
+
+
+@pytest.mark.parametrize('variable_update', ['replicated', 'independent'])
+def test_each_tower_builds_only_what_its_manager_needs(variable_update):
+  built = _built(variable_update)
+  step = _ancestors([built.step_op])
+  l2 = _per_tower(step, ('L2Loss',))
+  stats = _per_tower(step, ('AssignSub', 'AssignSubVariableOp'))
+  init = _per_tower(
+    _ancestors(built.init_ops),
+    ('StatelessRandomUniformV2', 'StatelessRandomNormalV2'),
+  )
+  every = {'v%d' % i for i in range(TOWERS)}
+  if variable_update == 'independent':
+    assert set(l2) == set(stats) == set(init) == every
+  else:
+    assert set(l2) == {'v%d' % (TOWERS - 1)}  # the last tower, classically
+    assert set(stats) == {'v0'}
+    assert set(init) == {'v0'}  # the others get v0's values after init
+  assert len(set(l2.values())) == 1 and len(set(stats.values())) == 1
