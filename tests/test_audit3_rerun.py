@@ -4,7 +4,10 @@ the defects that re-run found.
 - A full disk (here a file size limit, `ulimit -f`) while writing the
   TensorBoard summaries, --graph_file or --placement_file was a traceback
   (the summary writer's thread printed its own, then an IndexError); now
-  one line naming the file, exit 1, and no temporary file left behind.
+  one line naming the file, exit 1, and no temporary file left behind. A
+  failed --trace_file or --tfprof_file was left torn, and a failed
+  partition graph was named by its prefix with TensorFlow's temporary
+  file's name as the reason (and that file left).
 - The evaluator task evaluated a damaged checkpoint without reading it
   first: TensorFlow's restore traceback; now one line naming it.
 - --measure_link on a link too slow to answer: a TimeoutError traceback
@@ -59,6 +62,12 @@ def _file_size_limit():
     ),
     (['--graph_file={d}/graph.pbtxt'], 'file {d}/graph.pbtxt'),
     (['--placement_file={d}/placement.json'], 'file {d}/placement.json'),
+    (['--trace_file={d}/trace.json'], 'file {d}/trace.json'),
+    (['--tfprof_file={d}/tfprof'], 'file {d}/tfprof'),
+    (
+      ['--partitioned_graph_file_prefix={d}/part'],
+      'file {d}/part_job_localhost_replica_0_task_0_device_CPU_0',
+    ),
   ],
 )
 def test_a_full_disk_on_an_output_is_one_line(tmp_path, flags, what):
@@ -76,8 +85,9 @@ def test_a_full_disk_on_an_output_is_one_line(tmp_path, flags, what):
   assert err[0] == 'error: writing the %s failed: File too large' % (
     what.format(d=out)
   )
-  # The graph and placement files are written whole or not at all.
-  assert not [n for n in os.listdir(out) if '.tmp' in n]
+  if 'summaries' not in what:
+    # Written whole or not at all: no torn file, no temporary piece.
+    assert os.listdir(out) == []
 
 
 # ---- the evaluator task and a damaged checkpoint -----------------------------

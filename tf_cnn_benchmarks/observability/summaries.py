@@ -113,6 +113,15 @@ def write_graph(path: str, graph: tf.Graph) -> None:
     graph: the graph.
 
   Raises:
+    OSError: naming `path`, when the write fails (see write_graph_def).
+  """
+  write_graph_def(path, graph.as_graph_def(), path.endswith('.pbtxt'))
+
+
+def write_graph_def(path: str, graph_def, as_text: bool) -> None:
+  """Writes the GraphDef `graph_def` at `path` (text or binary), whole.
+
+  Raises:
     OSError: naming `path`, when the write fails (a full disk); the
       temporary file TensorFlow wrote first is removed.
   """
@@ -120,9 +129,7 @@ def write_graph(path: str, graph: tf.Graph) -> None:
   directory, name = os.path.dirname(path) or '.', os.path.basename(path)
   before = set(os.listdir(directory))
   try:
-    tf.io.write_graph(
-      graph.as_graph_def(), directory, name, as_text=path.endswith('.pbtxt')
-    )
+    tf.io.write_graph(graph_def, directory, name, as_text=as_text)
   except (OSError, tf.errors.OpError) as e:
     # tf.io.write_graph writes NAME.tmp<hex> and renames it into place: a
     # failed write leaves that piece behind.
