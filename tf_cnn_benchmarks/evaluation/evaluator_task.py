@@ -216,14 +216,8 @@ def follow(
 
 
 def _evaluate_if_kept(setup, facts, path: str, print_line):
-  """evaluate_one(path); None (one line) if the chief removed it first.
-
-  The checkpoint is read whole first, as --eval's is: a damaged one is one
-  line naming it (CheckpointError), not TensorFlow's restore traceback.
-  """
-  state_file = os.path.join(os.path.dirname(path), checkpoints.STATE_FILE)
+  """evaluate_one(path); None (one line) if the chief removed it first."""
   try:
-    checkpoints.verify(path, state_file)
     return eval_runs.evaluate_one(setup, facts, path)
   except (checkpoints.CheckpointError, tf.errors.NotFoundError):
     if os.path.exists(path + '.index'):
