@@ -248,3 +248,27 @@ def test_predict_scaling_compares_the_flags_given(capsys):
   ]
   assert predict_scaling.main([*argv, '--profile_any_model']) == 0
   assert predict_scaling.main(argv[:2] + ['--batch_size=32']) == 0
+
+
+# ---- Ctrl-C while TensorFlow loads -------------------------------------------
+
+
+def _stderr_fd_after(error, capfd) -> str:
+  from tf_cnn_benchmarks.platform import quiet  # pylint: disable=g-import-not-at-top
+
+  capfd.readouterr()
+  with pytest.raises(type(error)):
+    with quiet.captured_stderr_fd():
+      os.write(2, b'I0000 port.cc:153] oneDNN custom operations are on.\n')
+      raise error
+  return capfd.readouterr().err
+
+
+def test_ctrl_c_while_tensorflow_loads_replays_nothing(capfd):
+  # The run then prints `interrupted` alone (it printed TensorFlow's three
+  # start-up lines before it).
+  assert _stderr_fd_after(KeyboardInterrupt(), capfd) == ''
+
+
+def test_a_failure_while_tensorflow_loads_still_shows_its_lines(capfd):
+  assert 'oneDNN' in _stderr_fd_after(RuntimeError('no libcuda'), capfd)
