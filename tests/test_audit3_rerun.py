@@ -272,3 +272,30 @@ def test_ctrl_c_while_tensorflow_loads_replays_nothing(capfd):
 
 def test_a_failure_while_tensorflow_loads_still_shows_its_lines(capfd):
   assert 'oneDNN' in _stderr_fd_after(RuntimeError('no libcuda'), capfd)
+
+
+def test_ctrl_c_that_tensorflow_turned_into_another_error_is_one_line(
+  monkeypatch, capsys
+):
+  import signal  # pylint: disable=g-import-not-at-top
+
+  from tf_cnn_benchmarks import __main__ as entry  # pylint: disable=g-import-not-at-top
+
+  def building(argv, reports_results=None):
+    del argv, reports_results
+    try:
+      os.kill(os.getpid(), signal.SIGINT)  # the handler runs on return
+    except KeyboardInterrupt:
+      # What TensorFlow's nest utilities made of it while a graph was built.
+      raise TypeError() from None
+    raise AssertionError('SIGINT did not arrive')
+
+  monkeypatch.setattr(entry, '_main', building)
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    assert entry.main(['tf_cnn_benchmarks']) == 130
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  assert capsys.readouterr().err == 'interrupted\n'
+  # Outside a run, SIGINT is Python's again.
+  assert signal.getsignal(signal.SIGINT) is previous
