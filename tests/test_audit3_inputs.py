@@ -136,9 +136,10 @@ def test_the_command_line_names_link_mbits_as_given():
 # ---- a profile of another model ----------------------------------------------
 
 OTHER_MODEL = (
-  '--scaling_profile=%s: a profile of --model=resnet20, this run is '
-  '--model=trivial (it would rank the strategies for resnet20); give '
-  '--scaling_profile_any_model to use it anyway' % AUTO_PROFILE
+  '--scaling_profile=%s: a profile of --model=resnet20 --batch_size=32, this '
+  'run is --model=trivial --batch_size=2 (it would rank the strategies for '
+  'resnet20 at --batch_size=32); give --scaling_profile_any_model to use it '
+  'anyway' % AUTO_PROFILE
 )
 
 
@@ -149,7 +150,7 @@ def test_a_profile_of_another_model_is_refused():
 
 def test_the_python_api_refuses_it_too():
   with pytest.raises(auto.AutoError) as e:
-    auto.choose(dict(AUTO_RESNET20, model='trivial'))
+    auto.choose(dict(AUTO_RESNET20, model='trivial', batch_size=2))
   assert str(e.value) == OTHER_MODEL
 
 

@@ -26,6 +26,7 @@ from tf_cnn_benchmarks.cluster import spec
 from tf_cnn_benchmarks.config import classic_flags
 from tf_cnn_benchmarks.config import limits
 from tf_cnn_benchmarks.config import params_value
+from tf_cnn_benchmarks.platform import ctrl_c
 from tf_cnn_benchmarks.platform import quiet
 from tf_cnn_benchmarks.platform import xla_env
 from tf_cnn_benchmarks.reporting import environment
@@ -75,20 +76,31 @@ def main(argv: list[str], *, reports_results: bool | None = None) -> int:
 
   Ctrl-C is one line and status 130 (128 + SIGINT), no traceback.
   """
-  try:
-    return _main(argv, reports_results=reports_results)
-  except KeyboardInterrupt:
-    # Results lines are appended whole, checkpoints renamed into place:
-    # an interrupt loses only the unfinished run.
-    print('interrupted', file=sys.stderr, flush=True)
-    return 130
-  except BrokenPipeError:
-    # The reader of stdout went away (`--help | head`): stop as a shell
-    # tool killed by SIGPIPE would, without a traceback; stdout goes to
-    # /dev/null so the interpreter's final flush does not fail again.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    return 141
+  with ctrl_c.noted() as sigint:
+    try:
+      return _main(argv, reports_results=reports_results)
+    except KeyboardInterrupt:
+      return _interrupted()
+    except BrokenPipeError:
+      # The reader of stdout went away (`--help | head`): stop as a shell
+      # tool killed by SIGPIPE would, without a traceback; stdout goes to
+      # /dev/null so the interpreter's final flush does not fail again.
+      devnull = os.open(os.devnull, os.O_WRONLY)
+      os.dup2(devnull, sys.stdout.fileno())
+      return 141
+    except Exception:
+      if sigint.interrupted:  # turned into another error by TensorFlow
+        return _interrupted()
+      raise
+
+
+def _interrupted() -> int:
+  """The one line of Ctrl-C; status 130 (128 + SIGINT)."""
+  # Results lines are appended whole, checkpoints renamed into place:
+  # an interrupt loses only the unfinished run.
+  ctrl_c.quiet_tensorflow_logger()
+  print('interrupted', file=sys.stderr, flush=True)
+  return 130
 
 
 def _main(argv: list[str], *, reports_results: bool | None = None) -> int:

@@ -392,12 +392,15 @@ class BenchmarkCNN:
     built = self.build()
     if p.forward_only and p.freeze_when_forward_only:
       built = freezing.freeze(built, self._session_config())
-    if p.graph_file:
-      observability.write_graph(p.graph_file, built.graph)
-    if p.placement_file:
-      placement.report_run(
-        built, self._session_config(), self.facts, self.print_line
-      )
+    try:
+      if p.graph_file:
+        observability.write_graph(p.graph_file, built.graph)
+      if p.placement_file:
+        placement.report_run(
+          built, self._session_config(), self.facts, self.print_line
+        )
+    except OSError as e:  # a full disk: one line naming the file
+      raise outputs.write_failure('file', e.filename, e) from None
     built.graph.finalize()
     return built
 
@@ -482,15 +485,18 @@ class BenchmarkCNN:
     self.print_header()
     with allreduce.assume_gpus_visible():
       built = self.build()
-    if self.params.graph_file:
-      observability.write_graph(self.params.graph_file, built.graph)
-    return placement.report_run(
-      built,
-      self._session_config(),
-      self.facts,
-      self.print_line,
-      build_only=True,
-    )
+    try:
+      if self.params.graph_file:
+        observability.write_graph(self.params.graph_file, built.graph)
+      return placement.report_run(
+        built,
+        self._session_config(),
+        self.facts,
+        self.print_line,
+        build_only=True,
+      )
+    except OSError as e:  # a full disk: one line naming the file
+      raise outputs.write_failure('file', e.filename, e) from None
 
   # ---- evaluation (eval_runs.py) ------------------------------------------
 

@@ -214,6 +214,8 @@ def parse_args(argv):
   parser = build_parser()
   args = parser.parse_args(own)
   check_link_flags(args)
+  # --measure_link is bounded by it too (the sender's run).
+  number_at_least(args, 'timeout', 0, True, 'a number of seconds > 0')
   if args.measure_link:
     return args, flags
   if args.num_workers is None:
@@ -222,7 +224,6 @@ def parse_args(argv):
     parser.error('--num_workers=%d: must be >= 1' % args.num_workers)
   if args.num_ps is not None and args.num_ps < 0:
     parser.error('--num_ps=%d: must be >= 0' % args.num_ps)
-  number_at_least(args, 'timeout', 0, True, 'a number of seconds > 0')
   if args.auto_trials < 0:
     _bad_flag('--auto_trials=%d: must be >= 0' % args.auto_trials)
   if args.auto_trial_batches < 1:

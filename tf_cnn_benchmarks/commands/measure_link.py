@@ -35,6 +35,9 @@ MODULE = 'tf_cnn_benchmarks.commands.measure_link'
 CHUNK = 1 << 16
 WARMUP_PINGS = 5
 STEADY_SKIP = 0.1  # fraction of the stream before the steady rate's clock
+# How long the sender waits for the server to come up, and then for each
+# answer of it: a link that carries nothing for this long is not measured.
+WAIT_S = 30.0
 
 
 def _address(text):
@@ -94,7 +97,7 @@ def serve(address):
     )
 
 
-def _connect(address, wait_s=30.0):
+def _connect(address, wait_s):
   deadline = time.monotonic() + wait_s
   while True:
     try:
@@ -105,10 +108,15 @@ def _connect(address, wait_s=30.0):
       time.sleep(0.05)
 
 
-def send(address, megabytes, pings, ping_bytes):
-  """Measures the link to a server; returns the figures as a dict."""
+def send(address, megabytes, pings, ping_bytes, wait_s=WAIT_S):
+  """Measures the link to a server; returns the figures as a dict.
+
+  Raises:
+    OSError: the server could not be reached, or nothing came back from it
+      for `wait_s` seconds (TimeoutError: a link too slow to measure).
+  """
   total = int(megabytes * 1e6)
-  with _connect(address) as conn:
+  with _connect(address, wait_s) as conn:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     count = pings + WARMUP_PINGS
     conn.sendall((json.dumps([count, ping_bytes, total]) + '\n').encode())
@@ -149,13 +157,7 @@ def between_tasks(args, switch, port=None):
   namespace (shared topology), or on two hosts of `switch`. Prints the
   figures (one JSON line, then one line for people); returns the status.
   """
-  if switch:
-    places = [(switch.add_host(), switch.prefix(i)) for i in range(2)]
-  else:
-    places = [('127.0.0.1', []), ('127.0.0.1', [])]
-  if port is None:
-    with socket.create_server(('127.0.0.1', 0)) as probe:
-      port = probe.getsockname()[1]
+  places, port = _places(switch, port)
   megabytes = args.measure_megabytes or default_megabytes(args.link_mbits)
   end = checkout.module_argv(MODULE, python=args.python)
   target = '%s:%d' % (places[1][0], port)
@@ -172,13 +174,20 @@ def between_tasks(args, switch, port=None):
       text=True,
       timeout=args.timeout,
     )
+  except subprocess.TimeoutExpired:
+    return _failed(
+      'no figures within --timeout=%g s (%g MB at %s)'
+      % (args.timeout, megabytes, _asked(args, '--link_mbits=%g')),
+      status=124,  # as a cluster's run past --timeout
+    )
   finally:
     if server.poll() is None:
       server.kill()
     server.wait()
   if sender.returncode:
-    print('error: --measure_link: %s' % sender.stderr.strip(), file=sys.stderr)
-    return 1
+    # Its own one line (or, from a crash, the exception's line: the last).
+    said = sender.stderr.strip().splitlines()
+    return _failed(said[-1] if said else 'exit %d' % sender.returncode)
   figures = json_input.loads(
     sender.stdout.strip().splitlines()[-1], "the sender's figures"
   )
@@ -189,9 +198,7 @@ def between_tasks(args, switch, port=None):
     'round trip of %d B %.3f ms (median)'
     % (
       args.topology,
-      'unthrottled'
-      if args.link_mbits is None
-      else '%g Mbit/s' % args.link_mbits,
+      _asked(args, '%g Mbit/s'),
       figures['mbits'],
       figures['steady_mbits'],
       figures['ping_bytes'],
@@ -200,6 +207,29 @@ def between_tasks(args, switch, port=None):
     flush=True,
   )
   return 0
+
+
+def _places(switch, port) -> tuple:
+  """([(address, command prefix)] of the two ends, the server's port)."""
+  if switch:
+    places = [(switch.add_host(), switch.prefix(i)) for i in range(2)]
+  else:
+    places = [('127.0.0.1', []), ('127.0.0.1', [])]
+  if port is None:
+    with socket.create_server(('127.0.0.1', 0)) as probe:
+      port = probe.getsockname()[1]
+  return places, port
+
+
+def _asked(args, form) -> str:
+  """The asked rate in `form`, or 'unthrottled'."""
+  return 'unthrottled' if args.link_mbits is None else form % args.link_mbits
+
+
+def _failed(why, status=1) -> int:
+  """Prints the launcher's one error line; returns `status`."""
+  print('error: --measure_link: %s' % why, file=sys.stderr, flush=True)
+  return status
 
 
 def main(argv=None):
@@ -211,16 +241,31 @@ def main(argv=None):
   parser.add_argument('--megabytes', type=float, default=4.0)
   parser.add_argument('--pings', type=int, default=50)
   parser.add_argument('--ping_bytes', type=int, default=64)
+  parser.add_argument('--wait_s', type=float, default=WAIT_S)
   args = parser.parse_args(argv)
   if args.serve:
     serve(_address(args.serve))
     return 0
-  print(
-    json.dumps(
-      send(_address(args.send), args.megabytes, args.pings, args.ping_bytes)
-    ),
-    flush=True,
-  )
+  try:
+    figures = send(
+      _address(args.send),
+      args.megabytes,
+      args.pings,
+      args.ping_bytes,
+      args.wait_s,
+    )
+  except TimeoutError:
+    # The launcher prints this line after 'error: --measure_link: '.
+    print(
+      'nothing came back from %s for %g s: the link carries too little '
+      'to be measured in that time' % (args.send, args.wait_s),
+      file=sys.stderr,
+    )
+    return 1
+  except OSError as e:
+    print('%s: %s' % (args.send, e.strerror or e), file=sys.stderr)
+    return 1
+  print(json.dumps(figures), flush=True)
   return 0
 
 

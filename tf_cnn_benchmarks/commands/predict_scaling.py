@@ -91,7 +91,8 @@ def parse_args(argv):
   p.add_argument(
     '--profile_any_model',
     action='store_true',
-    help='with --profile and --model: use a profile of another model',
+    help='with --profile: use a profile of another --model, --data_name or '
+    '--batch_size than the ones given',
   )
   return p.parse_args(argv)
 
@@ -112,8 +113,11 @@ def load_or_measure(args):
   """The profile: read from --profile, or measured from the model flags."""
   if args.profile:
     profile = profile_format.load_profile(args.profile)
-    other = args.model and profile_format.other_model_error(
-      profile, args.profile, args.model, '--profile', '--profile_any_model'
+    # Compared where given: without --model the profile's run is the
+    # question asked.
+    given = {k: getattr(args, k) for k in _MEASURE_FLAGS if k != 'device'}
+    other = profile_format.other_run_error(
+      profile, args.profile, given, '--profile', '--profile_any_model'
     )
     if other and not args.profile_any_model:
       raise other

@@ -158,7 +158,7 @@ def resolve(p: params_lib.Params) -> Resolution:
     p, **schedules.parsed_eval_lists(p, params_lib.ParamsError)
   )
   p = _as_evaluator(p)
-  data_name = p.data_name or _guess_data_name(p.data_dir)
+  data_name = p.data_name or guess_data_name(p.data_dir)
   model = _checked_model(p, data_name)
   _check_counts(p)
   try:
@@ -294,7 +294,7 @@ def _with_defaults(p, model, data_name, cluster, *, device, data_format):
   )
 
 
-def _guess_data_name(data_dir: Optional[str]) -> str:
+def guess_data_name(data_dir: Optional[str]) -> str:
   """The dataset named in --data_dir (classic rule), else imagenet."""
   for name in datasets.names():
     if data_dir and name in data_dir:

@@ -116,8 +116,9 @@ class RunFields:
   scaling_profile_any_model: bool = fields.field(
     False,
     '--variable_update=auto: rank the strategies from a --scaling_profile '
-    'of another --model than this run (a warning line says so); without '
-    'it such a profile is refused.',
+    'of another run than this one (another --model, --data_name, '
+    '--batch_size, --data_format or --use_fp16; a warning line names what '
+    'differs); without it such a profile is refused.',
     topic=fields.STRATEGY,
     classic=False,
   )

@@ -8,6 +8,7 @@ the driver.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
@@ -53,7 +54,14 @@ def evaluate_checkpoints(
 def evaluate_one(
   setup: evaluation.EvalSetup, facts: run_facts.RunFacts, checkpoint: str
 ) -> results.BenchmarkResult:
-  """Evaluates one checkpoint; prints its block, writes its record."""
+  """Evaluates one checkpoint; prints its block, writes its record.
+
+  The checkpoint is read whole first (the evaluator task's were not, and a
+  damaged one was TensorFlow's restore traceback): CheckpointError, one
+  line naming it.
+  """
+  state_file = os.path.join(os.path.dirname(checkpoint), checkpoints.STATE_FILE)
+  checkpoints.verify(checkpoint, state_file)
   p = facts.params
   setup.print_line('Evaluating %s' % checkpoint)
   ev = evaluation.evaluate(setup, checkpoint)

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
+from tf_cnn_benchmarks.observability import summaries
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.training import checkpoints
@@ -247,15 +248,22 @@ class EvalSummaries:
       return
     if self._writer is None:
       with tf.Graph().as_default():  # FileWriter refuses eager mode
-        self._writer = tf1.summary.FileWriter(self.logdir)
+        self._writer = summaries.file_writer(self.logdir)
     summary = tf1.Summary()
     summary.value.add(tag='eval/Accuracy@1', simple_value=result.top_1)
     summary.value.add(tag='eval/Accuracy@5', simple_value=result.top_5)
-    self._writer.add_summary(summary, result.checkpoint_step)
-    self._writer.flush()
+    self._writing(self._writer.add_summary, summary, result.checkpoint_step)
+    self._writing(self._writer.flush)
 
   def close(self) -> None:
     """Closes the events file (a later write opens a new one)."""
     if self._writer is not None:
-      self._writer.close()
-      self._writer = None
+      writer, self._writer = self._writer, None
+      self._writing(writer.close)
+
+  def _writing(self, write, *args) -> None:
+    """write(*args); a failed write (a full disk) is one line naming it."""
+    try:
+      write(*args)
+    except checkpoints.WRITE_ERRORS + summaries.EVENT_WRITE_ERRORS as e:
+      raise outputs.write_failure('summaries in', self.logdir, e) from None

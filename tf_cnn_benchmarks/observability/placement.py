@@ -371,14 +371,24 @@ class PlacementReport:
     }
 
   def write(self, path: str) -> None:
-    """Writes the JSON document (whole: a temporary file renamed into place)."""
+    """Writes the JSON document (whole: a temporary file renamed into place).
+
+    Raises:
+      OSError: naming `path`, when the write fails (a full disk); the
+        temporary file is removed.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
-      json.dump(self.to_dict(), f, indent=1)
-      f.write('\n')
-    os.replace(tmp, path)
+    try:
+      with open(tmp, 'w') as f:
+        json.dump(self.to_dict(), f, indent=1)
+        f.write('\n')
+      os.replace(tmp, path)
+    except OSError as e:
+      if os.path.exists(tmp):
+        os.remove(tmp)
+      raise OSError(e.errno, e.strerror or str(e), path) from None
 
 
 def build_report(

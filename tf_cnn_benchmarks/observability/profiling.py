@@ -103,7 +103,7 @@ def run_observed_steps(
         _write_first_step_files(p, metadata, print_line)
     if profiler is None:
       return None
-    with _writing(p.tfprof_file):
+    with _writing(p.tfprof_file, whole=True):
       top = profiler.write(p.tfprof_file)
   finally:
     if profiler is not None:
@@ -132,23 +132,27 @@ def _options(p, index: int, writes_files: bool, profiling: bool):
 
 
 @contextlib.contextmanager
-def _writing(path: str):
-  """A failed write of `path` (a full disk) becomes OSError naming `path`.
+def _writing(path: str, whole: bool = False):
+  """A failed write of `path` (a full disk) becomes OSError naming the file.
 
   The step loop turns it into one line (outputs.write_failure); TensorFlow's
-  own file errors (tf.io.write_graph) become OSError too.
+  own file errors become OSError too. whole: `path` is one file, removed
+  when its write fails (a torn trace is no trace).
   """
   try:
     yield
-  except OSError as e:
-    raise OSError(e.errno, e.strerror or str(e), path) from None
-  except tf.errors.OpError as e:
-    raise OSError(None, e.message.splitlines()[0], path) from None
+  except (OSError, tf.errors.OpError) as e:
+    if whole and os.path.isfile(path):
+      os.remove(path)
+    if isinstance(e, OSError):
+      raise OSError(e.errno, e.strerror or str(e), e.filename or path) from None
+    reason = e.message.splitlines()[0].rsplit('; ', 1)[-1]
+    raise OSError(None, reason, path) from None
 
 
 def _write_first_step_files(p, metadata, print_line) -> None:
   if p.trace_file:
-    with _writing(p.trace_file):
+    with _writing(p.trace_file, whole=True):
       observability.write_step_trace(
         p.trace_file, metadata, chrome=p.use_chrome_trace_format
       )
@@ -204,13 +208,7 @@ def write_partition_graphs(prefix: str, run_metadata) -> list:
     while path in paths:
       path = '%s_%d%s' % (stem, duplicate, ext)
       duplicate += 1
-    observability.makedirs_for(path)
-    tf.io.write_graph(
-      graph_def,
-      os.path.dirname(path) or '.',
-      os.path.basename(path),
-      as_text=as_text,
-    )
+    observability.write_graph_def(path, graph_def, as_text)
     paths.append(path)
   return paths
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from typing import Sequence
 
 import tensorflow as tf
@@ -109,14 +111,83 @@ def write_graph(path: str, graph: tf.Graph) -> None:
   Args:
     path: the file to write.
     graph: the graph.
+
+  Raises:
+    OSError: naming `path`, when the write fails (see write_graph_def).
+  """
+  write_graph_def(path, graph.as_graph_def(), path.endswith('.pbtxt'))
+
+
+def write_graph_def(path: str, graph_def, as_text: bool) -> None:
+  """Writes the GraphDef `graph_def` at `path` (text or binary), whole.
+
+  Raises:
+    OSError: naming `path`, when the write fails (a full disk); the
+      temporary file TensorFlow wrote first is removed.
   """
   makedirs_for(path)
-  tf.io.write_graph(
-    graph.as_graph_def(),
-    os.path.dirname(path) or '.',
-    os.path.basename(path),
-    as_text=path.endswith('.pbtxt'),
-  )
+  directory, name = os.path.dirname(path) or '.', os.path.basename(path)
+  before = set(os.listdir(directory))
+  try:
+    tf.io.write_graph(graph_def, directory, name, as_text=as_text)
+  except (OSError, tf.errors.OpError) as e:
+    # tf.io.write_graph writes NAME.tmp<hex> and renames it into place: a
+    # failed write leaves that piece behind.
+    for left in set(os.listdir(directory)) - before:
+      if left.startswith(name + '.tmp'):
+        os.remove(os.path.join(directory, left))
+    reason = getattr(e, 'strerror', None) or _op_reason(e)
+    raise OSError(getattr(e, 'errno', None), reason, path) from None
+
+
+def _op_reason(error) -> str:
+  """The file system's words in a TensorFlow file error ('FILE; REASON')."""
+  text = str(getattr(error, 'message', None) or error).splitlines()[0]
+  return text.rsplit('; ', 1)[-1]
+
+
+# How a failed events write reaches Python. tf1.summary.FileWriter writes on
+# a thread of its own through TensorFlow's EventsWriter, a pybind11 binding
+# whose error statuses become builtin exceptions (a file size limit,
+# OUT_OF_RANGE: IndexError; NOT_FOUND: LookupError; a full disk and the
+# rest: RuntimeError); the writer raises it again at its next add, flush or
+# close, where the caller turns it into one line.
+EVENT_WRITE_ERRORS = (
+  OSError,
+  IndexError,
+  LookupError,
+  RuntimeError,
+  tf.errors.OpError,
+)
+# The FileWriter's thread, as TensorFlow names it.
+_WRITER_THREAD = 'EventLoggerThread'
+_WRITER_ERROR_LOG = 'EventFileWriter writer thread error'
+
+
+def file_writer(logdir: str, graph: tf.Graph | None = None):
+  """tf1.summary.FileWriter(logdir, graph=graph) whose thread fails quietly.
+
+  Without this, a full disk printed the thread's traceback and TensorFlow's
+  log line before the caller's own line: the failure comes back as one of
+  EVENT_WRITE_ERRORS at the writer's next call, so those two are dropped.
+  """
+  if not getattr(threading.excepthook, 'skips_writer_thread', False):
+    threading.excepthook = _skipping_writer_thread(threading.excepthook)
+    logging.getLogger('tensorflow').addFilter(_not_writer_thread_error)
+  return tf1.summary.FileWriter(logdir, graph=graph)
+
+
+def _skipping_writer_thread(previous):
+  def hook(args):
+    if args.thread is None or args.thread.name != _WRITER_THREAD:
+      previous(args)
+
+  hook.skips_writer_thread = True
+  return hook
+
+
+def _not_writer_thread_error(record) -> bool:
+  return not str(record.msg).startswith(_WRITER_ERROR_LOG)
 
 
 def makedirs_for(path: str) -> None:

@@ -37,6 +37,10 @@ def captured_stderr_fd(kept: list | None = None):
     os.dup2(capture.fileno(), 2)
     try:
       yield
+    except KeyboardInterrupt:
+      # Ctrl-C while TensorFlow loads: `interrupted` is the one line, not
+      # TensorFlow's start-up log before it.
+      raise
     except BaseException:
       sys.stderr.flush()
       os.dup2(saved, 2)

@@ -23,8 +23,6 @@ from tf_cnn_benchmarks.reporting import timing
 from tf_cnn_benchmarks.training import checkpoints
 from tf_cnn_benchmarks.training import step_graph
 
-tf1 = tf.compat.v1
-
 
 @dataclasses.dataclass(frozen=True)
 class LoopSettings:
@@ -133,7 +131,7 @@ class StepLoop:
     if built.summary_op is not None and settings.is_chief:
       with built.graph.as_default():
         # The graph too: TensorBoard's Graphs tab.
-        self.writer = tf1.summary.FileWriter(
+        self.writer = summaries.file_writer(
           self.params.train_dir, graph=built.graph
         )
     self.throughput = summaries.ThroughputSummary(settings.process_batch_size)
@@ -252,7 +250,7 @@ class StepLoop:
     """write(*args) of the summary writer; a failed write is one line."""
     try:
       write(*args)
-    except checkpoints.WRITE_ERRORS as e:
+    except checkpoints.WRITE_ERRORS + summaries.EVENT_WRITE_ERRORS as e:
       raise outputs.write_failure(
         'summaries in', self.params.train_dir, e
       ) from None

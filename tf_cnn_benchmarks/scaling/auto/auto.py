@@ -24,10 +24,12 @@ import math
 import sys
 from typing import Optional
 
+import models
 from tf_cnn_benchmarks.cluster import slurm
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
 from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.config import resolve
 from tf_cnn_benchmarks.scaling.auto import auto_profile
 from tf_cnn_benchmarks.scaling.auto import auto_trials
 from tf_cnn_benchmarks.scaling.auto import link_probe
@@ -389,10 +391,10 @@ def load_profile(overrides: dict):
     profile = profile_format.load_profile(path)
   except profile_format.ProfileError as e:
     raise AutoError('--scaling_profile=%s' % e) from None
-  other = profile_format.other_model_error(
+  other = profile_format.other_run_error(
     profile,
     path,
-    run_model(overrides),
+    profiled_run(overrides),
     '--scaling_profile',
     '--scaling_profile_any_model',
   )
@@ -404,6 +406,30 @@ def load_profile(overrides: dict):
 def run_model(overrides: dict) -> str:
   """The run's --model (its default when not given)."""
   return overrides.get('model') or params_lib.Params().model
+
+
+def profiled_run(overrides: dict) -> dict:
+  """The run's values of profile_format.RUN_FIELDS, as a profile of this
+  run would record them (each default resolved as the run resolves it)."""
+  defaults = params_lib.Params()
+  get = lambda key: overrides.get(key, getattr(defaults, key))  # noqa: E731
+  model = run_model(overrides)
+  data_name = get('data_name') or resolve.guess_data_name(get('data_dir'))
+  batch_size = get('batch_size')
+  if not batch_size:
+    try:
+      batch_size = models.create_model(model, data_name).default_batch_size
+    except ValueError:  # no such model: the run's own check names it
+      batch_size = None
+  device = get('device') or auto_profile.default_device()
+  return {
+    'model': model,
+    'data_name': data_name,
+    'batch_size': batch_size,
+    'data_format': get('data_format')
+    or ('NCHW' if device == 'gpu' else 'NHWC'),
+    'use_fp16': bool(get('use_fp16')),
+  }
 
 
 def choose(overrides: dict, cal=None, measure_link=None) -> tuple:
@@ -498,13 +524,20 @@ def make_auto_plan(out=None, **overrides) -> tuple:
   values, choice = choose(overrides)
   for line in choice.lines():
     print(line, file=out or sys.stdout)
-  model = run_model(overrides)
-  if choice.run is not None and choice.run.model != model:
+  run = profiled_run(overrides)
+  differences = []
+  if choice.run is not None:
+    differences = profile_format.run_differences(choice.run, run)
+  if differences:
     # Asked for: --scaling_profile_any_model (else load_profile refused).
     print(
-      'warning: --scaling_profile=%s profiles --model=%s, this run is '
-      '--model=%s: the ranking is of that model (--scaling_profile_any_model)'
-      % (choice.profile, choice.run.model, model),
+      'warning: --scaling_profile=%s profiles %s, this run is %s: the '
+      'ranking is of that run (--scaling_profile_any_model)'
+      % (
+        choice.profile,
+        profile_format.describe_run(choice.run.model, differences, 1),
+        profile_format.describe_run(run['model'], differences, 2),
+      ),
       file=sys.stderr,
       flush=True,
     )

@@ -52,7 +52,7 @@ def measure_short(overrides: dict):
   }
   try:
     return profile_lib.measure_profile(
-      device=overrides.get('device') or _default_device(),
+      device=overrides.get('device') or default_device(),
       num_steps=SHORT_STEPS,
       num_traced=SHORT_TRACED,
       transport_sizes=SHORT_SIZES,
@@ -68,6 +68,6 @@ def measure_short(overrides: dict):
     ) from None
 
 
-def _default_device() -> str:
+def default_device() -> str:
   """The device the run resolves to when --device is unset."""
   return 'gpu' if resolve.gpu_available() else 'cpu'

@@ -597,19 +597,60 @@ def load_profile(path):
   return profile_from_dict(data, source=path)
 
 
-def other_model_error(profile, path, model, flag, anyway_flag):
-  """The ProfileError of a profile of another model than the run's, or None.
+# The profiled run's settings a ranking is made for, in the order an error
+# names them: the compute times, gradient sizes and images per step of the
+# profile are those of its model, data set, batch size, layout and precision.
+RUN_FIELDS = ('model', 'data_name', 'batch_size', 'data_format', 'use_fp16')
 
-  A profile of another model ranks the strategies for that model, not the
-  run's: refused (one line naming the file, both models and `anyway_flag`,
-  the flag that uses it all the same). flag: the flag that gave `path`.
+
+def run_differences(profiled, run: dict) -> list:
+  """[(field, profiled value, run's value)] of RUN_FIELDS that differ.
+
+  profiled: the profile's RunInfo. run: {field: the run's value}; a field
+  left out or None is not compared (a caller that does not know it).
   """
-  if profile.run.model == model:
+  return [
+    (f, getattr(profiled, f), run[f])
+    for f in RUN_FIELDS
+    if run.get(f) is not None and getattr(profiled, f) != run[f]
+  ]
+
+
+def describe_run(model, differences, side) -> str:
+  """'--model=M --batch_size=B ...': the model, then each differing field
+  (side 1: the profile's values, 2: the run's)."""
+  return ' '.join(
+    ['--model=%s' % model]
+    + ['--%s=%s' % (d[0], d[side]) for d in differences if d[0] != 'model']
+  )
+
+
+def other_run_error(profile, path, run: dict, flag, anyway_flag):
+  """The ProfileError of a profile of another run than `run`, or None.
+
+  A profile of another model, data set, batch size, data format or
+  precision ranks the strategies for that run, not this one: refused (one
+  line naming the file, what differs on both sides and `anyway_flag`, the
+  flag that uses it all the same). flag: the flag that gave `path`; run:
+  as run_differences takes it.
+  """
+  differences = run_differences(profile.run, run)
+  if not differences:
     return None
+  ours = run.get('model') or profile.run.model
+  theirs = describe_run(profile.run.model, differences, 1)
+  shown = theirs[len('--model=') :]
   return ProfileError(
-    '%s=%s: a profile of --model=%s, this run is --model=%s (it would rank '
-    'the strategies for %s); give %s to use it anyway'
-    % (flag, path, profile.run.model, model, profile.run.model, anyway_flag)
+    '%s=%s: a profile of %s, this run is %s (it would rank the strategies '
+    'for %s); give %s to use it anyway'
+    % (
+      flag,
+      path,
+      theirs,
+      describe_run(ours, differences, 2),
+      shown.replace(' ', ' at ', 1),
+      anyway_flag,
+    )
   )
 
 
