@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 
 from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
 
@@ -29,6 +30,11 @@ _ITEMSIZE = {'float32': 4, 'float16': 2, 'bfloat16': 2, 'float64': 8}
 # host: assumed 20 us each (an op's executor and stream handoff), no figure
 # read; NCCL's kernels run a whole ring in one launch (the link's latency).
 TF_STEP_US = 20.0
+# The standard normal's 90th percentile (p10..p90 spans 2 x this sigma).
+_Z90 = statistics.NormalDist().inv_cdf(0.9)
+# Horovod's cycle runs apart from the step: its phase against the step is
+# averaged over this many evenly spread starts.
+_CYCLE_PHASES = 8
 # The optimizer's apply on a CPU reads the variable and the gradient and
 # writes the variable: 3 passes over the bytes.
 APPLY_PASSES = 3.0
@@ -145,16 +151,39 @@ class Costs:
     return ring_ms(b, self.h, self.b_net, self.l_net, steps)
 
 
+def expected_max_z(n: int) -> float:
+  """E[max of n standard normal draws] (Blom's approximation, exact at
+  n = 1 and within 1% beyond): Phi^-1((n - 0.375) / (n + 0.25))."""
+  if n <= 1:
+    return 0.0
+  return statistics.NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def compute_ms(profile, n: int) -> float:
+  """The compute of a synchronous step over n GPUs: each waits for the
+  slowest, so the step is the expected longest of n draws of one GPU's
+  step (normal, its sigma from the profile's p10..p90: 2 x 1.2816 sigma)."""
+  c = profile.compute
+  sigma = max(0.0, c.step_ms_p90 - c.step_ms_p10) / (2 * _Z90)
+  return c.step_ms + sigma * expected_max_z(n)
+
+
+def _stretched(profile, hw):
+  """(compute ms, ready-time factor): the slowest GPU's step."""
+  c = compute_ms(profile, hw.num_devices)
+  return c, c / profile.compute.step_ms
+
+
 def _overlapped(profile, hw, cost_of, *, packed=0, after=0.0):
   """Step with one message per gradient (or `packed` even packs made once
   all are ready) queued on one bottleneck, overlapping the compute."""
-  c = profile.compute.step_ms
+  c, k = _stretched(profile, hw)
   grads = profile.gradients
   if packed:
     total = sum(wire_bytes(g, hw) for g in grads)
     msgs = [(c, cost_of(total / packed)) for _ in range(packed)]
   else:
-    msgs = [(g.ready_ms, cost_of(wire_bytes(g, hw))) for g in grads]
+    msgs = [(g.ready_ms * k, cost_of(wire_bytes(g, hw))) for g in grads]
   end = max(c, fifo_end(msgs)) + after
   return Step(end, c, end - c)
 
@@ -296,8 +325,8 @@ def hybrid(profile, hw, threshold_bytes=1 << 20):
       return _local_means_ms(costs, hw, b) + share * b / costs.b_net / 1e3
     return ring_ms(b, costs.n, min(costs.b_intra, costs.b_net), costs.l_net)
 
-  c = profile.compute.step_ms
-  end = fifo_end([(g.ready_ms, cost(g)) for g in profile.gradients])
+  c, k = _stretched(profile, hw)
+  end = fifo_end([(g.ready_ms * k, cost(g)) for g in profile.gradients])
   reads = share * v / costs.b_net / 1e3 + _to_towers_ms(costs, hw, v)
   total = max(c, end) + costs.cpu_ms(APPLY_PASSES * v) + reads
   return Step(total, c, total - c)
@@ -308,16 +337,33 @@ def horovod(profile, hw):
   on every rank (a gather and a broadcast: 2 ceil(log2 n) latencies), fuses
   them into buffers of at most the fusion threshold and all-reduces each
   (NCCL, or hierarchical); the next cycle starts a cycle after this one or
-  when its all-reduces end, whichever is later."""
+  when its all-reduces end, whichever is later. The cycle's phase against
+  the step is averaged over _CYCLE_PHASES starts."""
+  c, k = _stretched(profile, hw)
+  pending = sorted(
+    (g.ready_ms * k, wire_bytes(g, hw)) for g in profile.gradients
+  )
+  cycle = hw.horovod_cycle_ms
+  ends = [
+    _horovod_end(pending, hw, -cycle * i / _CYCLE_PHASES)
+    for i in range(_CYCLE_PHASES)
+  ]
+  total = max(c, sum(ends) / len(ends)) + _worker_apply_ms(profile)
+  return Step(total, c, total - c)
+
+
+def _horovod_end(pending, hw, start):
+  """When the last fused all-reduce ends, cycles starting at `start`."""
   costs = Costs(hw)
   all_reduce = costs.hierarchical if hw.horovod_hierarchical else costs.nccl
+  n = hw.num_devices
   lat = costs.l_net if hw.num_workers > 1 else costs.link.latency_us
-  negotiate = 2 * math.ceil(math.log2(max(2, hw.num_devices))) * lat / 1e3
+  negotiate = 2 * math.ceil(math.log2(n)) * lat / 1e3 if n > 1 else 0.0
   cycle, limit = hw.horovod_cycle_ms, hw.horovod_fusion_bytes
-  pending = sorted((g.ready_ms, wire_bytes(g, hw)) for g in profile.gradients)
-  t, i = 0.0, 0
+  t, i = start, 0
   while i < len(pending):
-    t = max(t + cycle, pending[i][0])  # a cycle that has work
+    # the first cycle that starts after this gradient is ready
+    t = max(t + cycle, t + cycle * math.ceil((pending[i][0] - t) / cycle))
     t += negotiate
     buffer = 0.0
     while i < len(pending) and pending[i][0] <= t:
@@ -328,9 +374,7 @@ def horovod(profile, hw):
       buffer += b
       i += 1
     t += all_reduce(buffer)
-  c = profile.compute.step_ms
-  total = max(c, t) + _worker_apply_ms(profile)
-  return Step(total, c, total - c)
+  return t
 
 
 def step(profile, hw, strategy) -> Step:
