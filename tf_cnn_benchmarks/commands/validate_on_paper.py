@@ -147,6 +147,16 @@ def strategy_of(row):
   return cost_model.Strategy(row.variable_update, spec)
 
 
+def strategy_text(row) -> str:
+  """'parameter_server cpu 4ps' for tables."""
+  words = [row.variable_update, row.all_reduce_spec, row.local_parameter_device]
+  if row.num_ps:
+    words.append('%dps' % row.num_ps)
+  if row.ps_placement:
+    words.append(row.ps_placement)
+  return ' '.join(w for w in words if w)
+
+
 def _testbed_target(hw):
   """The baselines' target (they read the cost model's Target)."""
   return target_lib.Target(
@@ -206,8 +216,8 @@ class Scorer:
       'model': row.model,
       'batch_per_gpu': row.batch_per_gpu,
       'precision': row.precision,
-      'strategy': '%s %s %s'
-      % (row.variable_update, row.all_reduce_spec, row.local_parameter_device),
+      'data': row.data,
+      'strategy': strategy_text(row),
       'num_gpus': n,
       'num_hosts': row.num_hosts,
       'target': hw.shape_text(),
@@ -254,6 +264,7 @@ def order_checks(scored):
       r['model'],
       r['batch_per_gpu'],
       r['precision'],
+      r['data'],
       r['num_gpus'],
       r['num_hosts'],
     )
@@ -322,7 +333,7 @@ def summary_lines(scored, orders) -> list:
   if wrong:
     lines += [
       '',
-      '| table (file, hardware, model, batch, precision, GPUs, hosts) '
+      '| table (file, hardware, model, batch, precision, data, GPUs, hosts) '
       '| published order | predicted order |',
       '|---|---|---|',
     ]
