@@ -73,8 +73,9 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv):
   """The script's options."""
   p = _Parser(description=__doc__.splitlines()[0])
-  folder = published.default_folder()
-  p.add_argument('--tables', default=folder, help='the published tables')
+  p.add_argument(
+    '--tables', help='the published tables (default: results/published)'
+  )
   p.add_argument(
     '--gradients',
     default=None,
@@ -400,6 +401,7 @@ def run(args):
   for name in ('report', 'rows'):
     outputs.check_file(name, getattr(args, name), creates_dirs=False)
   try:
+    args.tables = args.tables or published.default_folder()
     rows = published.load_tables(args.tables)
   except (OSError, published.PublishedTableError) as e:
     raise UsageError('--tables: %s' % e) from None
