@@ -302,12 +302,15 @@ def summary_lines(scored, orders) -> list:
         sum(e) / len(e),
       )
     )
-  lines += [
-    '',
+  return lines + [''] + _per_file_lines(scored) + [''] + _order_lines(orders)
+
+
+def _per_file_lines(scored) -> list:
+  lines = [
     '| table file | rows | model median | p90 | paleo median '
     '| daydream median |',
+    '|---|---|---|---|---|---|',
   ]
-  lines.append('|---|---|---|---|---|---|')
   for name in sorted({r['file'] for r in scored}):
     rs = [r for r in scored if r['file'] == name]
     m, pa, dd = (
@@ -324,9 +327,12 @@ def summary_lines(scored, orders) -> list:
         statistics.median(dd),
       )
     )
+  return lines
+
+
+def _order_lines(orders) -> list:
   right = sum(1 for o in orders if o[3])
-  lines += [
-    '',
+  lines = [
     'Strategy order, wherever a table compares strategies at one GPU '
     'count: %d of %d right.' % (right, len(orders)),
   ]
