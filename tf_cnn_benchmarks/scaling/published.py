@@ -12,19 +12,20 @@ contract says so).
 A table, for the checks and for `one_gpu_rows`, is the rows of one file
 that share the publication (repo@commit, whichever files of it they were
 read from, or the URL), hardware, model, batch per GPU, precision and data;
-every table must hold a 1-GPU row, the figure a prediction starts from. Two machine-readable words may appear in a row's
-notes: `num_ps=K` (ps tasks) and `ps_placement=own_hosts|worker_hosts`.
+every table must hold a 1-GPU row, the figure a prediction starts from.
+Two machine-readable words may appear in a row's notes: `num_ps=K` (ps
+tasks) and `ps_placement=own_hosts|worker_hosts`.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
+import importlib.util
 import os
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
-
-from tf_cnn_benchmarks.reporting import model_table
 
 COLUMNS = (
   'source',
@@ -285,10 +286,20 @@ def load_hardware(path: str) -> Dict[str, Hardware]:
   return out
 
 
+@functools.lru_cache(maxsize=None)
 def _model_names() -> Tuple[str, ...]:
-  """The ImageNet models this project declares (models/declared.py)."""
-  declared = model_table.declared().DECLARATIONS
-  return tuple(sorted({d.name for d in declared if d.dataset == 'imagenet'}))
+  """The ImageNet models this project declares (models/declared.py).
+
+  Loaded by path: importing the `models` package would import TensorFlow
+  (reporting/model_table.py reads the file the same way).
+  """
+  package = importlib.util.find_spec('models')
+  path = os.path.join(package.submodule_search_locations[0], 'declared.py')
+  spec = importlib.util.spec_from_file_location('_published_declared', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  names = {d.name for d in module.DECLARATIONS if d.dataset == 'imagenet'}
+  return tuple(sorted(names))
 
 
 def _notes_words(path, line, notes) -> Tuple[Optional[int], Optional[str]]:
@@ -337,7 +348,9 @@ def _row(path, line, c, hardware: Dict[str, Hardware], models) -> Row:
   name = os.path.basename(path)
   hw = hardware.get(c['hardware'])
   if hw is None:
-    raise _fail(path, line, 'hardware %r is not in hardware.csv' % c['hardware'])
+    raise _fail(
+      path, line, 'hardware %r is not in hardware.csv' % c['hardware']
+    )
   if c['gpu'] != hw.gpu:
     raise _fail(
       path, line, 'gpu %r, but hardware.csv says %r' % (c['gpu'], hw.gpu)
@@ -384,9 +397,7 @@ def _check_tables(path: str, rows: List[Row]) -> None:
   for r in rows:
     key = r.table + r.strategy + (r.num_gpus, r.num_hosts)
     if key in seen:
-      raise _fail(
-        path, r.line, 'the same configuration as line %d' % seen[key]
-      )
+      raise _fail(path, r.line, 'the same configuration as line %d' % seen[key])
     seen[key] = r.line
     firsts.setdefault(r.table, r.line)
     if r.num_gpus == 1:
@@ -425,7 +436,9 @@ def load_tables(folder: str) -> List[Row]:
     n for n in os.listdir(folder) if n.endswith('.csv') and n != HARDWARE_FILE
   )
   if not names:
-    raise PublishedTableError('%s: no table (*.csv) besides hardware.csv' % folder)
+    raise PublishedTableError(
+      '%s: no table (*.csv) besides hardware.csv' % folder
+    )
   for name in names:
     rows.extend(load_table(os.path.join(folder, name), hardware))
   return rows
