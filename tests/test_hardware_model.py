@@ -88,13 +88,29 @@ def test_tcp_and_rdma_payload_and_cpu():
 
 
 def test_ps_on_worker_hosts_share_their_nics():
+  even = _profile([(MB, 50.0)] * 4)
   own = _hw(num_workers=4, num_ps=1, ps_placement='own_hosts')
   shared = _hw(num_workers=4, num_ps=4, ps_placement='worker_hosts')
   # own hosts: the one ps NIC takes 4 workers' bytes; on the workers: each
   # host sends 3/4 of its own to the other ps tasks and serves 3 others'
   # quarter.
-  assert hm._ps_bottleneck_share(own) == pytest.approx(4.0)
-  assert hm._ps_bottleneck_share(shared) == pytest.approx(3 / 4 + 3 / 4)
+  f_own, f_shared = hm.ps_fractions(even, own), hm.ps_fractions(even, shared)
+  assert f_shared == [0.25] * 4
+  assert hm._ps_bottleneck_share(own, f_own) == pytest.approx(4.0)
+  assert hm._ps_bottleneck_share(shared, f_shared) == pytest.approx(1.5)
+
+
+def test_one_big_variable_loads_one_ps_task():
+  # 6 MB, then three of 1 MB, on 4 ps tasks: 6/9 of the bytes on one
+  p = _profile([(6 * MB, 50.0)] + [(MB, 50.0)] * 3)
+  hw = _hw(num_workers=8, num_ps=4, ps_placement='own_hosts')
+  fractions = hm.ps_fractions(p, hw)
+  assert max(fractions) == pytest.approx(6 / 9)
+  assert hm._ps_bottleneck_share(hw, fractions) == pytest.approx(8 * 6 / 9)
+  shared = dataclasses.replace(hw, ps_placement='worker_hosts')
+  assert hm._ps_bottleneck_share(shared, fractions) == pytest.approx(
+    (1 - 6 / 9) + 7 * 6 / 9
+  )
 
 
 def _one_gradient_ps(device):

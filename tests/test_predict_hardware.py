@@ -158,3 +158,11 @@ def test_validate_on_paper_scores_every_multi_gpu_row(tmp_path):
   # the committed report is this run's
   with open(REPORT, encoding='utf-8') as f:
     assert f.read() == text
+
+
+def test_the_manual_quotes_the_report():
+  """docs/predicting.md's accuracy row is the committed report's."""
+  with open(REPORT, encoding='utf-8') as f:
+    row = [x for x in f if x.startswith('| hardware model |')][0]
+  with open(os.path.join(REPO, 'docs', 'predicting.md'), encoding='utf-8') as f:
+    assert row in f.read()

@@ -23,6 +23,7 @@ import dataclasses
 import math
 import statistics
 
+from tf_cnn_benchmarks.scaling.model import cost_model_strategies as st
 from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
 
 _ITEMSIZE = {'float32': 4, 'float16': 2, 'bfloat16': 2, 'float64': 8}
@@ -240,15 +241,28 @@ def all_reduce_cluster(profile, hw, spec=None, repacking=0):
   )
 
 
-def _ps_bottleneck_share(hw):
-  """Bytes the busiest NIC moves each way per byte of the model, and the
-  ps tasks' share of the model each (variables spread evenly)."""
-  h, p = hw.num_workers, max(1, hw.num_ps)
+def ps_fractions(profile, hw) -> list:
+  """Each ps task's share of the model's bytes: whole variables placed
+  greedily by size in model order (the harness's placer; a variable is
+  never split, so one big variable can load one ps task most)."""
+  p = max(1, hw.num_ps)
+  sizes = [g.bytes for g in profile.gradients]
+  load = [0.0] * p
+  for k, n in zip(st.greedy_placement(sizes, p), sizes):
+    load[k] += n
+  total = float(sum(sizes)) or 1.0
+  return [x / total for x in load]
+
+
+def _ps_bottleneck_share(hw, fractions):
+  """Bytes the busiest NIC moves each way per byte of the model."""
+  h = hw.num_workers
+  busiest = max(fractions)
   if hw.ps_placement == 'own_hosts':
-    return max(1.0, h / p)
-  # A worker host with a ps task: its own pushes to the other ps tasks and
+    return max(1.0, h * busiest)
+  # A worker host with ps task k: its own pushes to the other ps tasks and
   # every other worker's to its own.
-  return max(1.0, (p - 1) / p + (h - 1) / p)
+  return max(1.0, max((1 - f) + (h - 1) * f for f in fractions))
 
 
 def _local_means_ms(costs, hw, b):
@@ -276,11 +290,13 @@ def parameter_server(profile, hw, reads_first=True):
   v = var_bytes(profile)
   if hw.num_workers == 1 and hw.num_ps == 0:
     return _local_parameter_server(profile, hw, costs, v)
-  share = _ps_bottleneck_share(hw)
-  ps_count = max(1, hw.num_ps)
+  fractions = ps_fractions(profile, hw)
+  share = _ps_bottleneck_share(hw, fractions)
+  busiest = max(fractions)
 
   def push(b):
-    sums = costs.cpu_ms(hw.num_workers * b / ps_count)
+    # the busiest ps task's CPU sums every worker's share of its bytes
+    sums = costs.cpu_ms(hw.num_workers * busiest * b)
     net = share * b / costs.b_net / 1e3
     return _local_means_ms(costs, hw, b) + max(net, sums)
 
@@ -289,7 +305,7 @@ def parameter_server(profile, hw, reads_first=True):
     + costs.l_net / 1e3
     + _to_towers_ms(costs, hw, v)
   )
-  apply_ms = costs.cpu_ms(APPLY_PASSES * v / ps_count)
+  apply_ms = costs.cpu_ms(APPLY_PASSES * v * busiest)
   step = _overlapped(profile, hw, push, after=apply_ms + costs.l_net / 1e3)
   total = step.step_ms + reads
   return Step(total, step.compute_ms, total - step.compute_ms)
@@ -315,8 +331,9 @@ def _local_parameter_server(profile, hw, costs, v):
 def hybrid(profile, hw, threshold_bytes=1 << 20):
   """Big variables on the ps tasks, small ones all-reduced (collective)."""
   costs = Costs(hw)
-  share = _ps_bottleneck_share(hw)
   big = [g for g in profile.gradients if g.bytes > threshold_bytes]
+  fractions = ps_fractions(dataclasses.replace(profile, gradients=big), hw)
+  share = _ps_bottleneck_share(hw, fractions)
   v = sum(g.bytes * 4 / _ITEMSIZE.get(g.dtype, 4) for g in big)
 
   def cost(g):
