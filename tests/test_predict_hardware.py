@@ -14,7 +14,7 @@ from tf_cnn_benchmarks.commands import validate_on_paper
 from tf_cnn_benchmarks.scaling.model import profile_format
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GRADIENTS = os.path.join(REPO, 'results', 'published', 'gradients')
+GRADIENTS = os.path.join(REPO, 'results', 'gradients')
 REPORT = os.path.join(REPO, 'results', 'published', 'validation.md')
 
 

@@ -2,7 +2,7 @@
 """Score the hardware model on published scaling tables (results/published).
 
   python scripts/validate_on_paper.py [--tables=results/published]
-      [--gradients=results/published/gradients] [--report=FILE.md]
+      [--gradients=results/gradients] [--report=FILE.md]
       [--rows=FILE.jsonl]
 
 For every row of every table: a paper profile made from the table's own
@@ -79,7 +79,8 @@ def parse_args(argv):
   p.add_argument(
     '--gradients',
     default=None,
-    help='gradient lists, <model>_<data>.json (default: TABLES/gradients)',
+    help='gradient lists, <model>_<data>.json (default: the gradients '
+    'folder beside the tables: results/gradients)',
   )
   p.add_argument('--report', help='write the summary as Markdown here')
   p.add_argument('--rows', help='write one JSON line per scored row here')
@@ -411,9 +412,10 @@ def run(args):
     rows = published.load_tables(args.tables)
   except (OSError, published.PublishedTableError) as e:
     raise UsageError('--tables: %s' % e) from None
-  scorer = Scorer(
-    rows, args.gradients or os.path.join(args.tables, 'gradients')
+  beside = os.path.join(
+    os.path.dirname(os.path.abspath(args.tables)), 'gradients'
   )
+  scorer = Scorer(rows, args.gradients or beside)
   scored = [scorer.score(r) for r in rows if r.num_gpus > 1]
   orders = order_checks(scored)
   for line in summary_lines(scored, orders):
