@@ -45,6 +45,12 @@ COMMANDS = {
   'tf-cnn-benchmarks-predict': (
     'tf_cnn_benchmarks.commands.console:predict_scaling'
   ),
+  'tf-cnn-benchmarks-validate-on-paper': (
+    'tf_cnn_benchmarks.commands.console:validate_on_paper'
+  ),
+  'tf-cnn-benchmarks-predict-scale-benchmark': (
+    'tf_cnn_benchmarks.commands.console:predict_scale_benchmark'
+  ),
 }
 # What each command's --help starts with (its usage line).
 USAGE = {
@@ -57,6 +63,8 @@ USAGE = {
   'tf-cnn-benchmarks-make-fake-data': 'usage: ',
   'tf-cnn-benchmarks-profile': 'Measures this host',
   'tf-cnn-benchmarks-predict': 'usage: ',
+  'tf-cnn-benchmarks-validate-on-paper': 'usage: ',
+  'tf-cnn-benchmarks-predict-scale-benchmark': 'usage: ',
 }
 _COPIED = (
   'tf_cnn_benchmarks',

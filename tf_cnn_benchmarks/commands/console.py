@@ -64,3 +64,13 @@ def profile_host() -> int:
 def predict_scaling() -> int:
   """tf-cnn-benchmarks-predict."""
   return run_command('predict_scaling')
+
+
+def validate_on_paper() -> int:
+  """tf-cnn-benchmarks-validate-on-paper."""
+  return run_command('validate_on_paper')
+
+
+def predict_scale_benchmark() -> int:
+  """tf-cnn-benchmarks-predict-scale-benchmark."""
+  return run_command('predict_scale_benchmark')

@@ -7,12 +7,19 @@
       [--variable_update=all|NAME[,NAME]] [--all_reduce_spec=all|SPEC[,SPEC]]
       [--gradient_repacking=0] [--agg_small_grads_max_bytes=0]
       [--calibration=FILE] [--json_out=FILE]
+      [--intra_link=pcie3|pcie4|nvlink1|nvlink2|nvswitch|nvswitch3|GB/s]
+      [--network=tcp|rdma] [--ps_placement=own_hosts|worker_hosts]
+      [--local_parameter_device=cpu|gpu] [--gradient_precision=fp32|fp16|bf16]
+      [--nccl_algorithm=ring|tree] [--cores_per_host=N] [--horovod_*]
 
 Without --profile, --model/--data_name/--batch_size/--device measure the
-profile first (scaling.profile). Prints, per cluster shape, a ranked table
-of predicted images/sec with its band, the margin of the best to the
-runner-up, and the calibration constants with where they came from;
---json_out writes one JSON line per strategy and shape. docs/predicting.md.
+profile first (scaling.profile). Two models: a hardware flag, horovod or a
+GPU profile predict a GPU cluster from its hardware (hardware_model.py,
+closed forms); otherwise the test-bed model simulates the repository's
+loopback clusters with its calibration (cost_model.py). Prints, per cluster
+shape, a ranked table of predicted images/sec with its band, the margin of
+the best to the runner-up, and where the constants came from; --json_out
+writes one JSON line per strategy and shape. docs/predicting.md.
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ import argparse
 import json
 import sys
 
+from tf_cnn_benchmarks.commands import predict_hardware
 from tf_cnn_benchmarks.platform import quiet
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration as cal_lib
+from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.model import target as target_lib
-import variable_mgr
 from variable_mgr import allreduce_spec
 from variable_mgr import catalog
 
@@ -70,7 +78,9 @@ def parse_args(argv):
     action='store_true',
     help="every task shares the profiled host's cores",
   )
-  p.add_argument('--cores_per_host', type=int, default=None)
+  p.add_argument(
+    '--cores_per_host', type=int, default=None, help='cores of each host'
+  )
   p.add_argument(
     '--worker_inter_op_threads',
     type=int,
@@ -94,6 +104,7 @@ def parse_args(argv):
     help='with --profile: use a profile of another --model, --data_name or '
     '--batch_size than the ones given',
   )
+  predict_hardware.add_flags(p)
   return p.parse_args(argv)
 
 
@@ -163,16 +174,15 @@ def _registered_specs(profile, target):
   return specs
 
 
-def strategies_for(args, profile, target):
+def strategies_for(args, profile, target, hardware=False):
   """The strategies asked for that run on `target` (explicit ones must)."""
   cluster = target.num_workers > 1 or target.num_ps > 0
-  # The registry's names for the shape; a manager the model does not know
-  # (independent: its towers never exchange gradients) is left out.
-  registered = (
-    variable_mgr.cluster_names() if cluster else (variable_mgr.local_names())
-  )
-  allowed = [n for n in registered if n in cost_model.MODELLED]
-  names = _names(args.variable_update, cost_model.MODELLED, 'variable_update')
+  # The declared names for the shape (variable_mgr/catalog.py, no
+  # TensorFlow); a manager the model does not know (independent: its towers
+  # never exchange gradients) is left out. Horovod: the hardware model's.
+  modelled = cost_model.MODELLED + (('horovod',) if hardware else ())
+  allowed = list(catalog.names(in_cluster=cluster)) + ['horovod'] * hardware
+  names = _names(args.variable_update, modelled, 'variable_update')
   explicit = args.variable_update != 'all'
   if args.all_reduce_spec == 'all':
     specs = [None] + _registered_specs(profile, target)
@@ -184,14 +194,15 @@ def strategies_for(args, profile, target):
       continue
     for spec in _specs_of(name, specs, args.all_reduce_spec == 'all'):
       out.append(_strategy(args, name, spec))
-    if name == 'parameter_server' and cluster:
+    if name == 'parameter_server' and cluster and not hardware:
       out.append(_strategy(args, name, None, sync=False))
-  return [s for s in out if _usable(s, target, profile, explicit)]
+  check = predict_hardware.check if hardware else cost_model.check_strategy
+  return [s for s in out if _usable(s, target, profile, explicit, check)]
 
 
 def _specs_of(name, specs, every):
   """The specs `name` takes from the list (None: its default)."""
-  if name not in cost_model.WITH_SPEC:
+  if name not in cost_model.WITH_SPEC or name == 'horovod':
     return [None]
   if catalog.any_of(name, catalog.collective_only):  # collective[#N] only
     mine = [s for s in specs if s and s.split('#')[0] == 'collective']
@@ -212,9 +223,9 @@ def _strategy(args, name, spec, sync=True):
   )
 
 
-def _usable(strategy, target, profile, explicit):
+def _usable(strategy, target, profile, explicit, check):
   try:
-    cost_model.check_strategy(strategy, target, profile)
+    check(strategy, target, profile)
   except (cost_model.StrategyError, ValueError) as e:
     if explicit and strategy.sync:
       raise UsageError(str(e)) from None
@@ -300,18 +311,32 @@ def run(args):
     else cal_lib.default_calibration()
   )
   profile = load_or_measure(args)
+  hardware = predict_hardware.wanted(args, profile)
+  if hardware:
+    try:
+      targets = predict_hardware.targets(args, [t.num_workers for t in targets])
+    except hw_lib.HardwareError as e:  # each field is a flag of this name
+      raise UsageError('--%s' % e) from None
   lines = []
   for target in targets:
-    strategies = strategies_for(args, profile, target)
+    strategies = strategies_for(args, profile, target, hardware)
     if not strategies:
       raise UsageError('no strategy asked for runs on %s' % target.shape_text())
-    preds = [cost_model.predict(profile, target, s, cal) for s in strategies]
+    if hardware:
+      preds = [predict_hardware.predict(profile, target, s) for s in strategies]
+    else:
+      preds = [cost_model.predict(profile, target, s, cal) for s in strategies]
     print_table(profile, target, preds)
     print()
     lines += [p.as_json() for p in preds]
-  print('calibration constants:')
-  for line in cal.lines():
-    print('  ' + line)
+  if hardware:
+    print('hardware model (closed forms); where its figures come from:')
+    for line in targets[0].source_lines():
+      print('  ' + line)
+  else:
+    print('test-bed model (loopback clusters); its calibration constants:')
+    for line in cal.lines():
+      print('  ' + line)
   if args.json_out:
     with open(args.json_out, 'w', encoding='utf-8') as f:
       for line in lines:
@@ -319,16 +344,9 @@ def run(args):
   return lines
 
 
-def _load_managers():
-  """Imports the managers (TensorFlow) with its start-up lines kept quiet."""
-  with quiet.captured_stderr_fd():
-    variable_mgr.load_managers()  # TensorFlow loads here
-
-
 def main(argv=None) -> int:
   """Entry point; bad input: one line on stderr, exit status 2."""
   try:
-    _load_managers()
     run(parse_args(sys.argv[1:] if argv is None else argv))
   except (
     UsageError,

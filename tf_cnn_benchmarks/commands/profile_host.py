@@ -13,12 +13,24 @@ model expects. Its own flags: --out (required), --profile_steps,
 --all_reduce_specs, --concurrent_copies. How to use it: docs/predicting.md;
 every field and how it is measured: lab/notes/predicting_profile.md.
 
+On paper, for a device this machine does not have (no run: a published
+figure and stated assumptions, every one in the profile's `notes`):
+
+    .venv/bin/python scripts/profile_host.py --paper --model=resnet50 \
+      --data_name=imagenet --batch_size=64 --images_per_sec=219 \
+      --device_name=P100 --out=resnet50_p100.json
+
+builds the model's graph (TensorFlow) for its gradients' sizes and order,
+or reads them from --paper_gradients (a list cost_model_paper wrote: no
+TensorFlow).
+
 Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
 --out; 1 when the transport tasks fail (one line).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 
 from absl import flags  # noqa: E402
@@ -27,6 +39,7 @@ from tf_cnn_benchmarks.config import params_value  # noqa: E402  (no TF)
 from tf_cnn_benchmarks.platform import quiet
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.scaling.model import profile_format
+from tf_cnn_benchmarks.scaling.profile import cost_model_paper
 from tf_cnn_benchmarks.scaling.profile import profile_concurrent
 from variable_mgr import allreduce_spec
 
@@ -57,6 +70,28 @@ flags.DEFINE_list(
   'On CPU: k copies of the local run at once, for each k given, against '
   'one alone (compute.concurrent_speedup: what k towers on one host get '
   'done; empty: not measured).',
+)
+
+flags.DEFINE_bool(
+  'paper',
+  False,
+  'Write a profile from a published single-device figure instead of '
+  'measuring: --model, --data_name, --batch_size, --images_per_sec, '
+  '--device_name (and --use_fp16) describe it.',
+)
+flags.DEFINE_float(
+  'images_per_sec',
+  None,
+  'With --paper: the published images/sec of one device.',
+)
+flags.DEFINE_string(
+  'device_name', None, 'With --paper: the device the figure is of (e.g. V100).'
+)
+flags.DEFINE_string(
+  'paper_gradients',
+  None,
+  "With --paper: the model's gradient list (JSON, cost_model_paper."
+  'save_gradient_list) instead of building the model.',
 )
 
 # Flags of the benchmark the profile ignores (it fixes them itself).
@@ -103,6 +138,10 @@ def _check_args():
 
 _OWN_FLAGS = (
   'out',
+  'paper',
+  'images_per_sec',
+  'device_name',
+  'paper_gradients',
   'profile_steps',
   'profile_traced_steps',
   'transport_max_bytes',
@@ -136,6 +175,8 @@ def main(argv) -> int:
   problem = _check_args()
   if problem:
     return _usage_error(problem)
+  if FLAGS.paper:
+    return _paper()
   # TensorFlow loads after the flags parse (--help and flag errors answer
   # at once), its start-up lines kept off stderr; these modules import it.
   quiet.load_tensorflow()
@@ -174,6 +215,64 @@ def main(argv) -> int:
     return _usage_error('--out=%s: cannot write: %s' % (FLAGS.out, e))
   for line in profile.summary_lines(result):
     print(line, flush=True)
+  print('profile written to %s' % FLAGS.out, flush=True)
+  return 0
+
+
+def _paper_problem():
+  """One line naming the bad --paper flag, or None."""
+  for name in ('model', 'batch_size', 'images_per_sec', 'device_name'):
+    if not FLAGS[name].present:
+      return '--paper: give --%s' % name
+  ips = FLAGS.images_per_sec
+  if not (math.isfinite(ips) and ips > 0):
+    return '--images_per_sec=%s: want a number > 0' % ips
+  if FLAGS.batch_size < 1:
+    return '--batch_size=%d: want an integer >= 1' % FLAGS.batch_size
+  return None
+
+
+def _paper_gradients():
+  """The gradient list: from --paper_gradients, or the model's graph."""
+  if FLAGS.paper_gradients:
+    return cost_model_paper.load_gradient_list(FLAGS.paper_gradients)
+  quiet.load_tensorflow()
+  return cost_model_paper.gradient_list(FLAGS.model, FLAGS.data_name)
+
+
+def _paper() -> int:
+  """--paper: writes a profile from the published figure, no run."""
+  problem = _paper_problem()
+  if problem:
+    return _usage_error(problem)
+  try:
+    grads = _paper_gradients()
+  except ValueError as e:  # a bad list file; an unknown model
+    return _usage_error(str(e).splitlines()[0])
+  result = cost_model_paper.paper_profile(
+    grads,
+    model=FLAGS.model,
+    data_name=FLAGS.data_name,
+    batch_size=FLAGS.batch_size,
+    images_per_sec=FLAGS.images_per_sec,
+    device_name=FLAGS.device_name,
+    use_fp16=FLAGS.use_fp16,
+  )
+  try:
+    profile_format.save_profile(result, FLAGS.out)
+  except OSError as e:
+    return _usage_error('--out=%s: cannot write: %s' % (FLAGS.out, e))
+  print(
+    'paper profile of %s on %s: %d gradients, %.1f MB, step %.2f ms'
+    % (
+      FLAGS.model,
+      FLAGS.device_name,
+      len(result.gradients),
+      result.total_gradient_bytes / 1e6,
+      result.compute.step_ms,
+    )
+  )
+  print('notes: %s' % result.notes)
   print('profile written to %s' % FLAGS.out, flush=True)
   return 0
 

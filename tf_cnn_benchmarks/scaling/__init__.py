@@ -7,4 +7,7 @@ model):
   paper profiles for devices this machine does not have.
 - auto/: --variable_update=auto: the ranking, the launcher's shared profile,
   measured close calls and the start-up link probe.
+
+Beside the rooms, published.py reads results/published/ (scaling tables
+copied from published sources, checked against) without TensorFlow.
 """

@@ -1,4 +1,6 @@
-"""Predicted images/sec of a strategy on a target cluster, from a profile.
+"""The test-bed model: predicted images/sec of a strategy on one of this
+repository's local clusters, from a profile (GPU clusters described as
+hardware: hardware_model.py).
 
 `predict(profile, target, strategy)` simulates one training step of every
 worker (simulate.py) built from what the strategy's manager sends

@@ -1,4 +1,13 @@
-"""The cost model's calibration constants, each with where it came from.
+"""The test-bed calibration: the constants of this repository's loopback
+clusters, each with where it came from.
+
+Used only by the test-bed model (cost_model.py: the local launcher's
+clusters, every task on one host's cores, links shaped by token buckets on
+veths), which predict_scaling runs when it is given a CPU profile and no
+hardware flag, and `--variable_update=auto`. Token-bucket CPU per byte,
+veth flow stagger, switch-port duplex losses, spinning cores and the CPU a
+message costs model that test-bed, not hardware: a GPU cluster described
+as hardware is hardware_model.py's, which reads nothing here.
 
 Nothing here is fitted on a cluster the model is scored on. The defaults
 are assumptions (stated as such); a calibration file (JSON,

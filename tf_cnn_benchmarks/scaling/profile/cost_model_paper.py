@@ -13,8 +13,22 @@ backward pass in reverse variable order, and says so in `notes`.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.scaling.model import profile_format as fmt
+
+# Forward : backward = 1 : 2. The backward pass computes the gradients of
+# a layer's inputs and of its weights, each about the forward's FLOPs
+# (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", 2.1: 2N
+# forward, 4N backward FLOPs per token).
+FORWARD_SHARE = 1.0 / 3.0
+# p10 / p90 of a paper profile's step: assumed +-3% (no spread published).
+PAPER_SPREAD = 0.03
+# Ops whose second input is a weight, and how their FLOPs scale.
+_WEIGHT_OPS = ('Conv2D', 'MatMul', 'DepthwiseConv2dNative')
+_PASS_THROUGH = ('Identity', 'ReadVariableOp', 'Cast', 'Enter')
 
 
 def _transport(latency_us, bytes_per_us, measured):
@@ -123,4 +137,149 @@ def model_profile(model, data_name, batch_size, *, forward_share=1 / 3):
     notes='synthetic: gradient list of the harness model; ready times '
     'spread evenly over the backward pass in reverse variable order; '
     'p10/p90 assumed +-3%',
+  )
+
+
+def _source_variable(tensor):
+  """The variable op a weight input reads (through reads and casts)."""
+  op = tensor.op
+  while op.type in _PASS_THROUGH and op.inputs:
+    op = op.inputs[0].op
+  return op.name
+
+
+def _weight_flops(graph):
+  """{variable op name: forward FLOPs per image} of the weights that a
+  Conv2D or MatMul multiplies: 2 x weights x output positions."""
+  flops = {}
+  for op in graph.get_operations():
+    if op.type not in _WEIGHT_OPS or len(op.inputs) < 2:
+      continue
+    weight, out = op.inputs[1], op.outputs[0].shape.as_list()
+    elements = weight.shape.num_elements() or 0
+    positions = 1
+    if op.type != 'MatMul' and len(out) == 4:
+      channels_first = op.get_attr('data_format') == b'NCHW'
+      positions = out[2] * out[3] if channels_first else out[1] * out[2]
+    name = _source_variable(weight)
+    flops[name] = flops.get(name, 0) + 2 * elements * positions
+  return flops
+
+
+def gradient_list(model: str, data_name: str) -> list:
+  """[{name, shape, bytes, flops}] of the model's trainable variables in
+  variable order (flops: forward FLOPs per image of a weight's matmul or
+  convolution, 0 for biases and batch norm). Builds the model: TensorFlow.
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  import models
+
+  with tf.Graph().as_default() as graph:
+    built = models.create_model(model, data_name)
+    size = built.image_size
+    classes = 1000 if data_name == 'imagenet' else 10
+    built.build(tf.zeros([1, size, size, 3]), classes, is_training=True)
+    flops = _weight_flops(graph)
+    return [
+      {
+        'name': v.op.name,
+        'shape': v.shape.as_list(),
+        'bytes': v.shape.num_elements() * v.dtype.size,
+        'flops': flops.get(v.op.name, 0),
+      }
+      for v in tf.compat.v1.trainable_variables()
+    ]
+
+
+def save_gradient_list(grads, model, data_name, path) -> None:
+  """Writes a gradient list (JSON) so paper profiles need no TensorFlow."""
+  with open(path, 'w', encoding='utf-8') as f:
+    json.dump(
+      {'model': model, 'data_name': data_name, 'gradients': grads},
+      f,
+      indent=0,
+    )
+    f.write('\n')
+
+
+def load_gradient_list(path) -> list:
+  """The gradient list a save_gradient_list wrote (ValueError: bad file)."""
+  data = json_input.load_file(path)
+  grads = data.get('gradients') if isinstance(data, dict) else None
+  if not isinstance(grads, list) or not grads:
+    raise ValueError('%s: want {"gradients": [...]}' % path)
+  return grads
+
+
+def ready_fractions(grads, forward_share=FORWARD_SHARE) -> list:
+  """When each gradient is ready, as a share of the step: after the
+  forward pass, the backward runs in reverse variable order and takes the
+  same share of its time as its weights' FLOPs (evenly by count when the
+  list has no FLOPs)."""
+  weights = [g.get('flops', 0) for g in grads]
+  if sum(weights) <= 0:
+    weights = [1] * len(grads)
+  total, done, out = float(sum(weights)), 0.0, [0.0] * len(grads)
+  for i in reversed(range(len(grads))):
+    done += weights[i]
+    out[i] = forward_share + (1 - forward_share) * done / total
+  return out
+
+
+def paper_profile(
+  grads,
+  *,
+  model,
+  data_name,
+  batch_size,
+  images_per_sec,
+  device_name,
+  use_fp16=False,
+  cores=32,
+):
+  """A profile of one GPU from a published images/sec (no TensorFlow).
+
+  step = batch / images_per_sec; ready times by ready_fractions; apply on
+  the GPU assumed memory bound; transports: gpu_assumptions (the test-bed
+  model's inputs; the hardware model takes its links from the target).
+  """
+  if not (math.isfinite(images_per_sec) and images_per_sec > 0):
+    raise ValueError('images_per_sec=%s: want a number > 0' % images_per_sec)
+  step = batch_size * 1000.0 / images_per_sec
+  fractions = ready_fractions(grads)
+  gradients = tuple(
+    fmt.Gradient(g['name'], tuple(g['shape']), 'float32', g['bytes'], f * step)
+    for g, f in zip(grads, fractions)
+  )
+  gpu_apply = fmt.ApplyCost(0.01, 0.003)
+  notes = (
+    'paper profile: step %.3f ms = batch %d / %g images/sec on %s (a '
+    'published figure, not measured here); forward:backward = 1:2; each '
+    'gradient ready after the backward pass reached it, in reverse variable '
+    "order, the pass's time shared by the weights' forward FLOPs; p10/p90 "
+    'assumed +-%d%%; apply assumed 0.01 ms per variable + 0.003 ms per MB; '
+    'transports: assumed (gpu_assumptions)'
+    % (step, batch_size, images_per_sec, device_name, PAPER_SPREAD * 100)
+  )
+  return fmt.Profile(
+    created='paper',
+    host=fmt.Host('assumed', cores, 'n/a', 'gpu', device_name),
+    run=fmt.RunInfo(
+      model, data_name, batch_size, 'NCHW', bool(use_fp16), 'sgd', 1
+    ),
+    compute=fmt.Compute(
+      step,
+      step * (1 - PAPER_SPREAD),
+      step * (1 + PAPER_SPREAD),
+      step * FORWARD_SHARE,
+      step * (1 - FORWARD_SHARE),
+      1.0,
+    ),
+    gradients=gradients,
+    apply=fmt.Apply(gpu_apply, gpu_apply, 'assumed: memory bound on a GPU'),
+    chunks={},
+    transports=gpu_assumptions(intra_gb_s=10, inter_gbit_s=25),
+    notes=notes,
   )

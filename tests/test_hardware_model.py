@@ -1,0 +1,242 @@
+"""The hardware model's mechanisms, each against a hand computation.
+
+hardware.py (targets, presets) and hardware_model.py (closed-form steps):
+NCCL ring and tree, TCP and RDMA, ps tasks on their own hosts or on the
+worker hosts, variables on the CPU or the GPUs, 16-bit gradients, Horovod's
+fusion and cycle, overlap with the backward pass, the slowest GPU, and
+the closed forms against the simulation at small sizes.
+"""
+
+import dataclasses
+import math
+
+import pytest
+
+from tf_cnn_benchmarks.scaling.model import cost_model
+from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
+from tf_cnn_benchmarks.scaling.model import hardware_model as hm
+from tf_cnn_benchmarks.scaling.model import profile_format as fmt
+from tf_cnn_benchmarks.scaling.model import target as target_lib
+
+MB = 1e6
+
+
+def _profile(grads, step_ms=100.0, spread=0.0):
+  """A GPU profile: [(bytes, ready_ms)], no spread unless asked."""
+  gradients = tuple(
+    fmt.Gradient('v%d' % i, (b // 4,), 'float32', b, ready)
+    for i, (b, ready) in enumerate(grads)
+  )
+  zero = fmt.ApplyCost(0.0, 0.0)
+  return fmt.Profile(
+    created='test',
+    host=fmt.Host('none', 8, 'n/a', 'gpu', 'test'),
+    run=fmt.RunInfo('m', 'imagenet', 32, 'NCHW', False, 'sgd', 1),
+    compute=fmt.Compute(
+      step_ms,
+      step_ms * (1 - spread),
+      step_ms * (1 + spread),
+      step_ms / 3,
+      2 * step_ms / 3,
+      1.0,
+    ),
+    gradients=gradients,
+    apply=fmt.Apply(zero, zero),
+    chunks={},
+    transports={},
+  )
+
+
+def _hw(**fields):
+  return hw_lib.make_hardware(**fields)
+
+
+def test_ring_and_tree_against_the_formulas():
+  # 8 ranks, 80 MB, 10,000 bytes/us, 5 us a step.
+  b, bw, lat = 80 * MB, 10000.0, 5.0
+  ring = (2 * 7 / 8 * b / bw + 14 * lat) / 1000
+  tree = (2 * 7 / 8 * b / bw + 2 * 3 * lat) / 1000
+  assert hm.ring_ms(b, 8, bw, lat) == pytest.approx(ring)
+  assert hm.ring_ms(b, 8, bw, lat, 'tree') == pytest.approx(tree)
+  assert hm.ring_ms(b, 1, bw, lat) == 0.0
+
+
+def test_nccl_tree_wins_on_latency_at_scale():
+  hw = dict(num_workers=64, gpus_per_host=8, network='rdma')
+  small = 4096
+  ring = hm.Costs(_hw(**hw)).nccl(small)
+  tree = hm.Costs(_hw(nccl_algorithm='tree', **hw)).nccl(small)
+  lat = _hw(**hw).net_latency_us()
+  assert ring - tree == pytest.approx(
+    (2 * 511 - 2 * math.ceil(math.log2(512))) * lat / 1000, rel=1e-6
+  )
+
+
+def test_tcp_and_rdma_payload_and_cpu():
+  tcp = _hw(link_mbits=10000.0, network='tcp', host_cores=32)
+  rdma = _hw(link_mbits=10000.0, network='rdma', host_cores=32)
+  assert tcp.net_bytes_per_us() == pytest.approx(1250.0 * 1448 / 1538)
+  assert rdma.net_bytes_per_us() == pytest.approx(1250.0 * 4096 / 4122)
+  # 4 cores: one moves TCP bytes, at 1 / 0.5 ns per byte = 2000 bytes/us,
+  # below a 100 Gbit/s wire's payload; RDMA takes no core.
+  fast = dict(link_mbits=100000.0, host_cores=4)
+  assert _hw(network='tcp', **fast).net_bytes_per_us() == pytest.approx(2000)
+  assert _hw(network='rdma', **fast).net_bytes_per_us() == pytest.approx(
+    12500.0 * 4096 / 4122
+  )
+  assert tcp.net_latency_us() - rdma.net_latency_us() == pytest.approx(22.0)
+
+
+def test_ps_on_worker_hosts_share_their_nics():
+  even = _profile([(MB, 50.0)] * 4)
+  own = _hw(num_workers=4, num_ps=1, ps_placement='own_hosts')
+  shared = _hw(num_workers=4, num_ps=4, ps_placement='worker_hosts')
+  # own hosts: the one ps NIC takes 4 workers' bytes; on the workers: each
+  # host sends 3/4 of its own to the other ps tasks and serves 3 others'
+  # quarter.
+  f_own, f_shared = hm.ps_fractions(even, own), hm.ps_fractions(even, shared)
+  assert f_shared == [0.25] * 4
+  assert hm._ps_bottleneck_share(own, f_own) == pytest.approx(4.0)
+  assert hm._ps_bottleneck_share(shared, f_shared) == pytest.approx(1.5)
+
+
+def test_one_big_variable_loads_one_ps_task():
+  # 6 MB, then three of 1 MB, on 4 ps tasks: 6/9 of the bytes on one
+  p = _profile([(6 * MB, 50.0)] + [(MB, 50.0)] * 3)
+  hw = _hw(num_workers=8, num_ps=4, ps_placement='own_hosts')
+  fractions = hm.ps_fractions(p, hw)
+  assert max(fractions) == pytest.approx(6 / 9)
+  assert hm._ps_bottleneck_share(hw, fractions) == pytest.approx(8 * 6 / 9)
+  shared = dataclasses.replace(hw, ps_placement='worker_hosts')
+  assert hm._ps_bottleneck_share(shared, fractions) == pytest.approx(
+    (1 - 6 / 9) + 7 * 6 / 9
+  )
+
+
+def _one_gradient_ps(device):
+  p = _profile([(40 * MB, 90.0)])
+  hw = _hw(gpus_per_host=4, intra='pcie3', local_parameter_device=device)
+  return p, hw, hm.parameter_server(p, hw)
+
+
+def test_variables_on_the_cpu_by_hand():
+  p, hw, step = _one_gradient_ps('cpu')
+  host = 15.75e3 * 256 / 280  # PCIe 3 x16 payload, bytes/us
+  cpu = 8 * 4000.0  # 8 of 32 cores at 4 GB/s
+  reads = 40 * MB / host / 1e3
+  push = 40 * MB / host / 1e3 + 4 * 40 * MB / cpu / 1e3
+  apply = 3 * 40 * MB / cpu / 1e3
+  assert step.step_ms == pytest.approx(reads + max(100.0, 90.0 + push) + apply)
+
+
+def test_variables_on_the_gpus_by_hand():
+  p, hw, step = _one_gradient_ps('gpu')
+  link = 15.75e3 * 256 / 280
+  per = 3 / 4 * 40 * MB / link / 1e3  # each GPU moves 3/4 of the bytes
+  assert step.step_ms == pytest.approx(per + max(100.0, 90.0 + per))
+
+
+def test_sixteen_bit_gradients_halve_the_wire():
+  p = _profile([(64 * MB, 99.0)])
+  costs = hm.Costs(_hw(gpus_per_host=8))
+  for precision, size in (('fp32', 4), ('fp16', 2), ('bf16', 2)):
+    hw = _hw(gpus_per_host=8, gradient_precision=precision)
+    assert hm.wire_bytes(p.gradients[0], hw) == 64 * MB * size / 4
+    step = hm.replicated(p, hw)
+    assert step.step_ms == pytest.approx(99.0 + costs.nccl(64 * MB * size / 4))
+
+
+def test_overlap_queues_messages_behind_the_backward_pass():
+  assert hm.fifo_end([(10.0, 5.0), (12.0, 5.0), (30.0, 1.0)]) == 31.0
+  assert hm.fifo_end([(10.0, 5.0), (11.0, 5.0)]) == 20.0
+  # gradients ready early hide their all-reduce under the compute
+  early = _profile([(8 * MB, 40.0)])
+  late = _profile([(8 * MB, 100.0)])
+  hw = _hw(gpus_per_host=8)
+  cost = hm.Costs(hw).nccl(8 * MB)
+  assert hm.replicated(early, hw).step_ms == pytest.approx(100.0)
+  assert hm.replicated(late, hw).step_ms == pytest.approx(100.0 + cost)
+
+
+def test_horovod_fuses_and_waits_for_its_cycle():
+  hw = _hw(
+    gpus_per_host=8,
+    horovod_cycle_ms=5.0,
+    horovod_fusion_bytes=int(50 * MB),
+  )
+  costs = hm.Costs(hw)
+  neg = 2 * 3 * hw.link().latency_us / 1e3  # 8 ranks: 2 log2(8) steps
+  # ready at 1 and 2 ms: the cycle at 5 ms fuses both (60 MB > 50 MB: two
+  # buffers, 30 MB then 30 MB).
+  pending = [(1.0, 30 * MB), (2.0, 30 * MB)]
+  end = hm._horovod_end(pending, hw, 0.0)
+  assert end == pytest.approx(5.0 + neg + 2 * costs.nccl(30 * MB))
+  # one buffer when they fit
+  big = dataclasses.replace(hw, horovod_fusion_bytes=int(64 * MB))
+  end = hm._horovod_end(pending, big, 0.0)
+  assert end == pytest.approx(5.0 + neg + costs.nccl(60 * MB))
+
+
+def test_horovod_cycle_phase_is_averaged():
+  p = _profile([(1000, 100.0)])
+  hw = _hw(gpus_per_host=1, horovod_cycle_ms=8.0)
+  # one GPU: nothing to send; the wait for the cycle after the last
+  # gradient, over phases 0, 1, ... 7 ms: 8 - 0, 8 - 1 ... mean 4.5 ms
+  # (ready at 100 = 12.5 cycles: phases shift the next tick).
+  ends = [hm._horovod_end([(100.0, 1000)], hw, -i) for i in range(8)]
+  step = hm.horovod(p, hw)
+  assert step.step_ms == pytest.approx(max(100.0, sum(ends) / 8))
+  assert 100.0 < step.step_ms <= 108.0
+
+
+def test_the_slowest_gpu_sets_the_step():
+  p = _profile([(1000, 50.0)], spread=0.05)
+  sigma = (105.0 - 95.0) / (2 * 1.2815515655446004)
+  z2 = hm.expected_max_z(2)
+  assert z2 == pytest.approx(1 / math.sqrt(math.pi), rel=0.05)  # exact
+  assert hm.compute_ms(p, 1) == pytest.approx(100.0)
+  assert hm.compute_ms(p, 2) == pytest.approx(100.0 + sigma * z2)
+  assert hm.compute_ms(p, 1024) > hm.compute_ms(p, 8)
+
+
+def test_bad_fields_are_one_line():
+  with pytest.raises(hw_lib.HardwareError, match='ps_placement=x'):
+    _hw(ps_placement='x')
+  with pytest.raises(hw_lib.HardwareError, match='at most one ps task'):
+    _hw(num_workers=2, num_ps=3)
+  with pytest.raises(hw_lib.HardwareError, match='intra_link=fast'):
+    hw_lib.parse_intra_link('fast')
+  assert hw_lib.parse_intra_link('12.5') == {
+    'intra': 'custom',
+    'intra_gb_s': 12.5,
+  }
+
+
+@pytest.mark.parametrize('name', ['parameter_server', 'collective_all_reduce'])
+def test_closed_forms_near_the_simulation_at_small_sizes(name):
+  """The simulation (test-bed model, its calibration's CPU costs included)
+  and the closed form agree on a network-bound cluster of 2 and 3 hosts:
+  within 10% for the ps (one NIC's bytes), 20% for the collective (the
+  simulation's ring also pays the test-bed's per-message CPU)."""
+  p = _profile([(4 * MB, 60.0 + 4 * i) for i in range(10)], step_ms=100.0)
+  p = dataclasses.replace(
+    p,
+    transports={
+      'grpc': fmt.Transport(100.0, 100.0),
+      'collective': (fmt.Transport(50.0, 100.0, messages_per_hop=2)),
+    },
+  )
+  for workers in (2, 3):
+    t = target_lib.make_target(num_workers=workers, link_mbits=1000.0, num_ps=1)
+    hw = _hw(
+      num_workers=workers,
+      gpus_per_host=1,
+      link_mbits=1000.0,
+      num_ps=1,
+      ps_placement='own_hosts',
+    )
+    strategy = cost_model.Strategy(name)
+    sim = cost_model.predict(p, t, strategy).images_per_sec
+    closed = hm.images_per_sec(p, hw, strategy)
+    tolerance = 0.10 if name == 'parameter_server' else 0.20
+    assert closed == pytest.approx(sim, rel=tolerance)

@@ -1,0 +1,423 @@
+"""A strategy's step on a HardwareTarget in closed form (no simulation).
+
+Every GPU of the cluster computes the same step, so one GPU's timeline
+stands for all: its compute (the profile's step), its gradients' ready
+times, and the messages each strategy sends for them, queued one after
+another on the strategy's bottleneck (a host's NIC, a GPU's link, a PCIe
+link to host memory, the ps task's CPU). A message starts when its
+gradient is ready and the one before it is done, so communication overlaps
+the backward pass; the step ends when both the compute and the last message
+are done, plus what must follow them (the apply, the reads of the next
+step's variables). The work is O(gradients), whatever the cluster's size.
+
+Costs of one all-reduce of b bytes over n ranks (each rank's link B, each
+step's latency L; NCCL's own accounting, nccl-tests PERFORMANCE.md):
+ring 2(n-1)/n * b / B + 2(n-1) L; tree (NCCL 2.4's double binary trees:
+logarithmic latency, the same bus bandwidth) 2(n-1)/n * b / B +
+2 ceil(log2 n) L. Across hosts the NIC is the B of a ring's crossing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+from tf_cnn_benchmarks.scaling.model import cost_model_strategies as st
+from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
+
+_ITEMSIZE = {'float32': 4, 'float16': 2, 'bfloat16': 2, 'float64': 8}
+# TensorFlow ops dispatched per step of xring / collective rings inside a
+# host: assumed 20 us each (an op's executor and stream handoff), no figure
+# read; NCCL's kernels run a whole ring in one launch (the link's latency).
+TF_STEP_US = 20.0
+# The standard normal's 90th percentile (p10..p90 spans 2 x this sigma).
+_Z90 = statistics.NormalDist().inv_cdf(0.9)
+# Horovod's cycle runs apart from the step: its phase against the step is
+# averaged over this many evenly spread starts.
+_CYCLE_PHASES = 8
+# The optimizer's apply on a CPU reads the variable and the gradient and
+# writes the variable: 3 passes over the bytes.
+APPLY_PASSES = 3.0
+
+
+class HardwareStrategyError(ValueError):
+  """A strategy the hardware model does not cover (one line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+  """One step's time and its parts (ms)."""
+
+  step_ms: float
+  compute_ms: float
+  exposed_ms: float  # what communication adds beyond the compute
+
+
+def ring_ms(nbytes, n, bytes_per_us, latency_us, algorithm='ring'):
+  """All-reduce of nbytes over n ranks (ring or tree), in ms."""
+  if n <= 1 or nbytes <= 0:
+    return 0.0
+  moved = 2.0 * (n - 1) / n * nbytes / bytes_per_us
+  steps = 2 * (n - 1) if algorithm == 'ring' else 2 * math.ceil(math.log2(n))
+  return (moved + steps * latency_us) / 1000.0
+
+
+def fifo_end(messages) -> float:
+  """When the last of [(ready_ms, cost_ms)] ends, sent one at a time in
+  the order they are ready."""
+  t = 0.0
+  for ready, cost in sorted(messages):
+    t = max(t, ready) + cost
+  return t
+
+
+def wire_bytes(gradient, hw) -> float:
+  """A gradient's bytes on the wire at the target's gradient precision."""
+  elements = gradient.bytes / _ITEMSIZE.get(gradient.dtype, 4)
+  return elements * hw_lib.PRECISIONS[hw.gradient_precision]
+
+
+def var_bytes(profile) -> float:
+  """The variables' bytes (fp32 master copies)."""
+  return sum(g.bytes * 4 / _ITEMSIZE.get(g.dtype, 4) for g in profile.gradients)
+
+
+class Costs:
+  """The all-reduce costs of one target (ms for b bytes)."""
+
+  def __init__(self, hw):
+    self.hw = hw
+    self.link = hw.link()
+    self.g, self.h, self.n = hw.gpus_per_host, hw.num_workers, hw.num_devices
+    self.b_intra = self.link.bytes_per_us
+    self.b_net = hw.net_bytes_per_us()
+    self.l_net = hw.net_latency_us()
+    self.b_host = self.link.host_gb_s * 1e3 * hw_lib._PCIE_PAYLOAD
+    self.cpu = hw.cpu_bytes_per_us()
+
+  def nccl(self, b):
+    """NCCL over every GPU: one ring (or trees) through every host."""
+    alg = self.hw.nccl_algorithm
+    if self.h == 1:
+      return ring_ms(b, self.g, self.b_intra, self.link.latency_us, alg)
+    slowest = min(self.b_intra, self.b_net)
+    return ring_ms(b, self.n, slowest, self.l_net, alg)
+
+  def hierarchical(self, b):
+    """Horovod's hierarchical all-reduce: NCCL reduce-scatter in the host,
+    an all-reduce of the host's sum across hosts (every GPU's shard at
+    once through the NIC), NCCL all-gather in the host; one after another."""
+    inside = ring_ms(b, self.g, self.b_intra, self.link.latency_us)
+    across = ring_ms(b, self.h, self.b_net, self.l_net, self.hw.nccl_algorithm)
+    return inside + across
+
+  def to_host(self, b):
+    """Every GPU's b bytes to host memory (GPUs sharing a PCIe link wait
+    for each other)."""
+    return self.hw.gpus_per_host_link * b / self.b_host / 1000.0
+
+  def cpu_ms(self, b):
+    """The host CPU streaming through b bytes once."""
+    return b / self.cpu / 1000.0
+
+  def intra(self, alg, b):
+    """One host's part of a spec: algorithm `alg` over its GPUs."""
+    g, lat = self.g, self.link.latency_us
+    if g <= 1:
+      return 0.0
+    if alg == 'nccl':
+      return ring_ms(b, g, self.b_intra, lat, self.hw.nccl_algorithm)
+    if alg in ('xring', 'collective'):
+      return ring_ms(b, g, self.b_intra, TF_STEP_US)
+    if alg == 'rechd':
+      return ring_ms(b, g, self.b_intra, TF_STEP_US, 'tree')
+    if alg == 'pscpu':  # gathered to host memory, summed, sent back
+      return 2 * self.to_host(b) + self.cpu_ms(g * b) + 2 * lat / 1e3
+    # psgpu, copy, shuffle, hierarchical_copy: gathered on GPUs, each
+    # tensor on one (spread over all): a GPU moves (g-1)/g of the bytes.
+    return 2.0 * (g - 1) / g * b / self.b_intra / 1e3 + 2 * TF_STEP_US / 1e3
+
+  def across(self, alg, b):
+    """The hosts' part: `alg` over one rank per host through the NICs."""
+    if self.h <= 1:
+      return 0.0
+    steps = 'tree' if alg in ('rechd',) else 'ring'
+    if alg in ('pscpu', 'psgpu', 'copy', 'hierarchical_copy', 'shuffle'):
+      # gathered on one host per tensor (spread over all): like a ring's
+      # bytes, two messages of latency.
+      return 2.0 * (self.h - 1) / self.h * b / self.b_net / 1e3 + (
+        2 * self.l_net / 1e3
+      )
+    return ring_ms(b, self.h, self.b_net, self.l_net, steps)
+
+
+def expected_max_z(n: int) -> float:
+  """E[max of n standard normal draws] (Blom's approximation, exact at
+  n = 1 and within 1% beyond): Phi^-1((n - 0.375) / (n + 0.25))."""
+  if n <= 1:
+    return 0.0
+  return statistics.NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def compute_ms(profile, n: int) -> float:
+  """The compute of a synchronous step over n GPUs: each waits for the
+  slowest, so the step is the expected longest of n draws of one GPU's
+  step (normal, its sigma from the profile's p10..p90: 2 x 1.2816 sigma)."""
+  c = profile.compute
+  sigma = max(0.0, c.step_ms_p90 - c.step_ms_p10) / (2 * _Z90)
+  return c.step_ms + sigma * expected_max_z(n)
+
+
+def _stretched(profile, hw):
+  """(compute ms, ready-time factor): the slowest GPU's step."""
+  c = compute_ms(profile, hw.num_devices)
+  return c, c / profile.compute.step_ms
+
+
+def _overlapped(profile, hw, cost_of, *, packed=0, after=0.0):
+  """Step with one message per gradient (or `packed` even packs made once
+  all are ready) queued on one bottleneck, overlapping the compute."""
+  c, k = _stretched(profile, hw)
+  grads = profile.gradients
+  if packed:
+    total = sum(wire_bytes(g, hw) for g in grads)
+    msgs = [(c, cost_of(total / packed)) for _ in range(packed)]
+  else:
+    msgs = [(g.ready_ms * k, cost_of(wire_bytes(g, hw))) for g in grads]
+  end = max(c, fifo_end(msgs)) + after
+  return Step(end, c, end - c)
+
+
+def _worker_apply_ms(profile):
+  a = profile.apply.worker
+  return sum(a.ms(g.bytes) for g in profile.gradients)
+
+
+def replicated(profile, hw, spec=None, repacking=0):
+  """One host: every GPU's gradient all-reduced (default NCCL)."""
+  costs = Costs(hw)
+  alg = _one_algorithm(spec) or 'nccl'
+  return _overlapped(
+    profile,
+    hw,
+    lambda b: costs.intra(alg, b),
+    packed=repacking,
+    after=_worker_apply_ms(profile),
+  )
+
+
+def _one_algorithm(spec):
+  """The single algorithm of a spec ('nccl', 'xring#2' ...), or None."""
+  if not spec:
+    return None
+  return spec.split('#')[0].split(':')[0].split('/')[0]
+
+
+def _two_level(spec):
+  """(intra, inter) algorithms of a spec text ('nccl/xring', 'xring')."""
+  head = spec.split('#')[0].split(':')[-1]
+  parts = head.split('/')
+  return parts[0], parts[-1]
+
+
+def all_reduce_cluster(profile, hw, spec=None, repacking=0):
+  """distributed_all_reduce / collective_all_reduce across hosts: the
+  spec's intra algorithm in each host, its inter one across the hosts
+  (one after the other); a one-level spec is a ring over every GPU."""
+  costs = Costs(hw)
+  spec = spec or 'collective'
+  if '/' in spec.split(':')[-1]:
+    a, b_alg = _two_level(spec)
+    cost = lambda b: costs.intra(a, b) + costs.across(b_alg, b)  # noqa: E731
+  else:
+    alg = _one_algorithm(spec)
+    slowest = min(costs.b_intra, costs.b_net)
+    lat = costs.l_net + (TF_STEP_US if alg != 'nccl' else 0.0)
+    steps = 'tree' if alg == 'rechd' else 'ring'
+    cost = lambda b: ring_ms(b, costs.n, slowest, lat, steps)  # noqa: E731
+  return _overlapped(
+    profile, hw, cost, packed=repacking, after=_worker_apply_ms(profile)
+  )
+
+
+def ps_fractions(profile, hw) -> list:
+  """Each ps task's share of the model's bytes: whole variables placed
+  greedily by size in model order (the harness's placer; a variable is
+  never split, so one big variable can load one ps task most)."""
+  p = max(1, hw.num_ps)
+  sizes = [g.bytes for g in profile.gradients]
+  load = [0.0] * p
+  for k, n in zip(st.greedy_placement(sizes, p), sizes):
+    load[k] += n
+  total = float(sum(sizes)) or 1.0
+  return [x / total for x in load]
+
+
+def _ps_bottleneck_share(hw, fractions):
+  """Bytes the busiest NIC moves each way per byte of the model."""
+  h = hw.num_workers
+  busiest = max(fractions)
+  if hw.ps_placement == 'own_hosts':
+    return max(1.0, h * busiest)
+  # A worker host with ps task k: its own pushes to the other ps tasks and
+  # every other worker's to its own.
+  return max(1.0, max((1 - f) + (h - 1) * f for f in fractions))
+
+
+def _local_means_ms(costs, hw, b):
+  """One host's towers' gradient averaged where its variables live."""
+  if hw.gpus_per_host <= 1:
+    return 0.0
+  if hw.local_parameter_device == 'gpu':
+    return costs.intra('psgpu', b) / 2.0  # a gather, no broadcast
+  return costs.to_host(b) + costs.cpu_ms(hw.gpus_per_host * b)
+
+
+def _to_towers_ms(costs, hw, nbytes):
+  """The values copied from where they live to every GPU of a host."""
+  if hw.local_parameter_device == 'gpu':
+    g = hw.gpus_per_host
+    return (g - 1) / g * nbytes / costs.b_intra / 1e3
+  return costs.to_host(nbytes)
+
+
+def parameter_server(profile, hw, reads_first=True):
+  """Variables on ps tasks (or, on one host, its CPU or GPUs): reads, the
+  compute with each gradient's local mean and push queued behind it, the
+  ps's sum and apply, (distributed_replicated: the reads at the end)."""
+  costs = Costs(hw)
+  v = var_bytes(profile)
+  if hw.num_workers == 1 and hw.num_ps == 0:
+    return _local_parameter_server(profile, hw, costs, v)
+  fractions = ps_fractions(profile, hw)
+  share = _ps_bottleneck_share(hw, fractions)
+  busiest = max(fractions)
+
+  def push(b):
+    # the busiest ps task's CPU sums every worker's share of its bytes
+    sums = costs.cpu_ms(hw.num_workers * busiest * b)
+    net = share * b / costs.b_net / 1e3
+    return _local_means_ms(costs, hw, b) + max(net, sums)
+
+  reads = (
+    share * v / costs.b_net / 1e3
+    + costs.l_net / 1e3
+    + _to_towers_ms(costs, hw, v)
+  )
+  apply_ms = costs.cpu_ms(APPLY_PASSES * v * busiest)
+  step = _overlapped(profile, hw, push, after=apply_ms + costs.l_net / 1e3)
+  total = step.step_ms + reads
+  return Step(total, step.compute_ms, total - step.compute_ms)
+
+
+def _local_parameter_server(profile, hw, costs, v):
+  """One host: variables on its CPU (behind PCIe) or spread on its GPUs."""
+  g = hw.gpus_per_host
+  if hw.local_parameter_device == 'gpu':
+    per = (g - 1) / g / costs.b_intra / 1e3
+    reads = v * per
+    push = lambda b: b * per  # noqa: E731  (each to the GPU that holds it)
+    after = _worker_apply_ms(profile)
+  else:
+    reads = costs.to_host(v)
+    push = lambda b: costs.to_host(b) + costs.cpu_ms(g * b)  # noqa: E731
+    after = costs.cpu_ms(APPLY_PASSES * v)
+  step = _overlapped(profile, hw, push, after=after)
+  total = step.step_ms + reads
+  return Step(total, step.compute_ms, total - step.compute_ms)
+
+
+def hybrid(profile, hw, threshold_bytes=1 << 20):
+  """Big variables on the ps tasks, small ones all-reduced (collective)."""
+  costs = Costs(hw)
+  big = [g for g in profile.gradients if g.bytes > threshold_bytes]
+  fractions = ps_fractions(dataclasses.replace(profile, gradients=big), hw)
+  share = _ps_bottleneck_share(hw, fractions)
+  v = sum(g.bytes * 4 / _ITEMSIZE.get(g.dtype, 4) for g in big)
+
+  def cost(g):
+    b = wire_bytes(g, hw)
+    if g.bytes > threshold_bytes:
+      return _local_means_ms(costs, hw, b) + share * b / costs.b_net / 1e3
+    return ring_ms(b, costs.n, min(costs.b_intra, costs.b_net), costs.l_net)
+
+  c, k = _stretched(profile, hw)
+  end = fifo_end([(g.ready_ms * k, cost(g)) for g in profile.gradients])
+  reads = share * v / costs.b_net / 1e3 + _to_towers_ms(costs, hw, v)
+  total = max(c, end) + costs.cpu_ms(APPLY_PASSES * v) + reads
+  return Step(total, c, total - c)
+
+
+def horovod(profile, hw):
+  """Horovod: every cycle its coordinator agrees which gradients are ready
+  on every rank (a gather and a broadcast: 2 ceil(log2 n) latencies), fuses
+  them into buffers of at most the fusion threshold and all-reduces each
+  (NCCL, or hierarchical); the next cycle starts a cycle after this one or
+  when its all-reduces end, whichever is later. The cycle's phase against
+  the step is averaged over _CYCLE_PHASES starts."""
+  c, k = _stretched(profile, hw)
+  pending = sorted(
+    (g.ready_ms * k, wire_bytes(g, hw)) for g in profile.gradients
+  )
+  cycle = hw.horovod_cycle_ms
+  ends = [
+    _horovod_end(pending, hw, -cycle * i / _CYCLE_PHASES)
+    for i in range(_CYCLE_PHASES)
+  ]
+  total = max(c, sum(ends) / len(ends)) + _worker_apply_ms(profile)
+  return Step(total, c, total - c)
+
+
+def _horovod_end(pending, hw, start):
+  """When the last fused all-reduce ends, cycles starting at `start`."""
+  costs = Costs(hw)
+  all_reduce = costs.hierarchical if hw.horovod_hierarchical else costs.nccl
+  n = hw.num_devices
+  lat = costs.l_net if hw.num_workers > 1 else costs.link.latency_us
+  negotiate = 2 * math.ceil(math.log2(n)) * lat / 1e3 if n > 1 else 0.0
+  cycle, limit = hw.horovod_cycle_ms, hw.horovod_fusion_bytes
+  t, i = start, 0
+  while i < len(pending):
+    # the first cycle that starts after this gradient is ready
+    t = max(t + cycle, t + cycle * math.ceil((pending[i][0] - t) / cycle))
+    t += negotiate
+    buffer = 0.0
+    while i < len(pending) and pending[i][0] <= t:
+      b = pending[i][1]
+      if limit and buffer and buffer + b > limit:
+        t += all_reduce(buffer)
+        buffer = 0.0
+      buffer += b
+      i += 1
+    t += all_reduce(buffer)
+  return t
+
+
+def step(profile, hw, strategy) -> Step:
+  """The step of `strategy` (a cost_model.Strategy) on `hw`."""
+  name, spec = strategy.variable_update, strategy.all_reduce_spec
+  repack = strategy.gradient_repacking
+  if not strategy.sync:
+    raise HardwareStrategyError(
+      'the hardware model predicts synchronous steps only'
+    )
+  if name == 'horovod':
+    return horovod(profile, hw)
+  if name == 'replicated':
+    if hw.num_workers > 1:
+      raise HardwareStrategyError('replicated runs on one host')
+    return replicated(profile, hw, spec, repack)
+  if name in ('distributed_all_reduce', 'collective_all_reduce'):
+    return all_reduce_cluster(profile, hw, spec, repack)
+  if name in ('parameter_server', 'distributed_replicated'):
+    return parameter_server(profile, hw)
+  if name == 'hybrid':
+    return hybrid(profile, hw, strategy.hybrid_threshold_bytes)
+  raise HardwareStrategyError('--variable_update=%s: not modelled' % name)
+
+
+def images_per_sec(profile, hw, strategy) -> float:
+  """Images/sec of the whole cluster."""
+  s = step(profile, hw, strategy)
+  return hw.num_devices * profile.run.batch_size / s.step_ms * 1000.0
