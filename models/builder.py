@@ -457,10 +457,9 @@ class NetBuilder:
           data_format=self.data_format,
           is_training=True,
         )
-        # Statistics are not part of the loss; keep their updates out
-        # of the gradient graph.
-        mean = tf.stop_gradient(mean)
-        variance = tf.stop_gradient(variance)
+        # No stop_gradient: the updates are not between the loss and the
+        # variables, so no gradient passes through them anyway, and each
+        # extra op is start-up time in every tower's graph.
         self.update_ops.append(self._moving_average(moving_mean, mean, decay))
         self.update_ops.append(
           self._moving_average(moving_variance, variance, decay)
@@ -481,7 +480,9 @@ class NetBuilder:
   @staticmethod
   def _moving_average(var, value, decay):
     """Returns the op doing `var -= (1 - decay) * (var - value)`."""
-    delta = (var.read_value() - value) * (1.0 - decay)
+    # `var` itself, not var.read_value(): a reference variable's value is
+    # then the one snapshot every reader shares (one op fewer per update).
+    delta = (var - value) * (1.0 - decay)
     # read_value=False returns the assign op itself (resource and ref
     # variables alike) rather than a re-read of the new value.
     return var.assign_sub(delta, read_value=False)
