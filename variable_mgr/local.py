@@ -163,9 +163,19 @@ class Replicated(base.PerTowerCopies):
   def all_reduce_description(self):
     return self.all_reduce.describe() + (' (relaxed)' if self.relaxed else '')
 
+  def _sums(self, tower_grads) -> list:
+    """Every tower's sums of the step's gradients (compressed as set)."""
+    return self.all_reduce.sum(
+      [[g for g, _ in gv] for gv in tower_grads],
+      self.tower_devices,
+      names=[
+        naming.relative_name(v.op.name, self.variable_prefix(0))
+        for _, v in tower_grads[0]
+      ],
+    )
+
   def reduce_gradients(self, tower_grads):
-    grads = [[g for g, _ in gv] for gv in tower_grads]
-    sums = self.all_reduce.sum(grads, self.tower_devices)
+    sums = self._sums(tower_grads)
     side_ops = ()
     if self.relaxed:
       # Named after each tower's variable ('v0/conv0/kernel/delayed'): the
@@ -203,7 +213,7 @@ class Replicated(base.PerTowerCopies):
     read of it.
     """
     grads = [[g for g, _ in gv] for gv in tower_grads]
-    sums = self.all_reduce.sum(grads, self.tower_devices)
+    sums = self._sums(tower_grads)
     unscaled = [
       [
         g

@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 
 from variable_mgr import allreduce_spec
 from variable_mgr import topology
+from variable_mgr.compression import catalog as compression_catalog
 
 
 class SettingsError(ValueError):
@@ -41,6 +42,9 @@ class ManagerSettings:
   ps_partition_threshold_bytes: --ps_partition_threshold_bytes.
   hybrid_threshold_bytes: --hybrid_threshold_bytes.
   staged_vars: --staged_vars (selects a setting variant; see registry.py).
+  gradient_compression: --gradient_compression, a compressor's name
+    (compression/catalog.py).
+  powersgd_rank: --powersgd_rank, the rank of PowerSGD's approximations.
   """
 
   variable_update: str = 'parameter_server'
@@ -59,6 +63,8 @@ class ManagerSettings:
   ps_partition_threshold_bytes: int = 0
   hybrid_threshold_bytes: int = 1 << 20
   staged_vars: bool = False
+  gradient_compression: str = 'none'
+  powersgd_rank: int = compression_catalog.DEFAULT_POWERSGD_RANK
 
   @classmethod
   def from_params(cls, params) -> 'ManagerSettings':
@@ -92,6 +98,8 @@ class ManagerSettings:
       ps_partition_threshold_bytes=params.ps_partition_threshold_bytes,
       hybrid_threshold_bytes=params.hybrid_threshold_bytes,
       staged_vars=params.staged_vars,
+      gradient_compression=params.gradient_compression,
+      powersgd_rank=params.powersgd_rank,
     )
 
   @property
