@@ -134,23 +134,29 @@ class Compressor:
 
   def replica_variable(self, replica: int, name: str, state: str, like, device):
     """Replica `replica`'s own state for gradient `name` (zeros first)."""
+    shape, dtype = like.shape, like.dtype.base_dtype
     return self._variable(
       '%s/replica_%d/%s/%s' % (REPLICA_STATE_SCOPE, replica, name, state),
-      tf.zeros(like.shape, like.dtype.base_dtype),
+      lambda: tf.zeros(shape, dtype),
       device,
     )
 
   def tower_variable(self, prefix: str, name: str, state: str, initial, device):
-    """A tower's copy of state every replica shares: 'vI/NAME/STATE'."""
-    return self._variable(prefix + name + '/' + state, initial, device)
+    """A tower's copy of state every replica shares: 'vI/NAME/STATE'.
 
-  def _variable(self, name: str, initial, device) -> tf.Variable:
+    initial: its first value (a numpy array).
+    """
+    return self._variable(
+      prefix + name + '/' + state, lambda: tf.constant(initial), device
+    )
+
+  def _variable(self, name: str, make_initial, device) -> tf.Variable:
     # Outside the caller's control scope (its initialiser runs at init) and
     # name scope (the name is the full checkpoint name).
     with tf.control_dependencies(None), tf1.name_scope(None):
       with tf.device(device):
         var = tf1.Variable(
-          initial,
+          make_initial(),
           trainable=False,
           use_resource=True,
           name=name,

@@ -93,12 +93,9 @@ class Cast(base.Compressor):
         old = error.read_value()
         corrected = g + old
         rounded = tf.cast(corrected, self.wire_dtype)
-        updates.append(
-          (error, old, corrected - tf.cast(rounded, tf.float32))
-        )
+        updates.append((error, old, corrected - tf.cast(rounded, tf.float32)))
         sent.append(rounded)
     return sent
-
 
 
 class Fp16(Cast):

@@ -48,4 +48,3 @@ DEFAULT_POWERSGD_RANK = 4
 def declared(name: str) -> Declared:
   """The declaration of `name` (KeyError: not a compressor)."""
   return COMPRESSORS[name]
-

@@ -44,3 +44,11 @@ def create(
 def from_settings(settings) -> base.Compressor:
   """The compressor a settings.ManagerSettings names."""
   return create(settings.gradient_compression, settings.powersgd_rank)
+
+
+def description_suffix(compressor) -> str:
+  """', compressed: DESCRIPTION' for an all-reduce's description; '' for
+  none."""
+  if compressor.name == 'none':
+    return ''
+  return ', compressed: %s' % compressor.describe()
