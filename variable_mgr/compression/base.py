@@ -103,12 +103,8 @@ class Compressor:
     return catalog.declared(self.name)
 
   def describe(self) -> str:
-    """One line for the console header."""
-    return self.name
-
-  def settings(self) -> dict:
-    """The compressor and its settings, for the results line."""
-    return {'gradient_compression': self.name, 'powersgd_rank': None}
+    """The compressor and its settings, in words."""
+    return catalog.describe(self.name, catalog.DEFAULT_POWERSGD_RANK)
 
   def reduce(
     self, tower_grads: Sequence[Sequence[tf.Tensor]], wire: Wire

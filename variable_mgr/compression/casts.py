@@ -37,13 +37,6 @@ class Cast(base.Compressor):
     super().__init__()
     self.wire_dtype = tf.as_dtype(self.declared.wire_dtype)
 
-  def describe(self) -> str:
-    return '%s (sent as %s%s)' % (
-      self.name,
-      self.wire_dtype.name,
-      ', error feedback' if self.declared.error_feedback else '',
-    )
-
   def reduce(self, tower_grads, wire):
     sent, updates = [], []
     for i, grads in enumerate(tower_grads):

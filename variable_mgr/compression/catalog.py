@@ -48,3 +48,27 @@ DEFAULT_POWERSGD_RANK = 4
 def declared(name: str) -> Declared:
   """The declaration of `name` (KeyError: not a compressor)."""
   return COMPRESSORS[name]
+
+
+def result_keys(name: str, rank: int) -> dict:
+  """The compressor and its settings, as the results line and the header
+  have them: `gradient_compression` and `powersgd_rank` (None unless
+  powersgd)."""
+  return {
+    'gradient_compression': name,
+    'powersgd_rank': rank if COMPRESSORS[name].two_phase else None,
+  }
+
+
+def describe(name: str, rank: int) -> str:
+  """The header's Compression row: the name and its settings."""
+  d = COMPRESSORS[name]
+  if d.two_phase:
+    return '%s (rank %d, warm start, error feedback)' % (name, rank)
+  if d.wire_dtype:
+    return '%s (float32 gradients sent as %s%s)' % (
+      name,
+      d.wire_dtype,
+      ', error feedback' if d.error_feedback else '',
+    )
+  return name

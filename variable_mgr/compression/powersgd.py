@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from variable_mgr.compression import base
+from variable_mgr.compression import catalog
 
 ERROR_STATE = 'powersgd_error'
 Q_STATE = 'powersgd_q'
@@ -71,10 +72,7 @@ class PowerSGD(base.Compressor):
     self.rank = rank
 
   def describe(self) -> str:
-    return 'powersgd (rank %d, warm start, error feedback)' % self.rank
-
-  def settings(self) -> dict:
-    return {'gradient_compression': self.name, 'powersgd_rank': self.rank}
+    return catalog.describe(self.name, self.rank)
 
   def reduce(self, tower_grads, wire):
     shapes = [matrix_shape(g.shape, self.rank) for g in tower_grads[0]]

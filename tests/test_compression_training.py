@@ -1,0 +1,180 @@
+"""--gradient_compression in training runs: resume, exactness, refusals,
+and a 2-worker collective run against a local one.
+
+The compressors come from the registry (variable_mgr/compression); the
+managers that reduce gradients from the manager registry.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import helpers
+from tests import test_distributed
+from tests.helpers import LINEAR_ON_CPU
+import variable_mgr
+from variable_mgr.compression import catalog
+from variable_mgr.compression import registry
+
+pytestmark = pytest.mark.usefixtures('test_models_registered')
+
+LINEAR = dict(
+  **LINEAR_ON_CPU,
+  optimizer='momentum',
+  init_learning_rate=0.1,
+  num_warmup_batches=0,
+  display_every=100,
+  batch_size=4,
+)
+LOSSY = [n for n in registry.names() if not catalog.declared(n).exact]
+EXACT = [n for n in registry.names() if catalog.declared(n).exact]
+STATEFUL = [n for n in registry.names() if catalog.declared(n).error_feedback]
+
+
+def run(**kw):
+  return helpers.run_in_process(**{**LINEAR, **kw})
+
+
+def _reducing_local_managers():
+  return [
+    n
+    for n in variable_mgr.local_names()
+    if variable_mgr.catalog.MANAGERS[n].shares_gradients
+  ]
+
+
+def _fits(manager, compressor) -> bool:
+  """Whether resolution accepts the pair (powersgd needs an all-reduce)."""
+  if not catalog.declared(compressor).two_phase:
+    return True
+  return variable_mgr.get(manager).traits.all_reduce
+
+
+CASES = [
+  (m, c) for m in _reducing_local_managers() for c in STATEFUL if _fits(m, c)
+]
+
+
+@pytest.mark.parametrize('manager,compression', CASES)
+def test_resume_with_compression_state_is_exact(tmp_path, manager, compression):
+  """3 steps, checkpoint, 3 resumed == 6 in one run, with the error
+  buffers (and PowerSGD's Q) saved and restored; the state is not zero,
+  and the run differs from an uncompressed one (the state matters)."""
+  flags = dict(
+    variable_update=manager, num_gpus=2, gradient_compression=compression
+  )
+  whole = run(num_batches=6, **flags)
+  plain = run(num_batches=6, variable_update=manager, num_gpus=2)
+  train_dir = str(tmp_path / 'train')
+  run(num_batches=3, train_dir=train_dir, **flags)
+  part2 = run(num_batches=3, train_dir=train_dir, **flags)
+  assert part2.training.start_step == 3
+  np.testing.assert_allclose(part2.losses, whole.losses[3:], rtol=1e-6)
+  assert np.abs(np.array(whole.losses) - plain.losses).max() > 0
+  reader = tf.train.load_checkpoint(train_dir)
+  saved = reader.get_variable_to_shape_map()
+  errors = [n for n in saved if n.startswith('gradient_compression/')]
+  # Every replica's buffer of every gradient it compresses: PowerSGD
+  # sends the biases (a vector) as they are.
+  compressed = 1 if catalog.declared(compression).two_phase else 2
+  assert len(errors) == 2 * compressed, sorted(saved)
+  assert any(np.abs(reader.get_tensor(n)).max() > 0 for n in errors)
+  if compression == 'powersgd':
+    assert 'linear/weights/powersgd_q' in saved
+
+
+@pytest.mark.parametrize('compression', EXACT)
+def test_two_towers_train_like_one_double_batch(compression):
+  """1 x 2B == 2 x B where the compressor is exact."""
+  two = run(
+    num_batches=4,
+    num_gpus=2,
+    variable_update='replicated',
+    gradient_compression=compression,
+  )
+  one = run(
+    num_batches=4,
+    num_gpus=1,
+    batch_size=8,
+    variable_update='replicated',
+    gradient_compression=compression,
+  )
+  np.testing.assert_allclose(two.losses, one.losses, rtol=1e-6)
+
+
+@pytest.mark.parametrize('compression', LOSSY)
+def test_lossy_compressors_train(compression):
+  """Each lossy compressor lowers test_linear's loss at every step (one
+  batch, a convex loss), on a path of its own (not the uncompressed one)."""
+  flags = dict(num_batches=10, num_gpus=2, variable_update='replicated')
+  plain = run(**flags)
+  lossy = run(gradient_compression=compression, **flags)
+  assert (np.diff(lossy.losses) < 0).all(), lossy.losses
+  assert np.abs(np.array(lossy.losses) - plain.losses).max() > 0
+
+
+@pytest.mark.parametrize(
+  'flags,says',
+  [
+    (
+      [
+        '--variable_update=parameter_server',
+        '--gradient_compression=powersgd',
+      ],
+      '--gradient_compression=powersgd: needs a manager that all-reduces',
+    ),
+    (
+      ['--variable_update=independent', '--gradient_compression=fp16'],
+      '--gradient_compression=fp16: --variable_update=independent reduces no',
+    ),
+    (
+      ['--gradient_compression=fp16', '--powersgd_rank=2'],
+      '--powersgd_rank: only with --gradient_compression=powersgd',
+    ),
+    (
+      [
+        '--variable_update=replicated',
+        '--gradient_compression=powersgd',
+        '--powersgd_rank=0',
+      ],
+      '--powersgd_rank=0: must be >= 1',
+    ),
+  ],
+)
+def test_bad_combinations_are_one_line(flags, says):
+  status, lines = helpers.cli_status(
+    *helpers.TRIVIAL_FLAGS, '--num_batches=1', *flags
+  )
+  assert status == 2
+  assert len(lines) == 1 and lines[0].startswith('error: ' + says), lines
+
+
+@pytest.mark.slow
+def test_two_collective_workers_train_like_a_local_run(tmp_path):
+  """2 workers x 1 tower with powersgd (two phases of collectives, Q
+  broadcast) == one process x 2 towers with powersgd."""
+  flags = ['--gradient_compression=powersgd', '--powersgd_rank=2']
+  out, records = test_distributed.launch_ok(
+    tmp_path,
+    2,
+    test_distributed.LINEAR
+    + ['--variable_update=collective_all_reduce']
+    + flags,
+    launcher_flags=test_distributed.TASKS['collective_all_reduce'],
+    every_worker_reports=True,
+  )
+  per_worker = test_distributed.worker_losses(records, 2)
+  expected = test_distributed.local_losses(
+    variable_update='replicated',
+    num_gpus=2,
+    batch_size=test_distributed.B,
+    gradient_compression='powersgd',
+    powersgd_rank=2,
+  )
+  plain = test_distributed.local_losses(
+    variable_update='replicated', num_gpus=2, batch_size=test_distributed.B
+  )
+  mean = (per_worker[0] + per_worker[1]) / 2
+  np.testing.assert_allclose(mean, expected, rtol=1e-5)
+  assert np.abs(mean - plain).max() > 0
+  assert records[0]['gradient_compression'] == 'powersgd'
