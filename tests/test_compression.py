@@ -60,7 +60,10 @@ def _graph(compressor, spec, num_towers=2, **options):
 
 def _values(rng, num_towers=2):
   return [
-    [rng.uniform(-1, 1, shape).astype(dt.as_numpy_dtype) for shape, dt in SHAPES]
+    [
+      rng.uniform(-1, 1, shape).astype(dt.as_numpy_dtype)
+      for shape, dt in SHAPES
+    ]
     for _ in range(num_towers)
   ]
 
