@@ -13,8 +13,10 @@ import tensorflow as tf
 
 from tests.device_testing import cpu_devices
 from tests.device_testing import session_config
+from tf_cnn_benchmarks.config import params as params_lib
 from variable_mgr import allreduce as ar
 from variable_mgr import batch_allreduce as ba
+from variable_mgr import settings as settings_lib
 from variable_mgr.compression import catalog
 from variable_mgr.compression import powersgd
 from variable_mgr.compression import registry
@@ -218,3 +220,20 @@ def test_a_non_finite_step_leaves_the_state_alone():
   assert after_good.keys() == after_bad.keys()
   for name, value in after_good.items():
     np.testing.assert_array_equal(after_bad[name], value)
+
+
+@pytest.mark.parametrize('name', registry.names())
+def test_a_compressor_replaces_the_compact_transfer(name):
+  """--compact_gradient_transfer keeps its classic meaning (16-bit compute:
+  the all-reduce in 16 bits) without a compressor; a compressor decides
+  the wire format alone (PowerSGD's factors would overflow float16)."""
+  p = params_lib.make_params(
+    model='trivial',
+    data_name='cifar10',
+    device='cpu',
+    use_fp16=True,
+    variable_update='replicated',
+    gradient_compression=name,
+  )
+  compact = settings_lib.ManagerSettings.from_params(p).compact_dtype
+  assert compact == ('float16' if name == 'none' else None)

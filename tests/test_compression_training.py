@@ -178,3 +178,37 @@ def test_two_collective_workers_train_like_a_local_run(tmp_path):
   np.testing.assert_allclose(mean, expected, rtol=1e-5)
   assert np.abs(mean - plain).max() > 0
   assert records[0]['gradient_compression'] == 'powersgd'
+
+
+@pytest.mark.parametrize('compression', STATEFUL)
+def test_overflowing_steps_are_skipped_and_leave_the_state_finite(
+  tmp_path, compression
+):
+  """fp16 with an automatic loss scale that starts far too high: the
+  reduced, decompressed gradients of the first steps hold inf, the loss
+  scale's check skips them, and the compressor's state stays finite (a
+  poisoned error buffer would make every later step inf too)."""
+  flags = dict(
+    use_fp16=True,
+    fp16_enable_auto_loss_scale=True,
+    fp16_loss_scale=2.0**30,
+    fp16_inc_loss_scale_every_n=3,
+    variable_update='replicated',
+    num_gpus=2,
+    gradient_compression=compression,
+  )
+  train_dir = str(tmp_path / 'train')
+  result = run(num_batches=40, train_dir=train_dir, **flags)
+  plain = run(num_batches=40, **dict(flags, gradient_compression='none'))
+  skipped = result.precision_info.skipped_steps
+  assert skipped > 0
+  assert skipped == plain.precision_info.skipped_steps
+  assert np.isfinite(result.losses).all()
+  assert result.losses[-1] < result.losses[0]
+  reader = tf.train.load_checkpoint(train_dir)
+  state = [
+    reader.get_tensor(n)
+    for n in reader.get_variable_to_shape_map()
+    if n.startswith('gradient_compression/') or n.endswith('powersgd_q')
+  ]
+  assert state and all(np.isfinite(s).all() for s in state)

@@ -37,7 +37,8 @@ class ManagerSettings:
   agg_small_grads_max_bytes, agg_small_grads_max_group: small-gradient
     packing (0 bytes: off).
   compact_dtype: 'float16' or 'bfloat16' when gradients travel in 16 bits
-    (--compact_gradient_transfer with 16-bit compute), else None.
+    (--compact_gradient_transfer with 16-bit compute and no
+    --gradient_compression), else None.
   ring_order: --gpu_indices as tower indices, or None when unset.
   ps_partition_threshold_bytes: --ps_partition_threshold_bytes.
   hybrid_threshold_bytes: --hybrid_threshold_bytes.
@@ -116,8 +117,12 @@ class ManagerSettings:
 
 
 def _compact_dtype(params) -> Optional[str]:
-  """The 16-bit wire dtype: only when the towers compute in 16 bits."""
+  """The 16-bit wire dtype: only when the towers compute in 16 bits, and
+  gradients are not compressed otherwise (--gradient_compression decides
+  the wire format then: PowerSGD's factors, say, would overflow float16)."""
   if not params.compact_gradient_transfer:
+    return None
+  if params.gradient_compression != 'none':
     return None
   if params.use_fp16:
     return 'float16'
