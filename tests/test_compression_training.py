@@ -212,3 +212,42 @@ def test_overflowing_steps_are_skipped_and_leave_the_state_finite(
     if n.startswith('gradient_compression/') or n.endswith('powersgd_q')
   ]
   assert state and all(np.isfinite(s).all() for s in state)
+
+
+# One mode per cluster manager (parameter_server over two ps tasks, its
+# weights split over both; hybrid with its weights on the ps).
+CLUSTER_MODES = [
+  m for k, m in enumerate(test_distributed.MODES) if k in (0, 2, 3, 4, 5)
+]
+
+
+def test_cluster_modes_cover_every_cluster_manager():
+  assert sorted(m[0] for m in CLUSTER_MODES) == variable_mgr.cluster_names()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('mode,launcher_flags,extra', CLUSTER_MODES)
+def test_every_cluster_manager_trains_with_a_cast(
+  tmp_path, mode, launcher_flags, extra
+):
+  """fp16_ef in each cluster manager (its error buffers on every worker):
+  the cluster's losses stay within float16's rounding (relative 2^-11 per
+  gradient) of an uncompressed local run of the same global batch."""
+  one_graph = mode == 'distributed_all_reduce'
+  out, records = test_distributed.launch_ok(
+    tmp_path,
+    2,
+    test_distributed.LINEAR
+    + ['--variable_update=' + mode, '--gradient_compression=fp16_ef']
+    + extra,
+    launcher_flags=launcher_flags,
+    every_worker_reports=not one_graph,
+  )
+  assert {r['gradient_compression'] for r in records} == {'fp16_ef'}
+  expected = test_distributed.local_losses(batch_size=2 * test_distributed.B)
+  if one_graph:
+    losses = np.array(records[0]['losses'])
+  else:
+    per_worker = test_distributed.worker_losses(records, 2)
+    losses = (per_worker[0] + per_worker[1]) / 2
+  np.testing.assert_allclose(losses, expected, rtol=2.0**-11)
