@@ -90,17 +90,9 @@ class SyncAccumulators:
       )
     pushes, accumulators = [], []
     for grad, (original, var) in zip(grads, grads_and_vars):
-      if self.compressor is not None:  # back to float32 beside the variable
-        grad = self.compressor.pull(grad, original.dtype, var.device)
-      with tf.device(var.device):
-        acc = tf1.ConditionalAccumulator(
-          grad.dtype,
-          shape=var.shape,
-          shared_name='sync_acc/' + var.op.name,
-          name='sync_acc/' + var.op.name.replace(':', '_'),
-        )
-        pushes.append(acc.apply_grad(grad, local_step=stamp))
-        accumulators.append(acc)
+      push, acc = self._push(grad, original.dtype, var, stamp)
+      pushes.append(push)
+      accumulators.append(acc)
     with tf.device(self.counter_device), tf.control_dependencies(pushes):
       count = counter.assign_add(1)
     with tf.device(self.token_device):
@@ -132,6 +124,21 @@ class SyncAccumulators:
       )
       release = tokens.enqueue_many([tf.fill([num_workers - 1], verdict)])
     return tf.group(update, release, count, name='sync_apply')
+
+  def _push(self, sent, dtype, var, stamp):
+    """(the push of one sent gradient into its accumulator, the
+    accumulator), beside `var`; a compressed gradient is made `dtype` there
+    first (the accumulators add float32)."""
+    if self.compressor is not None:
+      sent = self.compressor.pull(sent, dtype, var.device)
+    with tf.device(var.device):
+      acc = tf1.ConditionalAccumulator(
+        sent.dtype,
+        shape=var.shape,
+        shared_name='sync_acc/' + var.op.name,
+        name='sync_acc/' + var.op.name.replace(':', '_'),
+      )
+      return acc.apply_grad(sent, local_step=stamp), acc
 
   def _sent(self, grads_and_vars) -> list:
     """The gradients as this worker sends them: the variables' compressed
