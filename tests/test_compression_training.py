@@ -12,6 +12,7 @@ import tensorflow as tf
 from tests import helpers
 from tests import test_distributed
 from tests.helpers import LINEAR_ON_CPU
+from tf_cnn_benchmarks.config import params as params_lib
 import variable_mgr
 from variable_mgr.compression import catalog
 from variable_mgr.compression import registry
@@ -113,37 +114,43 @@ def test_lossy_compressors_train(compression):
   assert np.abs(np.array(lossy.losses) - plain.losses).max() > 0
 
 
-@pytest.mark.parametrize(
-  'flags,says',
-  [
-    (
-      [
-        '--variable_update=parameter_server',
-        '--gradient_compression=powersgd',
-      ],
-      '--gradient_compression=powersgd: needs a manager that all-reduces',
+REFUSED = [
+  (
+    dict(variable_update='parameter_server', gradient_compression='powersgd'),
+    '--gradient_compression=powersgd: needs a manager that all-reduces',
+  ),
+  (
+    dict(variable_update='independent', gradient_compression='fp16'),
+    '--gradient_compression=fp16: --variable_update=independent reduces no',
+  ),
+  (
+    dict(gradient_compression='fp16', powersgd_rank=2),
+    '--powersgd_rank: only with --gradient_compression=powersgd',
+  ),
+  (
+    dict(
+      variable_update='replicated',
+      gradient_compression='powersgd',
+      powersgd_rank=0,
     ),
-    (
-      ['--variable_update=independent', '--gradient_compression=fp16'],
-      '--gradient_compression=fp16: --variable_update=independent reduces no',
-    ),
-    (
-      ['--gradient_compression=fp16', '--powersgd_rank=2'],
-      '--powersgd_rank: only with --gradient_compression=powersgd',
-    ),
-    (
-      [
-        '--variable_update=replicated',
-        '--gradient_compression=powersgd',
-        '--powersgd_rank=0',
-      ],
-      '--powersgd_rank=0: must be >= 1',
-    ),
-  ],
-)
-def test_bad_combinations_are_one_line(flags, says):
+    '--powersgd_rank=0: must be >= 1',
+  ),
+]
+
+
+@pytest.mark.parametrize('flags,says', REFUSED)
+def test_bad_combinations_are_refused(flags, says):
+  with pytest.raises(params_lib.ParamsError) as info:
+    params_lib.make_params(**LINEAR, **flags)
+  assert str(info.value).startswith(says)
+
+
+def test_a_refusal_is_one_line_and_exit_2():
+  flags, says = REFUSED[0]
   status, lines = helpers.cli_status(
-    *helpers.TRIVIAL_FLAGS, '--num_batches=1', *flags
+    *helpers.TRIVIAL_FLAGS,
+    '--num_batches=1',
+    *('--%s=%s' % item for item in flags.items()),
   )
   assert status == 2
   assert len(lines) == 1 and lines[0].startswith('error: ' + says), lines
