@@ -509,3 +509,31 @@ def test_baseline_from_another_machine_still_matches():
     'Fixture CPU 9000 (2 cores)',
     'fixture (2 cores)',
   ]
+
+
+def test_rows_split_by_gradient_compression(tmp_path):
+  # The same strategy with and without compression: two rows, never one
+  # median; lines from before the key count as `none`.
+  lines = []
+  for name, rank, ips in (('none', None, 100.0), ('powersgd', 4, 80.0)):
+    for n in (1, 2):
+      line = report_testing.record('replicated', n, ips * n)
+      line.update(gradient_compression=name, powersgd_rank=rank)
+      lines.append(line)
+  old = report_testing.record('replicated', 1, 100.0)
+  old.pop('gradient_compression', None)
+  lines.append(old)
+  path = report_testing.write_records(tmp_path / 'c.jsonl', lines)
+  summary, keys = compare.summarize_files([path])
+  assert 'gradient_compression' in keys
+  by_compression = {
+    c: dict(zip(rows['count'], rows['images_per_sec']))
+    for c, rows in summary.groupby('gradient_compression')
+  }
+  assert by_compression == {
+    'none': {1: 100.0, 2: 200.0},
+    'powersgd r4': {1: 80.0, 2: 160.0},
+  }
+  # One compression only: not a row key (the tables stay as they were).
+  summary, keys = compare.summarize_files([REPEATS])
+  assert 'gradient_compression' not in keys

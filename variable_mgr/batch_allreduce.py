@@ -4,8 +4,9 @@ The replicated managers (replicated, distributed_all_reduce) sum their
 towers' gradients with one `BatchAllReduce`, built from the all-reduce flags.
 From a manager to an algorithm:
 
-  BatchAllReduce.sum        the gradients, in groups under one name scope each
-    _repack or _reduce_in_groups    which tensors travel together (packing)
+  BatchAllReduce.sum        the compressor (--gradient_compression) around
+    _sum_plain               the gradients, in groups under one name scope each
+      _repack or _reduce_in_groups  which tensors travel together (packing)
       BatchAllReduce._sum_unit      one tensor per tower; 16 bits on the wire
         allreduce.all_reduce        the spec's algorithm for the unit's size
 
@@ -25,6 +26,8 @@ from variable_mgr import allreduce
 from variable_mgr import grouping
 from variable_mgr import sizes
 from variable_mgr import topology
+from variable_mgr.compression import base as compression_base
+from variable_mgr.compression import registry as compression_registry
 
 tf1 = tf.compat.v1
 
@@ -56,6 +59,8 @@ class BatchAllReduce:
       bits (cast before the reduction, cast back after).
     ring_order: the order of the towers (of each worker) the spec's
       algorithm sees (--gpu_indices: the ring of xring); None: as given.
+    compressor: a compression.base.Compressor around the reduction (None:
+      none); it calls the packed, spec'd reduction once or twice.
   """
 
   def __init__(
@@ -68,6 +73,7 @@ class BatchAllReduce:
     agg_small_grads_max_group: int = 10,
     compact_dtype=None,
     ring_order=None,
+    compressor=None,
   ):
     if num_packs > 0 and agg_small_grads_max_bytes > 0:
       raise ValueError(
@@ -87,6 +93,7 @@ class BatchAllReduce:
     self.compact_dtype = _check_compact(compact_dtype)
     self.ring_order = tuple(ring_order) if ring_order else None
     self._unit_index = 0  # units reduced so far by the current sum()
+    self.compressor = compressor or compression_registry.create('none')
 
   @classmethod
   def from_settings(cls, settings) -> 'BatchAllReduce':
@@ -113,6 +120,7 @@ class BatchAllReduce:
         tf.as_dtype(settings.compact_dtype) if settings.compact_dtype else None
       ),
       ring_order=settings.ring_order,
+      compressor=compression_registry.from_settings(settings),
     )
 
   def describe(self) -> str:
@@ -129,23 +137,40 @@ class BatchAllReduce:
       options.append('sent as %s' % self.compact_dtype.name)
     if self.ring_order and isinstance(self.spec, allreduce.AllReduceSpec):
       options.append('tower order %s' % ','.join(map(str, self.ring_order)))
+    if self.compressor.name != 'none':
+      options.append('compressed: %s' % self.compressor.describe())
     return str(self.spec) + (' (%s)' % ', '.join(options) if options else '')
 
   def sum(
-    self, tower_tensors: Sequence[Sequence[tf.Tensor]], devices: Sequence[str]
+    self,
+    tower_tensors: Sequence[Sequence[tf.Tensor]],
+    devices: Sequence[str],
+    names: Sequence[str] | None = None,
   ) -> List[List[tf.Tensor]]:
-    """Sums tensor j over the towers, for every j.
+    """Sums tensor j over the towers, for every j (through the compressor).
 
     Args:
       tower_tensors: tower_tensors[i][j] = gradient j of the tower on
         devices[i]; all towers have the same shapes and dtypes in one order.
       devices: one device per tower.
+      names: per tensor, its variable's relative name (names the
+        compressor's state); None: 'grad_J'.
 
     Returns:
       out[i][j] = the sum of gradient j, on devices[i], original shape/dtype.
     """
     devices = list(devices)
     towers = _check_towers(tower_tensors, devices)
+    wire = compression_base.Wire(
+      devices=tuple(devices),
+      reduce=lambda sent: self._sum_plain(sent, devices),
+      num_replicas=len(devices),
+      names=tuple(names) if names else None,
+    )
+    return self.compressor.reduce(towers, wire)
+
+  def _sum_plain(self, towers, devices) -> List[List[tf.Tensor]]:
+    """sum() of tensors as they travel: packed, in merge-scope groups."""
     num = len(towers[0])
     packing = self.num_packs > 0 or self.agg_small_grads_max_bytes > 0
     step = (num or 1) if packing else self.merge_scope

@@ -11,6 +11,9 @@ import tensorflow as tf
 
 from variable_mgr import base
 from variable_mgr import collective_keys
+from variable_mgr import naming
+from variable_mgr.compression import base as compression_base
+from variable_mgr.compression import registry as compression_registry
 
 tf1 = tf.compat.v1
 
@@ -133,30 +136,69 @@ def collective_min_value(value, tower_devices, group, device) -> tf.Tensor:
 
 
 def collective_means_per_tower(
-  tower_grads, tower_devices, group, *, merge_scope=1, subdivs=-1
+  tower_grads,
+  tower_devices,
+  group,
+  *,
+  merge_scope=1,
+  subdivs=-1,
+  compressor=None,
+  first_replica=0,
+  tower_prefixes=None,
 ) -> list:
   """Every tower's (mean over all towers of all workers, variable) list.
 
   merge_scope: gradients per 'allreduce' name scope (--allreduce_merge_scope).
   subdivs: ring subdivisions per device (collective#N; -1: TF picks).
+  compressor: a compression.base.Compressor around the collectives (None:
+    none); first_replica (the run-wide index of this worker's tower 0) and
+    tower_prefixes (the manager's variable_prefix per tower) name its state.
   """
   keys = collective_keys.keys_for_graph()
-  per_tower = [[] for _ in tower_grads]
-  by_variable = list(zip(*tower_grads))
+  variables = [v for _, v in tower_grads[0]]
+
+  def means(sent):
+    return _collective_means(
+      sent, tower_devices, group, keys, merge_scope, subdivs
+    )
+
+  wire = compression_base.Wire(
+    devices=tuple(tower_devices),
+    reduce=means,
+    mean=True,
+    num_replicas=len(group),
+    first_replica=first_replica,
+    names=tuple(naming.strip_replica_prefix(v.op.name) for v in variables),
+    tower_prefixes=tuple(tower_prefixes) if tower_prefixes else None,
+  )
+  compressor = compressor or compression_registry.create('none')
   with tf1.name_scope('collective_allreduce'):
-    for start in range(0, len(by_variable), merge_scope):
-      with tf1.name_scope('allreduce'):
-        for grads_and_vars in by_variable[start : start + merge_scope]:
-          means = collective_reduce(
-            [g for g, _ in grads_and_vars],
-            tower_devices,
-            group,
-            keys,
-            max_subdivs_per_device=subdivs,
-          )
-          for i, (mean, (_, var)) in enumerate(zip(means, grads_and_vars)):
-            per_tower[i].append((mean, var))
-  return per_tower
+    reduced = compressor.reduce(
+      [[g for g, _ in gv] for gv in tower_grads], wire
+    )
+  return [
+    list(zip(tower, [v for _, v in gv]))
+    for tower, gv in zip(reduced, tower_grads)
+  ]
+
+
+def _collective_means(sent, tower_devices, group, keys, merge_scope, subdivs):
+  """out[i][k]: the mean of tensor k over the group, on tower i's device."""
+  out = [[] for _ in sent]
+  by_tensor = list(zip(*sent))
+  for start in range(0, len(by_tensor), merge_scope):
+    with tf1.name_scope('allreduce'):
+      for tensors in by_tensor[start : start + merge_scope]:
+        means = collective_reduce(
+          list(tensors),
+          tower_devices,
+          group,
+          keys,
+          max_subdivs_per_device=subdivs,
+        )
+        for i, mean in enumerate(means):
+          out[i].append(mean)
+  return out
 
 
 def collective_mean_loss(loss, tower_devices, group) -> list:

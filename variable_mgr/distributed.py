@@ -29,6 +29,8 @@ from variable_mgr import naming
 from variable_mgr import ps_cluster
 from variable_mgr import sizes
 from variable_mgr import transfers
+from variable_mgr.compression import catalog as compression_catalog
+from variable_mgr.compression import registry as compression_registry
 from variable_mgr.registry import register
 from variable_mgr.registry import register_cluster_variant
 
@@ -42,7 +44,8 @@ class ClusterParameterServer(ps_cluster.PsClusterMixin, local.ParameterServer):
   name = 'parameter_server'
   traits = catalog.cluster_traits('parameter_server')
   settings_fields = {
-    'partition_threshold_bytes': 'ps_partition_threshold_bytes'
+    'partition_threshold_bytes': 'ps_partition_threshold_bytes',
+    'compression': 'gradient_compression',
   }
 
   def __init__(
@@ -192,11 +195,12 @@ class ClusterParameterServer(ps_cluster.PsClusterMixin, local.ParameterServer):
       if self.partition_threshold_bytes
       else ''
     )
-    return '%s (variables on %d ps task(s), %s%s)' % (
+    return '%s (variables on %d ps task(s), %s%s%s)' % (
       self.name,
       len(self.ps_devices),
       'sync' if self.cluster.cross_replica_sync else 'async',
       split,
+      compression_registry.description_suffix(self.compressor),
     )
 
   def build_train_op(self, tower_grads, step_update: base.StepUpdate):
@@ -215,22 +219,33 @@ class DistributedReplicated(ps_cluster.PsClusterMixin, base.PerTowerCopies):
 
   name = 'distributed_replicated'
   traits = catalog.cluster_traits('distributed_replicated')
+  settings_fields = {'compression': 'gradient_compression'}
 
-  def __init__(self, tower_devices, *, cluster: base.ClusterDevices, **kwargs):
+  def __init__(
+    self,
+    tower_devices,
+    *,
+    cluster: base.ClusterDevices,
+    compression: str = 'none',
+    **kwargs,
+  ):
     super().__init__(
       tower_devices,
       cpu_device=cluster.worker_cpu_device,
       cluster=cluster,
       **kwargs,
     )
+    # A cast on the push to the shared copy (powersgd is refused).
+    self.compressor = compression_registry.create(compression)
     self._placer = local.GreedyVariablePlacer(self.ps_devices)
     self._ps_copies = {}  # relative name -> the shared copy on a ps task
 
   def describe(self) -> str:
-    return '%s (shared copy on %d ps task(s), %s)' % (
+    return '%s (shared copy on %d ps task(s), %s%s)' % (
       self.name,
       len(self.ps_devices),
       'sync' if self.cluster.cross_replica_sync else 'async',
+      compression_registry.description_suffix(self.compressor),
     )
 
   def _ps_copy(self, relative, v0):
@@ -308,6 +323,8 @@ class CollectiveAllReduce(base.PerTowerCopies):
   settings_fields = {
     'merge_scope': 'merge_scope',
     'subdivs': 'collective_subdivisions',
+    'compression': 'gradient_compression',
+    'powersgd_rank': 'powersgd_rank',
   }
 
   def __init__(
@@ -317,6 +334,8 @@ class CollectiveAllReduce(base.PerTowerCopies):
     cluster: base.ClusterDevices,
     merge_scope: int = 1,
     subdivs: int = -1,
+    compression: str = 'none',
+    powersgd_rank: int = compression_catalog.DEFAULT_POWERSGD_RANK,
     **kwargs,
   ):
     tower_devices = [
@@ -332,11 +351,13 @@ class CollectiveAllReduce(base.PerTowerCopies):
     self.group = collectives.collective_group(self.tower_devices, cluster)
     self.merge_scope = merge_scope
     self.subdivs = subdivs
+    self.compressor = compression_registry.create(compression, powersgd_rank)
 
   def all_reduce_description(self):
-    return 'CollectiveReduceV2 over %d device(s)%s' % (
+    return 'CollectiveReduceV2 over %d device(s)%s%s' % (
       len(self.group),
       '' if self.subdivs < 0 else ', %d subdivision(s)' % self.subdivs,
+      compression_registry.description_suffix(self.compressor),
     )
 
   def reduce_gradients(self, tower_grads):
@@ -346,6 +367,9 @@ class CollectiveAllReduce(base.PerTowerCopies):
       self.group,
       merge_scope=self.merge_scope,
       subdivs=self.subdivs,
+      compressor=self.compressor,
+      first_replica=self.cluster.task_index * self.num_towers,
+      tower_prefixes=[self.variable_prefix(i) for i in range(self.num_towers)],
     )
     return base.Reduction(
       [(d, gv) for d, gv in zip(self.tower_devices, per_tower)]

@@ -21,6 +21,7 @@ from variable_mgr import local
 from variable_mgr import naming
 from variable_mgr import ps_cluster
 from variable_mgr import sizes
+from variable_mgr.compression import registry as compression_registry
 from variable_mgr.registry import register
 
 tf1 = tf.compat.v1
@@ -166,7 +167,10 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
 
   name = 'hybrid'
   traits = catalog.cluster_traits('hybrid')
-  settings_fields = {'threshold_bytes': 'hybrid_threshold_bytes'}
+  settings_fields = {
+    'threshold_bytes': 'hybrid_threshold_bytes',
+    'compression': 'gradient_compression',
+  }
 
   def __init__(
     self,
@@ -174,6 +178,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     *,
     cluster: base.ClusterDevices,
     threshold_bytes: int = 1 << 20,
+    compression: str = 'none',
     **kwargs,
   ):
     super().__init__(
@@ -183,6 +188,8 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
       **kwargs,
     )
     self.threshold_bytes = threshold_bytes
+    # A cast (powersgd is refused: the ps-held group has no all-reduce).
+    self.compressor = compression_registry.create(compression)
     self.group = collectives.collective_group(self.tower_devices, cluster)
     self._placer = local.GreedyVariablePlacer(self.ps_devices)
     self._shared = {}  # relative name -> ps variable
@@ -204,7 +211,10 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     )
 
   def all_reduce_description(self):
-    return 'CollectiveReduceV2 over %d device(s)' % len(self.group)
+    return 'CollectiveReduceV2 over %d device(s)%s' % (
+      len(self.group),
+      compression_registry.description_suffix(self.compressor),
+    )
 
   # ---- building the towers ----------------------------------------------
 
@@ -318,7 +328,14 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     ]
     sites = (
       collectives.collective_means_per_tower(
-        small, self.tower_devices, self.group
+        small,
+        self.tower_devices,
+        self.group,
+        compressor=self.compressor,
+        first_replica=self.cluster.task_index * self.num_towers,
+        tower_prefixes=[
+          self.variable_prefix(i) for i in range(self.num_towers)
+        ],
       )
       if small[0]
       else []

@@ -13,6 +13,7 @@ from variable_mgr import catalog
 from variable_mgr import naming
 from variable_mgr import relaxed as relaxed_lib
 from variable_mgr import sizes
+from variable_mgr.compression import registry as compression_registry
 from variable_mgr.registry import register
 
 tf1 = tf.compat.v1
@@ -69,10 +70,13 @@ class ParameterServer(base.VariableMgr):
     tower_devices: Sequence[str],
     *,
     param_devices: Sequence[str] = ('/cpu:0',),
+    compression: str = 'none',
     **kwargs,
   ):
     super().__init__(tower_devices, **kwargs)
     self.placer = GreedyVariablePlacer(param_devices)
+    # A cast on each push (powersgd is refused: no all-reduce here).
+    self.compressor = compression_registry.create(compression)
 
   @classmethod
   def from_settings(cls, settings, tower_devices, cluster=None):
@@ -85,13 +89,15 @@ class ParameterServer(base.VariableMgr):
     return cls(
       tower_devices,
       param_devices=param_devices,
+      compression=settings.gradient_compression,
       use_resource_vars=settings.use_resource_vars,
     )
 
   def describe(self) -> str:
-    return '%s (variables on %s)' % (
+    return '%s (variables on %s%s)' % (
       self.name,
       ', '.join(self.placer.param_devices),
+      compression_registry.description_suffix(self.compressor),
     )
 
   def variable_prefix(self, index: int) -> str:
@@ -110,12 +116,18 @@ class ParameterServer(base.VariableMgr):
         yield
 
   def reduce_gradients(self, tower_grads):
+    names = [naming.strip_replica_prefix(v.op.name) for _, v in tower_grads[0]]
+    # Each tower pushes its gradients (compressed on its device).
+    sent = [
+      self.compressor.push([g for g, _ in gv], device, i, names)
+      for i, (gv, device) in enumerate(zip(tower_grads, self.tower_devices))
+    ]
     sites = []
-    for grads_and_vars in zip(*tower_grads):
-      var = grads_and_vars[0][1]
+    for j, (g, var) in enumerate(tower_grads[0]):
       # Average where the variable lives, so each gradient crosses once.
       with tf.device(var.device):
-        sites.append((base.mean_of([g for g, _ in grads_and_vars]), var))
+        mean = base.mean_of([tower[j] for tower in sent])
+      sites.append((self.compressor.pull(mean, g.dtype, var.device), var))
     return base.Reduction([(None, sites)])
 
   def stat_update_ops(self, tower_update_ops):
@@ -163,9 +175,19 @@ class Replicated(base.PerTowerCopies):
   def all_reduce_description(self):
     return self.all_reduce.describe() + (' (relaxed)' if self.relaxed else '')
 
+  def _sums(self, tower_grads) -> list:
+    """Every tower's sums of the step's gradients (compressed as set)."""
+    return self.all_reduce.sum(
+      [[g for g, _ in gv] for gv in tower_grads],
+      self.tower_devices,
+      names=[
+        naming.relative_name(v.op.name, self.variable_prefix(0))
+        for _, v in tower_grads[0]
+      ],
+    )
+
   def reduce_gradients(self, tower_grads):
-    grads = [[g for g, _ in gv] for gv in tower_grads]
-    sums = self.all_reduce.sum(grads, self.tower_devices)
+    sums = self._sums(tower_grads)
     side_ops = ()
     if self.relaxed:
       # Named after each tower's variable ('v0/conv0/kernel/delayed'): the
@@ -203,7 +225,7 @@ class Replicated(base.PerTowerCopies):
     read of it.
     """
     grads = [[g for g, _ in gv] for gv in tower_grads]
-    sums = self.all_reduce.sum(grads, self.tower_devices)
+    sums = self._sums(tower_grads)
     unscaled = [
       [
         g

@@ -2,9 +2,9 @@
 
 SyncAccumulators: the workers' gradients of a step averaged in shared
   accumulators next to each variable, one update, tokens for the others.
-PsClusterMixin: initialisation, checkpoints, the sync-or-async update and
-  the loss-scale guard of parameter_server (cluster), distributed_replicated
-  and hybrid.
+PsClusterMixin: initialisation, checkpoints, the sync-or-async update, the
+  compressed push (a cast, --gradient_compression) and the loss-scale guard
+  of parameter_server (cluster), distributed_replicated and hybrid.
 
 Variables shared between workers are found by name and device: every worker
 builds the same names on the same ps devices, so their graphs use one copy.
@@ -17,7 +17,9 @@ import dataclasses
 import tensorflow as tf
 
 from variable_mgr import base
+from variable_mgr import naming
 from variable_mgr import transfers
+from variable_mgr.compression import registry as compression_registry
 
 tf1 = tf.compat.v1
 
@@ -44,11 +46,17 @@ class SyncAccumulators:
   """
 
   def __init__(
-    self, cluster: base.ClusterDevices, token_device: str, counter_device: str
+    self,
+    cluster: base.ClusterDevices,
+    token_device: str,
+    counter_device: str,
+    compressor=None,
   ):
     self.cluster = cluster
     self.token_device = token_device
     self.counter_device = counter_device
+    # Casts the pushes (compression.base.Compressor.push); None: as they are.
+    self.compressor = compressor
 
   def _step_counter(self) -> tf.Variable:
     # Created outside the caller's control scope: an initial value with
@@ -73,7 +81,7 @@ class SyncAccumulators:
     with tf.device(self.counter_device):
       stamp = tf.identity(counter.read_value())
     grads_and_vars = list(grads_and_vars)
-    grads = [g for g, _ in grads_and_vars]
+    grads = self._sent(grads_and_vars)
     if self.cluster.pack_transfers:  # one transfer per ps task, not per grad
       grads = transfers.packed_transfer(
         grads,
@@ -81,16 +89,10 @@ class SyncAccumulators:
         [v.device for _, v in grads_and_vars],
       )
     pushes, accumulators = [], []
-    for grad, (_, var) in zip(grads, grads_and_vars):
-      with tf.device(var.device):
-        acc = tf1.ConditionalAccumulator(
-          grad.dtype,
-          shape=var.shape,
-          shared_name='sync_acc/' + var.op.name,
-          name='sync_acc/' + var.op.name.replace(':', '_'),
-        )
-        pushes.append(acc.apply_grad(grad, local_step=stamp))
-        accumulators.append(acc)
+    for grad, (original, var) in zip(grads, grads_and_vars):
+      push, acc = self._push(grad, original.dtype, var, stamp)
+      pushes.append(push)
+      accumulators.append(acc)
     with tf.device(self.counter_device), tf.control_dependencies(pushes):
       count = counter.assign_add(1)
     with tf.device(self.token_device):
@@ -122,6 +124,45 @@ class SyncAccumulators:
       )
       release = tokens.enqueue_many([tf.fill([num_workers - 1], verdict)])
     return tf.group(update, release, count, name='sync_apply')
+
+  def _push(self, sent, dtype, var, stamp):
+    """(the push of one sent gradient into its accumulator, the
+    accumulator), beside `var`; a compressed gradient is made `dtype` there
+    first (the accumulators add float32)."""
+    if self.compressor is not None:
+      sent = self.compressor.pull(sent, dtype, var.device)
+    with tf.device(var.device):
+      acc = tf1.ConditionalAccumulator(
+        sent.dtype,
+        shape=var.shape,
+        shared_name='sync_acc/' + var.op.name,
+        name='sync_acc/' + var.op.name.replace(':', '_'),
+      )
+      return acc.apply_grad(sent, local_step=stamp), acc
+
+  def _sent(self, grads_and_vars) -> list:
+    """The gradients as this worker sends them: the variables' compressed
+    (the loss slot's as it is)."""
+    grads = [g for g, _ in grads_and_vars]
+    if self.compressor is None:
+      return grads
+    indices = [
+      k
+      for k, (_, v) in enumerate(grads_and_vars)
+      if not isinstance(v, _LossSlot)
+    ]
+    sent = self.compressor.push(
+      [grads[k] for k in indices],
+      self.counter_device,
+      self.cluster.task_index,
+      [
+        naming.strip_replica_prefix(grads_and_vars[k][1].op.name)
+        for k in indices
+      ],
+    )
+    for k, tensor in zip(indices, sent):
+      grads[k] = tensor
+    return grads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +199,8 @@ class PsClusterMixin:
   cluster: base.ClusterDevices
   # Set by _sync_or_async (see there).
   applied_grads: list | None = None
+  # How the pushes travel (a cast or none; the manager sets its own).
+  compressor = compression_registry.create('none')
 
   @property
   def ps_devices(self) -> tuple:
@@ -232,7 +275,7 @@ class PsClusterMixin:
       return guard(gvs, apply) if guard else apply(gvs)
 
     if not (self.cluster.cross_replica_sync and self.cluster.num_workers > 1):
-      return apply_fn(grads_and_vars)
+      return apply_fn(self._pushed(grads_and_vars))
     if loss is not None:  # a scalar, or a vector of per-worker means
       loss = tf.cast(loss, tf.float32)
       grads_and_vars = list(grads_and_vars) + [
@@ -245,12 +288,27 @@ class PsClusterMixin:
 
     auto = loss_scale if loss_scale and loss_scale.config.auto else None
     return SyncAccumulators(
-      self.cluster, self.ps_devices[0], self.cpu_device
+      self.cluster, self.ps_devices[0], self.cpu_device, self.compressor
     ).step(
       grads_and_vars,
       apply_fn_and_loss if loss is not None else apply_fn,
       loss_scale=auto,
     )
+
+  def _pushed(self, grads_and_vars) -> list:
+    """grads_and_vars as the variables receive them: compressed on this
+    worker, decompressed beside each variable."""
+    grads_and_vars = list(grads_and_vars)
+    sent = self.compressor.push(
+      [g for g, _ in grads_and_vars],
+      self.cpu_device,
+      self.cluster.task_index,
+      [naming.strip_replica_prefix(v.op.name) for _, v in grads_and_vars],
+    )
+    return [
+      (self.compressor.pull(s, g.dtype, v.device), v)
+      for s, (g, v) in zip(sent, grads_and_vars)
+    ]
 
   def _shared_update(self, grads_and_vars, step_update) -> tf.Operation:
     """The update of ps-held variables for a whole step_update: guarded by

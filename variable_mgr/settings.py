@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 
 from variable_mgr import allreduce_spec
 from variable_mgr import topology
+from variable_mgr.compression import catalog as compression_catalog
 
 
 class SettingsError(ValueError):
@@ -36,11 +37,15 @@ class ManagerSettings:
   agg_small_grads_max_bytes, agg_small_grads_max_group: small-gradient
     packing (0 bytes: off).
   compact_dtype: 'float16' or 'bfloat16' when gradients travel in 16 bits
-    (--compact_gradient_transfer with 16-bit compute), else None.
+    (--compact_gradient_transfer with 16-bit compute and no
+    --gradient_compression), else None.
   ring_order: --gpu_indices as tower indices, or None when unset.
   ps_partition_threshold_bytes: --ps_partition_threshold_bytes.
   hybrid_threshold_bytes: --hybrid_threshold_bytes.
   staged_vars: --staged_vars (selects a setting variant; see registry.py).
+  gradient_compression: --gradient_compression, a compressor's name
+    (compression/catalog.py).
+  powersgd_rank: --powersgd_rank, the rank of PowerSGD's approximations.
   """
 
   variable_update: str = 'parameter_server'
@@ -59,6 +64,8 @@ class ManagerSettings:
   ps_partition_threshold_bytes: int = 0
   hybrid_threshold_bytes: int = 1 << 20
   staged_vars: bool = False
+  gradient_compression: str = 'none'
+  powersgd_rank: int = compression_catalog.DEFAULT_POWERSGD_RANK
 
   @classmethod
   def from_params(cls, params) -> 'ManagerSettings':
@@ -92,6 +99,8 @@ class ManagerSettings:
       ps_partition_threshold_bytes=params.ps_partition_threshold_bytes,
       hybrid_threshold_bytes=params.hybrid_threshold_bytes,
       staged_vars=params.staged_vars,
+      gradient_compression=params.gradient_compression,
+      powersgd_rank=params.powersgd_rank,
     )
 
   @property
@@ -108,8 +117,12 @@ class ManagerSettings:
 
 
 def _compact_dtype(params) -> Optional[str]:
-  """The 16-bit wire dtype: only when the towers compute in 16 bits."""
+  """The 16-bit wire dtype: only when the towers compute in 16 bits, and
+  gradients are not compressed otherwise (--gradient_compression decides
+  the wire format then: PowerSGD's factors, say, would overflow float16)."""
   if not params.compact_gradient_transfer:
+    return None
+  if params.gradient_compression != 'none':
     return None
   if params.use_fp16:
     return 'float16'

@@ -34,7 +34,9 @@ from tf_cnn_benchmarks.platform import gpu_runtime
 from tf_cnn_benchmarks.platform import runtime_knobs
 import variable_mgr
 from variable_mgr import allreduce
+from variable_mgr import catalog
 from variable_mgr import topology
+from variable_mgr.compression import catalog as compression_catalog
 
 # Classic model names that are not CNNs, or not available yet: one line each.
 NOT_CNN_MODELS = {
@@ -251,6 +253,7 @@ def _check_manager_and_flags(p, cluster, manager_cls, device: str) -> None:
   if cluster is not None:
     _check_cluster(p, cluster, manager_cls)
   _check_all_reduce(p, manager_cls, device)
+  _check_compression(p, manager_cls)
   _check_gpu_all_reduce_in_cluster(p, cluster)
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
@@ -511,6 +514,44 @@ def _check_all_reduce(p: params_lib.Params, manager_cls, device: str) -> None:
   )
   if p.all_reduce_spec is not None:
     _check_spec_runs_here(p, reduces, device)
+
+
+def _check_compression(p: params_lib.Params, manager_cls) -> None:
+  """--gradient_compression fits the manager; --powersgd_rank is usable."""
+  name = p.gradient_compression
+  if name == 'none':
+    _require(
+      p.powersgd_rank == compression_catalog.DEFAULT_POWERSGD_RANK,
+      '--powersgd_rank: only with --gradient_compression=powersgd',
+    )
+    return
+  _require(
+    catalog.MANAGERS[manager_cls.name].shares_gradients,
+    '--gradient_compression=%s: --variable_update=%s reduces no gradients; '
+    'use none' % (name, p.variable_update),
+  )
+  if compression_catalog.declared(name).two_phase:
+    _require(
+      catalog.takes_spec(manager_cls.traits),
+      '--gradient_compression=%s: needs a manager that all-reduces every '
+      'gradient (%s), not --variable_update=%s; a cast (fp16, bf16, '
+      'fp16_ef, bf16_ef) applies to its pushes'
+      % (name, ', '.join(_all_reducing_names()), p.variable_update),
+    )
+    _require(
+      p.powersgd_rank >= 1, '--powersgd_rank=%d: must be >= 1' % p.powersgd_rank
+    )
+  else:
+    _require(
+      p.powersgd_rank == compression_catalog.DEFAULT_POWERSGD_RANK,
+      '--powersgd_rank: only with --gradient_compression=powersgd',
+    )
+
+
+def _all_reducing_names() -> list:
+  """The managers that all-reduce every gradient (locally or across
+  workers)."""
+  return [n for n in catalog.MANAGERS if catalog.any_of(n, catalog.takes_spec)]
 
 
 def _check_packing_counts(p: params_lib.Params) -> None:

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Optional
 
 from tf_cnn_benchmarks.config import fields
+from variable_mgr.compression import catalog as compression_catalog
 
 # momentum is Nesterov momentum, as in the classic harness; plain_momentum is
 # the heavy-ball update (a new name for a new behaviour).
@@ -78,6 +79,22 @@ class TrainingFields:
   )
   compact_gradient_transfer: bool = _strategy_graph_field(
     True, 'All-reduce gradients in 16 bits when computing in fp16/bf16.'
+  )
+  gradient_compression: str = _strategy_graph_field(
+    'none',
+    'How gradients travel in the reduction of every manager that reduces '
+    'them: none; fp16, bf16 (float32 gradients sent in 16 bits); fp16_ef, '
+    'bf16_ef (the same, each replica carrying its rounding error to the '
+    'next step); powersgd (rank --powersgd_rank approximations, warm '
+    'started, with error feedback; all-reduce managers only). Unlike '
+    '--compact_gradient_transfer it applies whatever the compute precision.',
+    compression_catalog.NAMES,
+    classic=False,
+  )
+  powersgd_rank: int = _strategy_graph_field(
+    compression_catalog.DEFAULT_POWERSGD_RANK,
+    'Rank of the approximations of --gradient_compression=powersgd.',
+    classic=False,
   )
   variable_consistency: str = _strategy_graph_field(
     'strong',

@@ -47,6 +47,7 @@ COLUMNS = (
   'host',
   'variable_update',
   'all_reduce_spec',
+  'gradient_compression',
   'precision',
   'batch_size_per_device',
   'num_devices',
@@ -236,6 +237,7 @@ def _row_from_record(path: str, number: int, record: dict) -> dict:
     'host': str(env.get('hostname') or MISSING),
     'variable_update': str(record['variable_update']),
     'all_reduce_spec': str(record.get('all_reduce_spec') or MISSING),
+    'gradient_compression': compression_label(record),
     'precision': str(record['precision']),
     'batch_size_per_device': record['batch_size_per_device'],
     'num_devices': num_devices,
@@ -247,6 +249,14 @@ def _row_from_record(path: str, number: int, record: dict) -> dict:
   }
   row.update(_run_spread(record))
   return row
+
+
+def compression_label(record: dict) -> str:
+  """How a line's gradients travelled: `gradient_compression`, with its
+  rank for powersgd ('powersgd r4'); 'none' for lines older than the key."""
+  name = record.get('gradient_compression') or 'none'
+  rank = record.get('powersgd_rank')
+  return '%s r%d' % (name, rank) if _is_int(rank) else str(name)
 
 
 def hardware_name(env: dict) -> str:

@@ -216,6 +216,10 @@ class BenchmarkResult:
   all_reduce_spec_description: str | None = dataclasses.field(
     default=None, kw_only=True
   )
+  # --gradient_compression and its setting (--powersgd_rank, None unless
+  # powersgd): compression/catalog.result_keys.
+  gradient_compression: str = dataclasses.field(default='none', kw_only=True)
+  powersgd_rank: int | None = dataclasses.field(default=None, kw_only=True)
   precision: str
   num_devices: int
   num_workers: int

@@ -12,6 +12,7 @@ from tf_cnn_benchmarks.platform import cpu_features
 from tf_cnn_benchmarks.platform import gpu_runtime
 from tf_cnn_benchmarks.platform import runtime_knobs
 from tf_cnn_benchmarks.reporting import run_facts
+from variable_mgr.compression import catalog as compression_catalog
 
 _MODES = {
   params_lib.Mode.TRAIN: 'training',
@@ -88,6 +89,10 @@ def header_rows(facts: run_facts.RunFacts, session_config) -> list[tuple]:
     ('Optimizer', p.optimizer),
     ('Variables', facts.manager.describe()),
     ('AllReduce', str(facts.manager.all_reduce_description())),
+    (
+      'Compression',
+      compression_catalog.describe(p.gradient_compression, p.powersgd_rank),
+    ),
     *gpu_runtime.header_rows(session_config, gpu_runtime.environment(p)),
   ]
   if p.train_dir:
