@@ -45,6 +45,9 @@ COMMANDS = {
   'tf-cnn-benchmarks-predict': (
     'tf_cnn_benchmarks.commands.console:predict_scaling'
   ),
+  'tf-cnn-benchmarks-interval-coverage': (
+    'tf_cnn_benchmarks.commands.console:interval_coverage'
+  ),
 }
 # What each command's --help starts with (its usage line).
 USAGE = {
@@ -57,6 +60,7 @@ USAGE = {
   'tf-cnn-benchmarks-make-fake-data': 'usage: ',
   'tf-cnn-benchmarks-profile': 'Measures this host',
   'tf-cnn-benchmarks-predict': 'usage: ',
+  'tf-cnn-benchmarks-interval-coverage': 'usage: ',
 }
 _COPIED = (
   'tf_cnn_benchmarks',

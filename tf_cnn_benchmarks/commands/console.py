@@ -64,3 +64,8 @@ def profile_host() -> int:
 def predict_scaling() -> int:
   """tf-cnn-benchmarks-predict."""
   return run_command('predict_scaling')
+
+
+def interval_coverage() -> int:
+  """tf-cnn-benchmarks-interval-coverage."""
+  return run_command('interval_coverage')

@@ -147,8 +147,19 @@ class AutoLength:
       self._cut = mser5(self.times)  # it moves when a batch completes
 
   def timed_steps(self) -> list:
-    """The step times kept: those after the discarded warm-up."""
-    return self.times[self._cut.steps :]
+    """The step times kept: those after the discarded warm-up.
+
+    With a fixed length, the last num_batches of them: when a new batch
+    moves the cut back, the few extra oldest steps count as warm-up too.
+    """
+    start = self._cut.steps
+    if self.settings.num_batches is not None:
+      start = max(start, len(self.times) - self.settings.num_batches)
+    return self.times[start:]
+
+  def _discarded(self) -> int:
+    """The warm-up steps of the loop (those before timed_steps())."""
+    return len(self.times) - len(self.timed_steps())
 
   def done(self) -> bool:
     """Whether the loop stops now (and why: `stopped_by`)."""
@@ -178,7 +189,7 @@ class AutoLength:
     interval = timing.batch_means_interval(timed)
     return {
       'warmup_rule': 'fixed' if s.warmup is not None else 'mser-5',
-      'warmup_steps': s.warmup if s.warmup is not None else self._cut.steps,
+      'warmup_steps': s.warmup if s.warmup is not None else self._discarded(),
       'warmup_statistic': self._cut.statistic,
       'warmup_statistic_untruncated': self._cut.untruncated,
       'warmup_bound_steps': None if s.warmup is not None else self._cut.bound,
