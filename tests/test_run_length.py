@@ -81,17 +81,29 @@ def test_mser5_on_a_stationary_series_cuts_little():
 
 
 def test_batch_means_interval_against_a_hand_computation():
-  values = np.arange(1.0, 46.0) ** 1.5  # 45 values: 20 batches of 2
+  values = list(np.arange(1.0, 41.0) ** 1.5)  # 40 values: 20 batches of 2
   got = timing.batch_means_interval(values)
   assert (got.batches, got.batch_size) == (20, 2)
-  used = values[5:]  # the 5 oldest are left out
-  means = [(used[2 * i] + used[2 * i + 1]) / 2 for i in range(20)]
-  mean = sum(means) / 20
+  means = [(values[2 * i] + values[2 * i + 1]) / 2 for i in range(20)]
+  mean = sum(values) / 40
   sd = math.sqrt(sum((m - mean) ** 2 for m in means) / 19)
   assert got.mean == pytest.approx(mean)
   assert got.stderr == pytest.approx(sd / math.sqrt(20))
   assert got.half_width == pytest.approx(2.0930240544 * sd / math.sqrt(20))
   assert got.relative == pytest.approx(got.half_width / mean)
+
+
+def test_uneven_batches_weigh_by_size_and_centre_on_every_step():
+  values = [1.0, 2.0, 4.0, 8.0, 16.0] * 9  # 45: 5 batches of 3, 15 of 2
+  got = timing.batch_means_interval(values)
+  assert (got.batches, got.batch_size) == (20, 2)
+  mean = sum(values) / 45
+  assert got.mean == pytest.approx(mean)  # the rate's own mean
+  sizes = [3] * 5 + [2] * 15
+  starts = np.cumsum([0] + sizes[:-1])
+  means = [sum(values[s : s + z]) / z for s, z in zip(starts, sizes)]
+  variance = sum(z * (m - mean) ** 2 for z, m in zip(sizes, means)) / 19
+  assert got.stderr == pytest.approx(math.sqrt(variance / 45))
 
 
 def test_batch_layout_keeps_10_to_20_batches_and_grows_the_batches():

@@ -100,8 +100,10 @@ class IntOrAutoParser(flags.ArgumentParser):
       raise ValueError('must be a whole number or auto') from None
 
   def flag_type(self) -> str:
-    """The type --helpfull names."""
-    return 'int or auto'
+    """'int', as the classic flag's (classic callers map the type names of
+    scripts/tf_cnn_benchmarks/flags.py's param_specs to absl definers);
+    the help text names auto."""
+    return 'int'
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:

@@ -86,22 +86,24 @@ def step_time_ms(step_times) -> dict:
 # error of their mean. The method of non-overlapping batch means (Law and
 # Kelton, Simulation Modeling and Analysis, 3rd ed. 2000, section 9.5.3;
 # Schmeiser, "Batch size effects in the analysis of simulation output",
-# Operations Research 30(3), 1982) splits the n steps into k batches of b
-# consecutive steps and treats the k batch means as nearly independent:
-# half-width = t(0.975, k - 1) * sd(batch means) / sqrt(k). Schmeiser
-# recommends 10 to 30 batches: the count is fixed (10, then 20 from 40
-# steps) and the batch size grows with the run.
+# Operations Research 30(3), 1982) splits the n steps into k batches of
+# consecutive steps and treats the k batch means as nearly independent.
+# Schmeiser recommends 10 to 30 batches: the count is fixed (10, then 20
+# from 40 steps) and the batch size grows with the run. Every step is used:
+# when k does not divide n, the first n mod k batches hold one step more,
+# and each batch mean is weighted by its size, so that the interval is
+# centred on the mean of all the steps (the line's images/sec):
+#   sigma^2 = sum_j n_j (Y_j - mean)**2 / (k - 1),  stderr = sigma / sqrt(n),
+#   half-width = t(0.975, k - 1) * stderr;
+# with equal batches this is the textbook sd(batch means) / sqrt(k).
 
 MIN_STEPS_FOR_BATCHES = 20  # under this, each step is its own batch
 _FEW_BATCHES, _MANY_BATCHES, _MANY_FROM = 10, 20, 40
 
 
 def batch_layout(n: int) -> tuple:
-  """(number of batches, steps per batch) for n steps (n >= 2).
-
-  The n - k * b oldest steps are left out of the interval (the ones
-  nearest the warm-up).
-  """
+  """(number of batches k, steps per batch b) for n steps (n >= 2); the
+  first n - k * b batches hold b + 1 steps."""
   if n < MIN_STEPS_FOR_BATCHES:
     return n, 1
   k = _MANY_BATCHES if n >= _MANY_FROM else _FEW_BATCHES
@@ -112,8 +114,8 @@ def batch_layout(n: int) -> tuple:
 class Interval:
   """A 95% interval of a mean by batch means.
 
-  mean: the mean of the steps used (the batch means' mean). half_width,
-  stderr: None under 2 values. batches, batch_size: the layout used.
+  mean: the mean of the values. half_width, stderr: None under 2 values.
+  batches, batch_size: the layout used (batch_layout).
   """
 
   mean: float
@@ -137,11 +139,13 @@ def batch_means_interval(values) -> Interval:
   if n < 2:
     return Interval(float(x.mean()) if n else math.nan, None, None, n, 1)
   k, b = batch_layout(n)
-  means = x[n - k * b :].reshape(k, b).mean(axis=1)
-  stderr = float(means.std(ddof=1) / math.sqrt(k))
-  return Interval(
-    float(means.mean()), stderr, t_quantile_975(k - 1) * stderr, k, b
-  )
+  batches = np.array_split(x, k)  # sizes b + 1 first, then b
+  sizes = np.array([len(batch) for batch in batches], dtype=np.float64)
+  means = np.array([batch.mean() for batch in batches])
+  mean = float(x.mean())
+  variance = float(np.sum(sizes * (means - mean) ** 2) / (k - 1))
+  stderr = math.sqrt(variance / n)
+  return Interval(mean, stderr, t_quantile_975(k - 1) * stderr, k, b)
 
 
 def format_duration(seconds: float) -> str:
