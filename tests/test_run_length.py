@@ -345,3 +345,22 @@ def test_real_run_with_auto_lengths_writes_a_valid_run_length(tmp_path):
   assert record['params']['num_batches'] == 'auto'
   spread = record['images_per_sec_spread']
   assert spread['batches'] == 20 and spread['batch_size'] >= 3
+
+
+def test_forward_only_with_auto_warmup_keeps_num_batches_timed_steps(tmp_path):
+  path = tmp_path / 'r.jsonl'
+  helpers.run_in_process(
+    **TINY,
+    forward_only=True,
+    num_warmup_batches='auto',
+    num_batches=20,
+    result_file=str(path),
+  )
+  record = json.loads(path.read_text().splitlines()[-1])
+  assert result_schema.line_problem(record) is None
+  length = record['run_length']
+  assert record['mode'] == 'forward_only'
+  assert record['num_steps'] == length['steps'] == 20
+  assert length['stopped_by'] == 'steps' and length['length_rule'] == 'fixed'
+  assert record['num_warmup_steps'] == length['loop_steps'] - 20
+  assert 0 <= length['warmup_steps'] <= length['warmup_bound_steps']
