@@ -51,6 +51,9 @@ COMMANDS = {
   'tf-cnn-benchmarks-predict-scale-benchmark': (
     'tf_cnn_benchmarks.commands.console:predict_scale_benchmark'
   ),
+  'tf-cnn-benchmarks-interval-coverage': (
+    'tf_cnn_benchmarks.commands.console:interval_coverage'
+  ),
 }
 # What each command's --help starts with (its usage line).
 USAGE = {
@@ -65,6 +68,7 @@ USAGE = {
   'tf-cnn-benchmarks-predict': 'usage: ',
   'tf-cnn-benchmarks-validate-on-paper': 'usage: ',
   'tf-cnn-benchmarks-predict-scale-benchmark': 'usage: ',
+  'tf-cnn-benchmarks-interval-coverage': 'usage: ',
 }
 _COPIED = (
   'tf_cnn_benchmarks',

@@ -574,3 +574,86 @@ def test_on_a_terminal_the_running_point_is_a_tqdm_bar(tmp_path, monkeypatch):
   shown.close()
   assert '[1/1] num_gpus=1' in screen.getvalue()
   assert '2/3' in screen.getvalue()
+
+
+# ---- issue 57: automatic run lengths pass through ---------------------------
+
+
+def test_auto_length_flags_pass_through_to_every_point(tmp_path):
+  result = run_sweep(
+    tmp_path,
+    '--dry_run',
+    '--axis',
+    'model=trivial,resnet20',
+    '--fixed',
+    'num_batches=auto',
+    '--fixed',
+    'target_interval=0.01',
+  )
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
+  assert len(lines) == 2
+  for line in lines:
+    assert ' --num_batches=auto --target_interval=0.01 ' in line
+
+
+@pytest.mark.parametrize('flag', ['num_batches', 'num_warmup_batches'])
+def test_auto_length_with_num_workers_is_one_line_and_exit_2(tmp_path, flag):
+  result = run_sweep(
+    tmp_path,
+    '--axis',
+    'num_workers=1,2',
+    '--fixed',
+    '%s=auto' % flag,
+  )
+  assert result.returncode == 2
+  assert len(result.stderr.splitlines()) == 1, result.stderr
+  assert '%s=auto is not allowed with num_workers' % flag in result.stderr
+  assert not (tmp_path / 'counter.txt').exists()
+
+
+def test_auto_length_line_counts_the_targets_reached():
+  import collections  # pylint: disable=g-import-not-at-top
+
+  stops = collections.Counter(target=7, time=1)
+  assert sweep.auto_length_line(stops) == (
+    '--num_batches=auto: 7 of 8 runs reached --target_interval '
+    '(1 stopped by time)'
+  )
+  assert sweep.auto_length_line(collections.Counter()) is None
+
+
+@pytest.mark.slow  # a real benchmark point
+def test_real_sweep_with_auto_length_says_if_the_target_was_reached(tmp_path):
+  proc = helpers.run_script(
+    'sweep.py',
+    '--name=auto',
+    '--results_dir=%s' % tmp_path,
+    '--timeout=240',
+    '--axis',
+    'model=trivial',
+    '--fixed',
+    'data_name=cifar10',
+    '--fixed',
+    'device=cpu',
+    '--fixed',
+    'batch_size=4',
+    '--fixed',
+    'num_batches=auto',
+    '--fixed',
+    'target_interval=0.5',
+    '--fixed',
+    'max_run_seconds=60',
+    timeout=600,
+  )
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  (line,) = [
+    json.loads(text)
+    for text in (tmp_path / 'auto.jsonl').read_text().splitlines()
+  ]
+  length = line['run_length']
+  assert line['params']['target_interval'] == 0.5
+  reached = int(length['stopped_by'] == 'target')
+  assert proc.stdout.splitlines()[-1].startswith(
+    '--num_batches=auto: %d of 1 runs reached' % reached
+  )

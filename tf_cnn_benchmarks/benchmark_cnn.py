@@ -429,6 +429,7 @@ class BenchmarkCNN:
       end_step=end_step,
       evals=tuple(e.info() for e in loop.evals),
       time_to_accuracy=loop.time_to_accuracy(),
+      run_length=loop.run_length,
     )
     return (
       loop.losses,

@@ -74,3 +74,8 @@ def validate_on_paper() -> int:
 def predict_scale_benchmark() -> int:
   """tf-cnn-benchmarks-predict-scale-benchmark."""
   return run_command('predict_scale_benchmark')
+
+
+def interval_coverage() -> int:
+  """tf-cnn-benchmarks-interval-coverage."""
+  return run_command('interval_coverage')

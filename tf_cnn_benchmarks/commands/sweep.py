@@ -58,6 +58,12 @@ Grid file format (plain lines, not JSON/YAML):
 - "fixed FLAG = VALUE" passes --FLAG=VALUE to every point; VALUE is the rest
   of the line, trimmed (commas allowed).
 - FLAG is a benchmark flag name without dashes. Booleans take true/false.
+- Automatic lengths pass through like any flag: "fixed num_batches = auto"
+  and "fixed target_interval = 0.01" (or --fixed num_batches=auto
+  --fixed target_interval=0.01) stop each point once its interval is that
+  tight (docs/performance.md#run-length); the closing line then says how
+  many runs reached the target. num_batches=auto (or num_warmup_batches)
+  with num_workers is refused: a cluster's workers must stop together.
 - --axis and --fixed on the command line add to the grid file's lines; a
   flag may be defined only once overall. result_file is set by the sweep.
 
@@ -88,6 +94,7 @@ Exit status: 0 when every run has an ok line, 1 when some point failed,
 """
 
 import argparse
+import collections
 import fcntl
 import os
 import re
@@ -158,6 +165,8 @@ class Sweep(object):
     self.tmp_dir = os.path.join(self.sweep_dir, 'tmp')
     self.launcher = args.launcher
     self.ok, self.failed = load_previous(self.results_path)
+    # --num_batches=auto runs of this sweep: stopped_by -> count.
+    self.auto_stops = collections.Counter()
     self.runs = plan_runs(points, args.repeats, self.ok)
 
   def action(self, run):
@@ -295,6 +304,9 @@ class Sweep(object):
     if message is None:
       for record in records:
         record['sweep'] = tag
+        length = record.get('run_length') or {}
+        if length.get('length_rule') == 'target':
+          self.auto_stops[length['stopped_by']] += 1
       result_lines.append_json_lines(self.results_path, records)
       self.ok.setdefault(point_id, set()).add(run.repeat)
       self.failed.get(point_id, set()).discard(run.repeat)
@@ -330,7 +342,28 @@ class Sweep(object):
       ),
       flush=True,
     )
+    line = auto_length_line(self.auto_stops)
+    if line:
+      print(line, flush=True)
     return 1 if failed else 0
+
+
+def auto_length_line(stops) -> str | None:
+  """'--num_batches=auto: 7 of 8 runs reached --target_interval (1 stopped
+  by time)' for this sweep's runs (stops: stopped_by -> count), or None."""
+  total = sum(stops.values())
+  if not total:
+    return None
+  others = ', '.join(
+    '%d stopped by %s' % (stops[why], why)
+    for why in ('time', 'cap')
+    if stops[why]
+  )
+  return '--num_batches=auto: %d of %d runs reached --target_interval%s' % (
+    stops['target'],
+    total,
+    ' (%s)' % others if others else '',
+  )
 
 
 def _remove_if_empty(path):

@@ -212,6 +212,7 @@ def make_points(grid):
   ]
   seen = {}
   for point in points:
+    _check_auto_lengths(point)
     # Distinct ids can only collide here after unsafe characters became '_'.
     if point.stem in seen:
       raise InputError(
@@ -220,6 +221,25 @@ def make_points(grid):
       )
     seen[point.stem] = point.point_id
   return points
+
+
+# The benchmark flags that take 'auto' for a length decided during the run;
+# a cluster's workers must stop at the same step, so not with num_workers.
+AUTO_LENGTH_FLAGS = ('num_batches', 'num_warmup_batches')
+
+
+def _check_auto_lengths(point):
+  """Refuses a point that runs an automatic length in a cluster."""
+  names = dict(point.flags)
+  if WORKERS_FLAG not in names:
+    return
+  for name in AUTO_LENGTH_FLAGS:
+    if names.get(name, '').strip().lower() == 'auto':
+      raise InputError(
+        'point %s: %s=auto is not allowed with %s (every worker must stop '
+        'at the same step); give a number'
+        % (point.point_id, name, WORKERS_FLAG)
+      )
 
 
 def build_command(point, module, launcher, result_file):

@@ -12,6 +12,9 @@ that is said about the flag:
   graph: True when the value shapes the run every task of a cluster
     builds (its graph, batch counts, schedules), so the tasks must agree on
     it: cluster/fingerprint.py hashes exactly these fields.
+  auto: True when an int field also takes the word AUTO (the run decides
+    the number as it goes, config/auto_lengths.py); the field's flag parses
+    'auto' or a whole number.
 
 The absl flags, --help, the classic flag table and the cluster fingerprint
 are all generated from this metadata, so a flag is added in one place (its
@@ -34,6 +37,9 @@ CLUSTER = 'cluster'
 CHECKPOINTS = 'checkpoints and evaluation'
 OBSERVABILITY = 'observability'
 PERFORMANCE = 'performance knobs'
+# The word an int field declared with auto=True also takes.
+AUTO = 'auto'
+
 TOPICS = (
   MODEL_DATA,
   STRATEGY,
@@ -53,6 +59,7 @@ def field(
   topic: str,
   classic: bool,
   graph: bool = False,
+  auto: bool = False,
 ) -> Any:
   """A Params field: its default and everything said about its flag."""
   if topic not in TOPICS:
@@ -65,6 +72,7 @@ def field(
       'classic': classic,
       'graph': graph,
       'choices': tuple(choices),
+      'auto': auto,
     },
   )
 

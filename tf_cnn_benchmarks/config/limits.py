@@ -95,7 +95,7 @@ def _sizes(p):
     yield '--num_epochs=%s: must be a finite number > 0' % p.num_epochs
   for name in ('num_batches', 'num_warmup_batches'):
     value = getattr(p, name)
-    if value is not None and value > INT64_MAX:
+    if isinstance(value, int) and value > INT64_MAX:
       yield '--%s=%d: must be <= 2**63-1' % (name, value)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from absl import flags
 
+from tf_cnn_benchmarks.config import fields
 from tf_cnn_benchmarks.config import output_fields
 from tf_cnn_benchmarks.config import run_fields
 from tf_cnn_benchmarks.config import runtime_fields
@@ -83,6 +84,28 @@ def _base_type(name: str) -> type:
   return args[0] if args else hint
 
 
+class IntOrAutoParser(flags.ArgumentParser):
+  """The flag of an int field declared with auto=True: N or 'auto'."""
+
+  def parse(self, argument):
+    """'auto' (any case) -> fields.AUTO; else a whole number."""
+    if isinstance(argument, int) and not isinstance(argument, bool):
+      return argument
+    text = str(argument).strip()
+    if text.lower() == fields.AUTO:
+      return fields.AUTO
+    try:
+      return flags.IntegerParser().parse(text)
+    except ValueError:
+      raise ValueError('must be a whole number or auto') from None
+
+  def flag_type(self) -> str:
+    """'int', as the classic flag's (classic callers map the type names of
+    scripts/tf_cnn_benchmarks/flags.py's param_specs to absl definers);
+    the help text names auto."""
+    return 'int'
+
+
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines one absl flag per Params field (idempotent per FlagValues)."""
   definers = {
@@ -99,6 +122,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     if field.metadata['choices']:
       help_text += ' One of: %s.' % ', '.join(field.metadata['choices'])
     default = field.default
+    if field.metadata.get('auto'):
+      flags.DEFINE(
+        IntOrAutoParser(), name, default, help_text, flag_values=flag_values
+      )
+      continue
     definers[_base_type(name)](
       name,
       list(default) if isinstance(default, tuple) else default,

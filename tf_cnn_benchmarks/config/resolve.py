@@ -25,7 +25,9 @@ import models
 from models import resnet
 from tf_cnn_benchmarks.cluster import slurm
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.config import auto_lengths
 from tf_cnn_benchmarks.config import datasets
+from tf_cnn_benchmarks.config import fields
 from tf_cnn_benchmarks.config import input_settings
 from tf_cnn_benchmarks.config import limits
 from tf_cnn_benchmarks.config import params_value as params_lib
@@ -125,6 +127,10 @@ def check_types(p: params_lib.Params) -> None:
     accepts, what = _TYPE_RULES[base]
     if (value is None and optional) or (value is not None and accepts(value)):
       continue
+    if params_lib.FIELDS[name].metadata.get('auto'):
+      if value == fields.AUTO:
+        continue
+      what += " or '%s'" % fields.AUTO
     raise params_lib.ParamsError(
       '--%s=%r: must be %s%s, not %s'
       % (
@@ -172,6 +178,7 @@ def resolve(p: params_lib.Params) -> Resolution:
   device, data_format = _device_and_format(p)
   cluster, manager_cls = cluster_and_manager(p)
   _check_manager_and_flags(p, cluster, manager_cls, device)
+  auto_lengths.check(p, cluster, params_lib.ParamsError)
   input_warnings = input_settings.check(p, data_name, params_lib.ParamsError)
   input_warnings += schedules.check_freezing(p, cluster, params_lib.ParamsError)
   limits.check(p, data_name, model, cluster, params_lib.ParamsError)
@@ -278,7 +285,7 @@ def _with_defaults(p, model, data_name, cluster, *, device, data_format):
     else:
       num_batches = 100
   return dataclasses.replace(
-    p,
+    auto_lengths.with_defaults(p),
     data_name=data_name,
     device=device,
     data_format=data_format,
@@ -337,8 +344,10 @@ def _check_counts(p: params_lib.Params) -> None:
     p.display_every >= 1, '--display_every=%d: must be >= 1' % p.display_every
   )
   _require(
-    p.num_batches is None or p.num_batches >= 1,
-    '--num_batches=%s: must be >= 1' % p.num_batches,
+    p.num_batches is None
+    or auto_lengths.is_auto(p.num_batches)
+    or p.num_batches >= 1,
+    '--num_batches=%s: must be >= 1 (or auto)' % p.num_batches,
   )
   _require(
     p.num_epochs is None or p.num_epochs > 0,
@@ -349,8 +358,10 @@ def _check_counts(p: params_lib.Params) -> None:
     '--num_batches and --num_epochs: give at most one of them',
   )
   _require(
-    p.num_warmup_batches is None or p.num_warmup_batches >= 0,
-    '--num_warmup_batches=%s: must be >= 0' % p.num_warmup_batches,
+    p.num_warmup_batches is None
+    or auto_lengths.is_auto(p.num_warmup_batches)
+    or p.num_warmup_batches >= 0,
+    '--num_warmup_batches=%s: must be >= 0 (or auto)' % p.num_warmup_batches,
   )
   for name in ('gradient_clip', 'gradient_clip_norm'):
     value = getattr(p, name)

@@ -11,6 +11,13 @@ from typing import Optional
 from tf_cnn_benchmarks.config import datasets
 from tf_cnn_benchmarks.config import fields
 
+# The automatic run lengths' bounds and defaults (config/auto_lengths.py;
+# the rules: reporting/run_length.py).
+MAX_AUTO_WARMUP_STEPS = 1000  # --num_warmup_batches=auto discards at most
+DEFAULT_TARGET_INTERVAL = 0.01
+DEFAULT_MAX_RUN_SECONDS = 600.0
+DEFAULT_MAX_AUTO_BATCHES = 10000
+
 # Field makers for the runs of fields that share a topic and graph setting
 # (classic=True unless a field says otherwise).
 _cluster_field = fields.family(fields.CLUSTER)
@@ -38,16 +45,58 @@ class RunFields:
   batch_size: int = _model_data_graph_field(
     0, 'Batch size per device; 0 uses the model default.'
   )
-  num_batches: Optional[int] = _model_data_graph_field(
-    None, 'Number of timed batches (default 100 unless --num_epochs).'
+  num_batches: Optional[int] = fields.field(
+    None,
+    'Number of timed batches (default 100 unless --num_epochs). auto: run '
+    "until the timed steps' 95% interval (batch means) is within "
+    '--target_interval of the mean, at most --max_run_seconds and '
+    '--max_auto_batches (docs/performance.md#run-length); not in a cluster '
+    'or with --eval.',
+    topic=fields.MODEL_DATA,
+    classic=True,
+    graph=True,
+    auto=True,
   )
   num_epochs: Optional[float] = _model_data_graph_field(
     None,
     'Number of epochs to run instead of --num_batches; an epoch counts '
     "every worker's images (batch x towers x workers per step).",
   )
-  num_warmup_batches: Optional[int] = _model_data_graph_field(
-    None, 'Untimed batches run before the timed ones (default 10).'
+  num_warmup_batches: Optional[int] = fields.field(
+    None,
+    'Untimed batches run before the timed ones (default 10). auto: keep '
+    'every step time and discard the start the MSER-5 rule finds '
+    'transient, at most half of the steps and %d '
+    '(docs/performance.md#run-length); not in a cluster or with --eval.'
+    % MAX_AUTO_WARMUP_STEPS,
+    topic=fields.MODEL_DATA,
+    classic=True,
+    graph=True,
+    auto=True,
+  )
+  target_interval: Optional[float] = fields.field(
+    None,
+    "--num_batches=auto: stop once the 95%% interval's half-width is at "
+    'most this share of the mean step time (default %g; 0.01: +/- 1%%).'
+    % DEFAULT_TARGET_INTERVAL,
+    topic=fields.MODEL_DATA,
+    classic=False,
+  )
+  max_run_seconds: Optional[float] = fields.field(
+    None,
+    '--num_batches=auto: stop after this many seconds of steps (warm-up '
+    'included, start-up not) even if the target is not reached '
+    '(default %g).' % DEFAULT_MAX_RUN_SECONDS,
+    topic=fields.MODEL_DATA,
+    classic=False,
+  )
+  max_auto_batches: Optional[int] = fields.field(
+    None,
+    '--num_batches=auto: stop after this many steps (warm-up included) '
+    'even if the target is not reached (default %d).'
+    % DEFAULT_MAX_AUTO_BATCHES,
+    topic=fields.MODEL_DATA,
+    classic=False,
   )
   forward_only: bool = _model_data_graph_field(
     False, 'Time inference (forward pass) only, no gradients or updates.'

@@ -60,7 +60,9 @@ class TopOps:
 
 def num_observed_steps(p) -> int:
   """Extra untimed steps Params `p` asks for after warm-up (0: none)."""
-  profiled = min(NUM_STEPS_TO_PROFILE, p.num_batches) if p.tfprof_file else 0
+  timed = p.num_batches if isinstance(p.num_batches, int) else None  # auto
+  profiled = min(NUM_STEPS_TO_PROFILE, timed or NUM_STEPS_TO_PROFILE)
+  profiled = profiled if p.tfprof_file else 0
   traced = 1 if (p.trace_file or p.partitioned_graph_file_prefix) else 0
   return max(profiled, traced)
 

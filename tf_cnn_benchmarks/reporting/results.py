@@ -89,6 +89,10 @@ class TrainInfo:
   end_step: int  # global step when it ended
   evals: tuple[EvalInfo, ...] = ()  # --eval_during_training_*
   time_to_accuracy: TimeToAccuracy | None = None
+  # --num_warmup_batches=auto or --num_batches=auto: how the run decided
+  # its warm-up and length (run_length.AutoLength.info); key `run_length`,
+  # left out of other lines.
+  run_length: dict | None = None
 
   def to_keys(self) -> dict:
     """This part's keys of the results line."""
@@ -98,6 +102,8 @@ class TrainInfo:
       'evals': [e.to_keys() for e in self.evals] or None,
     }
     keys.update((self.time_to_accuracy or _NO_TARGET).to_keys())
+    if self.run_length is not None:
+      keys['run_length'] = copy.deepcopy(self.run_length)
     return keys
 
 

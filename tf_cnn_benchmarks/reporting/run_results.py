@@ -174,6 +174,14 @@ def _step_figures(step_times, global_batch_size: int, *, timed: bool) -> dict:
   }
 
 
+def _warmup_steps(p, training: results.TrainInfo | None) -> int:
+  """The untimed steps before the timed ones (found by an automatic
+  warm-up, else --num_warmup_batches)."""
+  if training is not None and training.run_length is not None:
+    return training.run_length['warmup_steps']
+  return p.num_warmup_batches
+
+
 def make_result(
   facts: run_facts.RunFacts,
   *,
@@ -212,7 +220,7 @@ def make_result(
     batch_size_per_device=p.batch_size,
     global_batch_size=global_batch_size,
     num_steps=len(step_times),
-    num_warmup_steps=p.num_warmup_batches,
+    num_warmup_steps=_warmup_steps(p, training),
     images_per_sec=ips,
     images_per_sec_per_device=ips / (num_devices * num_workers),
     **_step_figures(step_times, global_batch_size, timed=mode != 'eval'),

@@ -65,7 +65,10 @@ class StepRecorder:
     clock: Callable[[], float] = time.monotonic,
   ):
     self.loss_type = params.loss_type_to_report
-    self.num_batches = params.num_batches
+    # None: --num_batches=auto, whose end is not known in advance.
+    self.num_batches = (
+      params.num_batches if isinstance(params.num_batches, int) else None
+    )
     self._clock = clock
     self._started = None  # when the header was printed: the timed steps' start
     self.ewma = params.display_perf_ewma
@@ -122,8 +125,8 @@ class StepRecorder:
     """
     elapsed = self._clock() - (self._started or self._clock())
     text = 'elapsed %s' % _seconds(elapsed)
-    left = self.num_batches - step
-    if step > 0 and left > 0:
+    left = None if self.num_batches is None else self.num_batches - step
+    if step > 0 and left is not None and left > 0:
       text += ', ~%s left' % _seconds(elapsed / step * left)
     return text
 

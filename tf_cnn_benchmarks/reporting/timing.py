@@ -50,9 +50,10 @@ def speed_summary(
 def step_time_ms(step_times) -> dict:
   """Per-step times in ms: mean, p50, p90, and the mean's spread.
 
-  stderr: the sample standard deviation / sqrt(n); ci95_low / ci95_high:
-  mean -/+ the Student t 0.975 quantile (n - 1 degrees of freedom) times
-  stderr; None under 2 steps. n: the number of timed steps.
+  stderr, ci95_low / ci95_high: the batch-means standard error of the mean
+  and its Student t 95% interval (batch_means_interval; with under 20
+  steps, each step is its own batch: s / sqrt(n), n - 1 degrees of
+  freedom); None under 2 steps. n: the number of timed steps.
   """
   ms = np.asarray(step_times, dtype=np.float64) * 1e3
   if not len(ms):
@@ -65,16 +66,86 @@ def step_time_ms(step_times) -> dict:
       'ci95_high': None,
       'n': 0,
     }
-  mean, stderr, factor = _mean_interval(ms)
+  interval = batch_means_interval(ms)
+  stderr, half = interval.stderr, interval.half_width
   return {
-    'mean': mean,
+    'mean': float(ms.mean()),
     'p50': float(np.percentile(ms, 50)),
     'p90': float(np.percentile(ms, 90)),
     'stderr': stderr,
-    'ci95_low': None if stderr is None else mean - factor * stderr,
-    'ci95_high': None if stderr is None else mean + factor * stderr,
+    'ci95_low': None if half is None else interval.mean - half,
+    'ci95_high': None if half is None else interval.mean + half,
     'n': int(len(ms)),
   }
+
+
+# --- The batch-means interval (issue 57) -----------------------------------
+#
+# Step times are autocorrelated (a slow step is often followed by another:
+# a noisy neighbour, a frequency change), so s / sqrt(n) understates the
+# error of their mean. The method of non-overlapping batch means (Law and
+# Kelton, Simulation Modeling and Analysis, 3rd ed. 2000, section 9.5.3;
+# Schmeiser, "Batch size effects in the analysis of simulation output",
+# Operations Research 30(3), 1982) splits the n steps into k batches of
+# consecutive steps and treats the k batch means as nearly independent.
+# Schmeiser recommends 10 to 30 batches: the count is fixed (10, then 20
+# from 40 steps) and the batch size grows with the run. Every step is used:
+# when k does not divide n, the first n mod k batches hold one step more,
+# and each batch mean is weighted by its size, so that the interval is
+# centred on the mean of all the steps (the line's images/sec):
+#   sigma^2 = sum_j n_j (Y_j - mean)**2 / (k - 1),  stderr = sigma / sqrt(n),
+#   half-width = t(0.975, k - 1) * stderr;
+# with equal batches this is the textbook sd(batch means) / sqrt(k).
+
+MIN_STEPS_FOR_BATCHES = 20  # under this, each step is its own batch
+_FEW_BATCHES, _MANY_BATCHES, _MANY_FROM = 10, 20, 40
+
+
+def batch_layout(n: int) -> tuple:
+  """(number of batches k, steps per batch b) for n steps (n >= 2); the
+  first n - k * b batches hold b + 1 steps."""
+  if n < MIN_STEPS_FOR_BATCHES:
+    return n, 1
+  k = _MANY_BATCHES if n >= _MANY_FROM else _FEW_BATCHES
+  return k, n // k
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+  """A 95% interval of a mean by batch means.
+
+  mean: the mean of the values. half_width, stderr: None under 2 values.
+  batches, batch_size: the layout used (batch_layout).
+  """
+
+  mean: float
+  stderr: float | None
+  half_width: float | None
+  batches: int
+  batch_size: int
+
+  @property
+  def relative(self) -> float | None:
+    """The half-width as a share of the mean (None when unknown)."""
+    if self.half_width is None or self.mean <= 0:
+      return None
+    return self.half_width / self.mean
+
+
+def batch_means_interval(values) -> Interval:
+  """The Student t 95% interval of the mean of `values` by batch means."""
+  x = np.asarray(values, dtype=np.float64)
+  n = len(x)
+  if n < 2:
+    return Interval(float(x.mean()) if n else math.nan, None, None, n, 1)
+  k, b = batch_layout(n)
+  batches = np.array_split(x, k)  # sizes b + 1 first, then b
+  sizes = np.array([len(batch) for batch in batches], dtype=np.float64)
+  means = np.array([batch.mean() for batch in batches])
+  mean = float(x.mean())
+  variance = float(np.sum(sizes * (means - mean) ** 2) / (k - 1))
+  stderr = math.sqrt(variance / n)
+  return Interval(mean, stderr, t_quantile_975(k - 1) * stderr, k, b)
 
 
 def format_duration(seconds: float) -> str:
@@ -166,41 +237,36 @@ def step_times_ms(step_times) -> list:
   return [round(float(t) * 1e3, 3) for t in step_times]
 
 
-def _mean_interval(values: np.ndarray) -> tuple:
-  """(mean, standard error, t factor) of values; error and factor None
-  under 2 values. The standard error uses the sample deviation (n - 1)."""
-  mean = float(values.mean())
-  if len(values) < 2:
-    return mean, None, None
-  stderr = float(values.std(ddof=1) / math.sqrt(len(values)))
-  return mean, stderr, t_quantile_975(len(values) - 1)
-
-
 def images_per_sec_spread(images_per_step: int, step_times) -> dict:
   """Spread of a run's images/sec, images per step / the mean step time.
 
-  stderr: by the delta method, rate * stderr(mean step time) / mean step
-  time. ci95_low / ci95_high: the Student t 95% interval of the mean step
-  time [m - t*se, m + t*se], turned into rates (images per step / bound):
-  the rate is a monotone function of the mean time, so this is a 95%
-  interval of the rate too (asymmetric; ci95_high is None when the time's
-  lower bound is not above 0, an unbounded rate). jitter: 1.4826 * the
-  median absolute deviation of the per-step speeds (the console's). All
-  None under 2 timed steps.
+  The interval is the batch-means 95% interval of the mean step time
+  (batch_means_interval) turned into rates: ci95_low = images per step /
+  its high end, ci95_high = images per step / its low end (the rate is a
+  monotone function of the mean time, so this is a 95% interval of the rate
+  too; asymmetric; ci95_high is None when the time's low end is not above
+  0, an unbounded rate). stderr: by the delta method, rate * stderr(mean
+  step time) / mean step time. batches, batch_size: the interval's layout.
+  jitter: 1.4826 * the median absolute deviation of the per-step speeds
+  (the console's). All None under 2 timed steps.
   """
   times = np.asarray(step_times, dtype=np.float64)
   none = {'stderr': None, 'ci95_low': None, 'ci95_high': None, 'jitter': None}
   if len(times) < 2:
     return none
-  mean, stderr, factor = _mean_interval(times)
+  interval = batch_means_interval(times)
+  mean, stderr = interval.mean, interval.stderr
   rate = images_per_step / mean
   speeds = images_per_step / times
-  low_time, high_time = mean - factor * stderr, mean + factor * stderr
+  low_time = mean - interval.half_width
+  high_time = mean + interval.half_width
   return {
     'stderr': float(rate * stderr / mean),
     'ci95_low': float(images_per_step / high_time),
     'ci95_high': float(images_per_step / low_time) if low_time > 0 else None,
     'jitter': float(1.4826 * np.median(np.abs(speeds - np.median(speeds)))),
+    'batches': interval.batches,
+    'batch_size': interval.batch_size,
   }
 
 
@@ -209,9 +275,15 @@ def interval_line(spread: dict, num_steps: int) -> str | None:
   if spread.get('stderr') is None:
     return None
   high = spread['ci95_high']
-  return 'images/sec 95%% CI: [%.2f, %s] (n=%d steps, stderr %.2f)' % (
+  text = 'images/sec 95%% CI: [%.2f, %s] (n=%d steps, stderr %.2f' % (
     spread['ci95_low'],
     'inf' if high is None else '%.2f' % high,
     num_steps,
     spread['stderr'],
   )
+  if spread.get('batch_size', 1) > 1:
+    text += ', batch means: %d batches of %d' % (
+      spread['batches'],
+      spread['batch_size'],
+    )
+  return text + ')'

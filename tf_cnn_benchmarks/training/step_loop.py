@@ -18,6 +18,7 @@ from tf_cnn_benchmarks.observability import profiling
 from tf_cnn_benchmarks.observability import summaries
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.reporting import results
+from tf_cnn_benchmarks.reporting import run_length
 from tf_cnn_benchmarks.reporting import step_report
 from tf_cnn_benchmarks.reporting import timing
 from tf_cnn_benchmarks.training import checkpoints
@@ -122,6 +123,8 @@ class StepLoop:
     self.params = settings.params
     self.step = start_step  # global step, as this process counts
     self.losses, self.step_times, self.evals = [], [], []
+    # An automatic warm-up or length: the results line's `run_length`.
+    self.run_length: dict | None = None
     # A cluster run: this process's own losses (`losses`: the cluster's).
     self.worker_losses = [] if built.worker_loss is not None else None
     self.recorder = step_report.StepRecorder(
@@ -158,43 +161,35 @@ class StepLoop:
     return self.during.time_to_accuracy() if self.during else None
 
   def run(self) -> None:
-    p, out = self.params, self.settings.print_line
+    """Warm-up, observed and timed steps; the periodic work between them.
+
+    With an automatic warm-up or length (reporting/run_length.py), the
+    loop decides when to stop as it goes; the observed steps of an
+    automatic warm-up run after the timed ones (the warm-up is known only
+    then).
+    """
+    p = self.params
+    length = run_length.LengthSettings.from_params(p)
+    # Its clock starts before a fixed warm-up: --max_run_seconds counts it.
+    auto = run_length.AutoLength(length) if length.is_auto else None
     try:
       if self.compliance is not None:
         self.compliance.run_start(self.step)
       if self.during is not None:
         self.during.start()
-      if p.num_warmup_batches:
-        out('Running warm up')
-        for _ in range(p.num_warmup_batches):
-          self._one_step()
-        out('Done warm up')
-        self.throughput.reset()  # images_per_sec: timed steps, as the table
-      try:
-        profiling.run_observed_steps(
-          p,
-          self.built.graph,
-          self._observed_step,
-          out,
-          writes_files=self.settings.is_chief,
-        )
-      except OSError as e:  # a trace file's failed write: one line
-        raise outputs.write_failure('file', e.filename, e) from None
-      out(self.recorder.header())
+      if length.warmup:
+        self._warm_up(length.warmup)
+      if length.warmup is not None:
+        self._observe()
+      self.settings.print_line(self.recorder.header())
       self.tb_profile.start()
-      for i in range(p.num_batches):
-        loss, seconds = self._one_step()
-        self.step_times.append(seconds)
-        if i == 0 or (i + 1) % p.display_every == 0:
-          summary = timing.speed_summary(
-            self.settings.process_batch_size,
-            self.step_times,
-            p.display_perf_ewma,
-          )
-          out(self.recorder.row(i + 1, summary, loss))
-        if self.during is not None and self.during.after_step(i + 1):
-          break
+      if auto is None:
+        self._timed_steps(p.num_batches)
+      else:
+        self._auto_steps(auto)
       self.tb_profile.stop()
+      if length.warmup is None:
+        self._observe()
       if self.during is not None:
         self.during.finish()
       if self.compliance is not None:
@@ -205,6 +200,56 @@ class StepLoop:
         self.compliance.close()
       if self.writer is not None:
         self._summary_write(self.writer.close)
+
+  def _warm_up(self, steps: int) -> None:
+    out = self.settings.print_line
+    out('Running warm up')
+    for _ in range(steps):
+      self._one_step()
+    out('Done warm up')
+    self.throughput.reset()  # images_per_sec: timed steps, as the table
+
+  def _observe(self) -> None:
+    """The untimed observed steps (profiling.py), if any are asked for."""
+    try:
+      profiling.run_observed_steps(
+        self.params,
+        self.built.graph,
+        self._observed_step,
+        self.settings.print_line,
+        writes_files=self.settings.is_chief,
+      )
+    except OSError as e:  # a trace file's failed write: one line
+      raise outputs.write_failure('file', e.filename, e) from None
+
+  def _timed_steps(self, num_batches: int) -> None:
+    for i in range(num_batches):
+      loss, seconds = self._one_step()
+      self.step_times.append(seconds)
+      self._row(i + 1, self.step_times, loss)
+      if self.during is not None and self.during.after_step(i + 1):
+        break
+
+  def _auto_steps(self, auto: run_length.AutoLength) -> None:
+    """Steps until `auto` says stop; keeps the timed ones and the record."""
+    while not auto.done():
+      loss, seconds = self._one_step()
+      auto.add(seconds)
+      self._row(len(auto.times), auto.times, loss)
+    self.step_times = auto.timed_steps()
+    self.run_length = auto.info()
+    for line in run_length.console_lines(self.run_length):
+      self.settings.print_line(line)
+
+  def _row(self, step: int, step_times, loss) -> None:
+    """The step table's row of `step` when one is due."""
+    if step == 1 or step % self.params.display_every == 0:
+      summary = timing.speed_summary(
+        self.settings.process_batch_size,
+        step_times,
+        self.params.display_perf_ewma,
+      )
+      self.settings.print_line(self.recorder.row(step, summary, loss))
 
   def _one_step(self):
     """Runs one step and the periodic work due after it; (loss, seconds)."""
