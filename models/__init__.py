@@ -11,6 +11,7 @@ a model's family module (the network code) when the model is first created.
 """
 
 from models.flops import count_forward_flops
+from models.flops import flops_per_image_of
 from models.flops import model_flops_per_image
 from models.flops import model_param_count
 from models.flops import model_stats
@@ -27,6 +28,7 @@ __all__ = [
   'ModelOutput',
   'UnknownModelError',
   'count_forward_flops',
+  'flops_per_image_of',
   'create_model',
   'list_models',
   'model_flops_per_image',

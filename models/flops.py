@@ -70,6 +70,30 @@ def count_forward_flops(ops) -> int:
   return total
 
 
+def flops_per_image_of(logits) -> int | None:
+  """Forward FLOPs per image of the graph that computes `logits`.
+
+  Counts the conv / matmul ops `logits` depends on (an auxiliary head's
+  own ops, the backward pass and other towers are not among them) and
+  divides by the static batch size, so a built training tower gives the
+  figure model_stats would build a whole inference graph for. None when a
+  shape is not static.
+  """
+  batch = logits.shape[0] if logits.shape.rank else None
+  if batch is None:
+    return None
+  seen, stack = set(), [logits.op]
+  while stack:
+    op = stack.pop()
+    if op not in seen:
+      seen.add(op)
+      stack.extend(t.op for t in op.inputs)
+  try:
+    return count_forward_flops(seen) // int(batch)
+  except ValueError:  # a counted op of unknown shape
+    return None
+
+
 def _build_inference(model, num_classes, data_format):
   size = model.image_size
   shape = [1, size, size, 3] if data_format == 'NHWC' else [1, 3, size, size]

@@ -12,6 +12,7 @@ import io
 
 import pytest
 
+import models
 from tests.test_driver import make
 from tf_cnn_benchmarks import benchmark_cnn
 
@@ -72,3 +73,31 @@ def test_each_tower_builds_only_what_its_manager_needs(variable_update):
     assert set(stats) == {'v0'}
     assert set(init) == {'v0'}  # the others get v0's values after init
   assert len(set(l2.values())) == 1 and len(set(stats.values())) == 1
+
+
+@pytest.mark.parametrize(
+  'model,data_name',
+  [
+    ('resnet20', 'cifar10'),
+    ('lenet', 'imagenet'),
+    ('alexnet', 'cifar10'),
+    ('inception3', 'imagenet'),  # an auxiliary head: not counted
+    ('mobilenet', 'imagenet'),  # depthwise convolutions
+  ],
+)
+def test_flops_counted_in_the_run_graph_equal_an_inference_build(
+  model, data_name
+):
+  p = make(
+    model=model,
+    data_name=data_name,
+    batch_size=2,
+    num_gpus=2,
+    variable_update='replicated',
+  )
+  bench = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO())
+  built = bench.build()
+  separate = models.model_flops_per_image(
+    bench.model, bench.dataset.num_classes, data_format=p.data_format
+  )
+  assert built.flops_per_image == separate > 0

@@ -10,6 +10,7 @@ evaluations and the reports.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import shutil
 import sys
@@ -345,6 +346,9 @@ class BenchmarkCNN:
     self.compliance = self._compliance_log()
     try:
       built = self._built_for_run()
+      self.facts = dataclasses.replace(
+        self.facts, flops_per_image=built.flops_per_image
+      )
       # Logical CPU devices of a cluster task come from its server's config.
       config = self.run_context.configure(self._session_config())
       with (

@@ -35,6 +35,9 @@ class RunFacts:
   eval_batch_size: int  # per device (--eval_batch_size, else --batch_size)
   # () -> the per-device peak for MFU, or None; resolved at the first call.
   peak: Callable[[], peak_lib.Peak | None]
+  # Forward FLOPs per image counted in the run's built graph; None: count
+  # them from `model` (a graph of their own).
+  flops_per_image: int | None = None
 
   @property
   def training(self) -> bool:

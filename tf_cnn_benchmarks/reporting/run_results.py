@@ -139,7 +139,7 @@ def _utilisation(
   facts: run_facts.RunFacts, ips: float, forward_only: bool, num_workers: int
 ) -> _Utilisation:
   p = facts.params
-  flops = models.model_flops_per_image(
+  flops = facts.flops_per_image or models.model_flops_per_image(
     facts.model, facts.num_classes, data_format=p.data_format
   )
   passes = 1 if forward_only else 3  # forward + 2x for the backward pass

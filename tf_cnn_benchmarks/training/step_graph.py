@@ -12,6 +12,7 @@ import dataclasses
 
 import tensorflow as tf
 
+import models
 from tf_cnn_benchmarks.cluster import layout as layout_lib
 from tf_cnn_benchmarks.observability import summaries
 from tf_cnn_benchmarks.reporting import step_report
@@ -56,6 +57,9 @@ class BuiltGraph:
   tower_grads: tuple = ()
   tower_inputs: tuple = ()
   input_init: tuple = ()  # the input ops among init_ops (freezing.py)
+  # Tower 0's forward FLOPs per image, counted in this graph (None: not
+  # static); the results' TFLOP/s and MFU need no graph of their own.
+  flops_per_image: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +154,7 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
     tower_grads=tuple(tuple(t.grads_and_vars) for t in built_towers),
     tower_inputs=tuple(batches),
     input_init=tuple(input_init),
+    flops_per_image=models.flops_per_image_of(built_towers[0].logits),
   )
 
 
