@@ -288,7 +288,11 @@ class Replicated(base.PerTowerCopies):
     sites = []
     for i, (gv, sums) in enumerate(zip(tower_grads, tower_sums)):
       with tf.device(self.tower_devices[i]):
-        means = [s * tf.cast(scale, s.dtype) for s in sums]
+        # One constant per dtype and tower, not one per gradient: each op
+        # is start-up time (graph optimisation) in every tower.
+        dtypes = dict.fromkeys(s.dtype for s in sums)  # in order
+        scales = {d: tf.constant(scale, d) for d in dtypes}
+        means = [s * scales[s.dtype] for s in sums]
       pairs = list(zip(means, [v for _, v in gv]))
       if ops is not None:
         pairs = relaxed_lib.after_reads(pairs, ops)
