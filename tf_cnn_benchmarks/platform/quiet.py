@@ -12,6 +12,7 @@ which TensorFlow said why can be printed after all (gpu_reason_lines).
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import subprocess
@@ -80,6 +81,7 @@ def load_tensorflow():
   What TensorFlow printed meanwhile is kept: startup_log().
   """
   kept = []
+  first_load = 'tensorflow' not in sys.modules
   with captured_stderr_fd(kept):
     # The point of this module: TensorFlow loads here, late and quiet.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -88,6 +90,14 @@ def load_tensorflow():
     tf.compat.v1.disable_eager_execution()
     tf.config.list_physical_devices('GPU')
   _startup_log[:] = kept
+  # TensorFlow's (and Keras') modules are objects that live
+  # as long as the process: out of the collector's sight, each full
+  # collection while a graph is built stops scanning them (0.3-0.4 CPU
+  # seconds of a 2-tower resnet50 run's 21 on a 2-core EPYC). Only when
+  # this call loaded TensorFlow: a caller's own objects (an earlier run's
+  # garbage) must stay collectable.
+  if first_load:
+    gc.freeze()
   return tf
 
 
