@@ -101,3 +101,21 @@ def test_flops_counted_in_the_run_graph_equal_an_inference_build(
     bench.model, bench.dataset.num_classes, data_format=p.data_format
   )
   assert built.flops_per_image == separate > 0
+
+
+@pytest.mark.parametrize(
+  'variable_update', ['replicated', 'parameter_server', 'independent']
+)
+def test_control_edges_do_not_multiply_with_towers_and_variables(
+  variable_update,
+):
+  """An update waits for every gradient through one op (base.all_done), not
+  one control edge per tower's gradient (107,380 edges in a 2-tower
+  resnet50 step graph before, 1,868 after)."""
+  built = _built(variable_update)
+  worst = max(
+    len(op.control_inputs)
+    for op in built.graph.get_operations()
+    if op.type != 'NoOp'  # tf.group's ops gather the edges, by design
+  )
+  assert worst <= 4

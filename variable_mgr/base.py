@@ -214,7 +214,7 @@ class VariableMgr:
       if reduction.consistent
       else []
     )
-    with tf.control_dependencies(barrier):
+    with tf.control_dependencies(all_done(barrier, 'gradients_ready')):
       # Computed only when fetched (the gradient_norm summary).
       self.applied_gradient_norm = applied_norm(
         reduction.sites[0][1], self.cpu_device, loss_scale, clip_norm
@@ -464,6 +464,18 @@ def applied_norm(grads_and_vars, device, loss_scale=None, clip_norm=None):
     if clip_norm is not None:
       norm = tf.minimum(norm, clip_norm)
   return norm
+
+
+def all_done(tensors: Sequence, name: str) -> list:
+  """[one op that runs once all `tensors` (or ops) have], or [] if none.
+
+  For `tf.control_dependencies`: given the tensors themselves, every op
+  made inside gets one control edge per tensor (every tower's every
+  gradient: towers x variables edges on each update), which graph
+  optimisation and partitioning then work through at start-up; through
+  this op each gets one.
+  """
+  return [tf.group(*tensors, name=name)] if tensors else []
 
 
 def mean_of(tensors: Sequence[tf.Tensor]) -> tf.Tensor:

@@ -206,7 +206,9 @@ class ClusterParameterServer(ps_cluster.PsClusterMixin, local.ParameterServer):
   def build_train_op(self, tower_grads, step_update: base.StepUpdate):
     # Average this worker's towers locally, so each gradient crosses once.
     means = ps_cluster.local_means(tower_grads, self.cpu_device)
-    with tf.control_dependencies(ps_cluster.all_grads(tower_grads)):
+    with tf.control_dependencies(
+      base.all_done(ps_cluster.all_grads(tower_grads), 'gradients_ready')
+    ):
       train_op = tf.group(
         self._shared_update(means, step_update), name='train_op'
       )
@@ -270,7 +272,9 @@ class DistributedReplicated(ps_cluster.PsClusterMixin, base.PerTowerCopies):
       (g, self._ps_copy(relative, v))
       for relative, (g, v) in zip(relatives, means)
     ]
-    with tf.control_dependencies(ps_cluster.all_grads(tower_grads)):
+    with tf.control_dependencies(
+      base.all_done(ps_cluster.all_grads(tower_grads), 'gradients_ready')
+    ):
       update = self._shared_update(shared, step_update)
     with tf.control_dependencies([update]):
       copies = self._copy_back(relatives)

@@ -261,7 +261,9 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
   # ---- the update ---------------------------------------------------------
 
   def build_train_op(self, tower_grads, step_update: base.StepUpdate):
-    with tf.control_dependencies(ps_cluster.all_grads(tower_grads)):
+    with tf.control_dependencies(
+      base.all_done(ps_cluster.all_grads(tower_grads), 'gradients_ready')
+    ):
       sites, means = self._reduce(tower_grads)
       if step_update.loss_scale is not None:
         # Every worker's scale is its own variable (on its step counter's

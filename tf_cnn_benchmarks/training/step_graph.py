@@ -310,7 +310,9 @@ def _build_update(
   # The reported loss must be that of the values the step started from;
   # parts of it (the L2 term) feed no gradient, so nothing else orders
   # them before the in-place updates.
-  with tf.control_dependencies([t.loss for t in built_towers]):
+  with tf.control_dependencies(
+    base.all_done([t.loss for t in built_towers], 'losses_ready')
+  ):
     train_op = manager.build_train_op(
       [t.grads_and_vars for t in built_towers],
       base.StepUpdate(
