@@ -33,7 +33,7 @@ def refusal(params) -> str:
 
 def test_negative_num_batches_after_setup_is_refused(resolved):
   message = refusal(resolved._replace(num_batches=-5))
-  assert message == '--num_batches=-5: must be >= 1'
+  assert message == '--num_batches=-5: must be >= 1 (or auto)'
 
 
 def test_too_many_towers_after_setup_is_refused(resolved):

@@ -110,6 +110,8 @@ BASE_KEYS = {
   'final_loss',
   'step_times_ms',  # issue 28: the spread of the run
   'images_per_sec_spread',
+  'gradient_compression',  # issue 56: the compressor and its setting
+  'powersgd_rank',
 }
 EVAL_KEYS = {
   'checkpoint_step': 4,

@@ -137,6 +137,8 @@ def realistic_line(rng, point: dict, repeat: int) -> dict:
     'variable_update': point['variable_update'],
     'all_reduce_spec': None,
     'all_reduce_spec_description': 'copy to the CPU (classic default)',
+    'gradient_compression': 'none',
+    'powersgd_rank': None,
     'precision': 'float32',
     'num_devices': devices,
     'num_workers': workers,

@@ -22,6 +22,7 @@ import sys
 import time
 
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
 
 DEFAULT_PROFILE = os.path.join(
   checkout.ROOT, 'tests', 'data', 'profile_resnet101_p100_synthetic.json'
@@ -104,7 +105,9 @@ def _measure(args, gpus) -> tuple:
   wall = time.perf_counter() - start
   if child.returncode != 0:
     raise RuntimeError('the child for %d GPUs failed' % gpus)
-  result = json.loads(text.strip().splitlines()[-1])
+  result = json_input.loads(
+    text.strip().splitlines()[-1], 'the child for %d GPUs' % gpus
+  )
   return wall, result['seconds'], usage.ru_maxrss / 1024.0, result
 
 
