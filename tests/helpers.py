@@ -310,3 +310,15 @@ def launcher_args(**changes):
     )
     | changes
   )
+
+
+def graph_ancestors(tensors_or_ops) -> set:
+  """Every op the given tensors or ops depend on (data and control)."""
+  seen, stack = set(), [getattr(t, 'op', t) for t in tensors_or_ops]
+  while stack:
+    op = stack.pop()
+    if op not in seen:
+      seen.add(op)
+      stack.extend(t.op for t in op.inputs)
+      stack.extend(op.control_inputs)
+  return seen

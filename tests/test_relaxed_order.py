@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers import graph_ancestors
 from tests.test_driver import make
 from tf_cnn_benchmarks import benchmark_cnn
 
@@ -28,17 +29,6 @@ RELAXED = dict(
   optimizer='momentum',
   weight_decay=1e-4,
 )
-
-
-def _ancestors(op):
-  seen, stack = set(), [op]
-  while stack:
-    o = stack.pop()
-    if o not in seen:
-      seen.add(o)
-      stack.extend(t.op for t in o.inputs)
-      stack.extend(o.control_inputs)
-  return seen
 
 
 def _reads(variable_op):
@@ -61,7 +51,7 @@ def test_every_relaxed_update_waits_for_its_variables_reads(
     make(**RELAXED, use_resource_vars=use_resource_vars), out=io.StringIO()
   )
   built = bench.build()
-  in_step = _ancestors(built.step_op)
+  in_step = graph_ancestors([built.step_op])
   applies = [
     op
     for op in built.graph.get_operations()
@@ -72,7 +62,7 @@ def test_every_relaxed_update_waits_for_its_variables_reads(
     variable_op = apply.inputs[0].op
     while variable_op.type == 'Identity':
       variable_op = variable_op.inputs[0].op
-    before = _ancestors(apply)
+    before = graph_ancestors([apply])
     racing = [
       r.name
       for r in _reads(variable_op)

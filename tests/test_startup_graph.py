@@ -13,6 +13,7 @@ import io
 import pytest
 
 import models
+from tests.helpers import graph_ancestors
 from tests.test_driver import make
 from tf_cnn_benchmarks import benchmark_cnn
 
@@ -32,17 +33,6 @@ def _built(variable_update):
   return bench.build()
 
 
-def _ancestors(tensors_or_ops):
-  seen, stack = set(), [getattr(t, 'op', t) for t in tensors_or_ops]
-  while stack:
-    op = stack.pop()
-    if op not in seen:
-      seen.add(op)
-      stack.extend(t.op for t in op.inputs)
-      stack.extend(op.control_inputs)
-  return seen
-
-
 def _tower_of(op):
   return op.name.split('/')[0]  # 'v0', 'v1', ... (naming.tower_prefix)
 
@@ -58,11 +48,11 @@ def _per_tower(ops, op_types):
 @pytest.mark.parametrize('variable_update', ['replicated', 'independent'])
 def test_each_tower_builds_only_what_its_manager_needs(variable_update):
   built = _built(variable_update)
-  step = _ancestors([built.step_op])
+  step = graph_ancestors([built.step_op])
   l2 = _per_tower(step, ('L2Loss',))
   stats = _per_tower(step, ('AssignSub', 'AssignSubVariableOp'))
   init = _per_tower(
-    _ancestors(built.init_ops),
+    graph_ancestors(built.init_ops),
     ('StatelessRandomUniformV2', 'StatelessRandomNormalV2'),
   )
   every = {'v%d' % i for i in range(TOWERS)}
