@@ -81,11 +81,11 @@ def test_mser5_on_a_stationary_series_cuts_little():
 
 
 def test_batch_means_interval_against_a_hand_computation():
-  values = list(np.arange(1.0, 41.0) ** 1.5)  # 40 values: 20 batches of 2
+  values = list(np.arange(1.0, 61.0) ** 1.5)  # 60 values: 20 batches of 3
   got = timing.batch_means_interval(values)
-  assert (got.batches, got.batch_size) == (20, 2)
-  means = [(values[2 * i] + values[2 * i + 1]) / 2 for i in range(20)]
-  mean = sum(values) / 40
+  assert (got.batches, got.batch_size) == (20, 3)
+  means = [sum(values[3 * i : 3 * i + 3]) / 3 for i in range(20)]
+  mean = sum(values) / 60
   sd = math.sqrt(sum((m - mean) ** 2 for m in means) / 19)
   assert got.mean == pytest.approx(mean)
   assert got.stderr == pytest.approx(sd / math.sqrt(20))
@@ -94,22 +94,24 @@ def test_batch_means_interval_against_a_hand_computation():
 
 
 def test_uneven_batches_weigh_by_size_and_centre_on_every_step():
-  values = [1.0, 2.0, 4.0, 8.0, 16.0] * 9  # 45: 5 batches of 3, 15 of 2
+  values = [1.0, 2.0, 4.0, 8.0, 16.0] * 13  # 65: 5 batches of 4, 15 of 3
   got = timing.batch_means_interval(values)
-  assert (got.batches, got.batch_size) == (20, 2)
-  mean = sum(values) / 45
+  assert (got.batches, got.batch_size) == (20, 3)
+  mean = sum(values) / 65
   assert got.mean == pytest.approx(mean)  # the rate's own mean
-  sizes = [3] * 5 + [2] * 15
+  sizes = [4] * 5 + [3] * 15
   starts = np.cumsum([0] + sizes[:-1])
   means = [sum(values[s : s + z]) / z for s, z in zip(starts, sizes)]
   variance = sum(z * (m - mean) ** 2 for z, m in zip(sizes, means)) / 19
-  assert got.stderr == pytest.approx(math.sqrt(variance / 45))
+  assert got.stderr == pytest.approx(math.sqrt(variance / 65))
 
 
 def test_batch_layout_keeps_10_to_20_batches_and_grows_the_batches():
   assert timing.batch_layout(5) == (5, 1)
   assert timing.batch_layout(19) == (19, 1)
   assert timing.batch_layout(30) == (10, 3)
+  assert timing.batch_layout(59) == (10, 5)
+  assert timing.batch_layout(60) == (20, 3)
   assert timing.batch_layout(100) == (20, 5)
   assert timing.batch_layout(10000) == (20, 500)
 
@@ -344,7 +346,10 @@ def test_real_run_with_auto_lengths_writes_a_valid_run_length(tmp_path):
   assert length['target_reached'] == (length['stopped_by'] == 'target')
   assert record['params']['num_batches'] == 'auto'
   spread = record['images_per_sec_spread']
-  assert spread['batches'] == 20 and spread['batch_size'] >= 3
+  assert record['num_steps'] >= run_length.MIN_AUTO_TIMED_STEPS
+  layout = timing.batch_layout(record['num_steps'])
+  assert (spread['batches'], spread['batch_size']) == layout
+  assert spread['batches'] >= 10 and spread['batch_size'] >= 3
 
 
 def test_forward_only_with_auto_warmup_keeps_num_batches_timed_steps(tmp_path):

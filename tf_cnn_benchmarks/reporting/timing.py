@@ -89,7 +89,8 @@ def step_time_ms(step_times) -> dict:
 # Operations Research 30(3), 1982) splits the n steps into k batches of
 # consecutive steps and treats the k batch means as nearly independent.
 # Schmeiser recommends 10 to 30 batches: the count is fixed (10, then 20
-# from 40 steps) and the batch size grows with the run. Every step is used:
+# from 60 steps, so that no batch holds fewer than 3 steps once there are
+# enough for batches) and the batch size grows with the run. Every step is used:
 # when k does not divide n, the first n mod k batches hold one step more,
 # and each batch mean is weighted by its size, so that the interval is
 # centred on the mean of all the steps (the line's images/sec):
@@ -98,7 +99,7 @@ def step_time_ms(step_times) -> dict:
 # with equal batches this is the textbook sd(batch means) / sqrt(k).
 
 MIN_STEPS_FOR_BATCHES = 20  # under this, each step is its own batch
-_FEW_BATCHES, _MANY_BATCHES, _MANY_FROM = 10, 20, 40
+_FEW_BATCHES, _MANY_BATCHES, _MANY_FROM = 10, 20, 60
 
 
 def batch_layout(n: int) -> tuple:
