@@ -54,6 +54,10 @@ HARDWARE_RULES = (
   'keeps fp32 gradients; Horovod compresses only when asked)',
   "ps tasks: the row's num_ps and ps_placement, else one per worker host "
   'on the worker hosts (the r1 page and the CSCS scripts ran them there)',
+  "peer access: hardware.csv's peer_gpus (the first GPUs that all reach "
+  "each other, read in TensorFlow's device interconnect matrix of the "
+  "table's own logs); a ring over more goes through host memory (NCCL "
+  'SHM); not read: every GPU a peer',
 )
 _AMPERE = ('A100', 'RTX 30', 'A6000', 'A40')
 _DUAL_BOARD = ('K80',)
@@ -135,6 +139,7 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
     local_parameter_device=row.local_parameter_device or 'cpu',
     gradient_precision='fp16' if compact else 'fp32',
     gpus_per_host_link=shared,
+    peer_gpus=hw.peer_gpus,
     **_intra(row),
   )
 

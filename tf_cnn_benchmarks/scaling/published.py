@@ -53,6 +53,8 @@ HARDWARE_COLUMNS = (
   'link_mbits',
   'network_source',
   'host_cores',
+  'peer_gpus',
+  'peer_gpus_source',
   'notes',
 )
 HARDWARE_FILE = 'hardware.csv'
@@ -112,6 +114,8 @@ class Hardware:
   network_source: str
   host_cores: Optional[int]
   notes: str
+  peer_gpus: Optional[int] = None
+  peer_gpus_source: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,6 +261,8 @@ def _hardware(path: str, line: int, c: Dict) -> Hardware:
     raise _fail(path, line, 'intra_link %r has no intra_link_source' % intra)
   if (c['network'] or c['link_mbits']) and not c['network_source'].strip():
     raise _fail(path, line, 'network/link_mbits have no network_source')
+  if c['peer_gpus'].strip() and not c['peer_gpus_source'].strip():
+    raise _fail(path, line, 'peer_gpus has no peer_gpus_source')
   return Hardware(
     hardware=_text(path, line, 'hardware', c['hardware']),
     gpu=_text(path, line, 'gpu', c['gpu']),
@@ -272,6 +278,8 @@ def _hardware(path: str, line: int, c: Dict) -> Hardware:
       path, line, 'host_cores', c['host_cores'], optional=True
     ),
     notes=c['notes'],
+    peer_gpus=_positive(path, line, 'peer_gpus', c['peer_gpus'], optional=True),
+    peer_gpus_source=c['peer_gpus_source'],
   )
 
 
