@@ -125,6 +125,31 @@ def test_hardware_flags_reach_the_json_lines(tmp_path, capsys):
   assert 'NVLink 1' in capsys.readouterr().out
 
 
+def test_peer_gpus_routes_a_ring_through_host_memory(tmp_path, capsys):
+  done, profile = _paper(tmp_path)
+  rates = {}
+  for peers in ('8', '1'):
+    out = tmp_path / ('p%s.jsonl' % peers)
+    status = predict_scaling.main(
+      [
+        '--profile=%s' % profile,
+        '--devices_per_worker=8',
+        '--intra_link=pcie4',
+        '--peer_gpus=%s' % peers,
+        '--variable_update=replicated',
+        '--all_reduce_spec=nccl',
+        '--json_out=%s' % out,
+      ]
+    )
+    assert status == 0
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line['peer_gpus'] == int(peers)
+    rates[peers] = line['predicted_images_per_sec']
+  assert 'through host memory' in capsys.readouterr().out
+  # the same ring at NCCL's 24 GB/s host path instead of PCIe 4.0's payload
+  assert rates['1'] < rates['8']
+
+
 def test_a_bad_hardware_flag_is_one_line(tmp_path, capsys):
   done, profile = _paper(tmp_path)
   status = predict_scaling.main(
