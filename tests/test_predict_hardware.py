@@ -11,6 +11,7 @@ import pytest
 
 from tf_cnn_benchmarks.commands import predict_scaling
 from tf_cnn_benchmarks.commands import validate_on_paper
+from tf_cnn_benchmarks.scaling import published
 from tf_cnn_benchmarks.scaling.model import profile_format
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -183,6 +184,23 @@ def test_validate_on_paper_scores_every_multi_gpu_row(tmp_path):
   # the committed report is this run's
   with open(REPORT, encoding='utf-8') as f:
     assert f.read() == text
+
+
+def test_rows_become_targets_by_their_hardware_and_software():
+  rows = published.load_tables(published.default_folder())
+  by = {(r.hardware.hardware, r.variable_update, r.num_gpus): r for r in rows}
+  # the ps managers' bytes go by gRPC (TCP) even over Piz Daint's Aries
+  daint = by[('cscs_piz_daint_p100', 'parameter_server', 8)]
+  assert validate_on_paper.hardware_of(daint).network == 'tcp'
+  # peer access as the table's own log read it: 2080 Tis none, Quadros all
+  ti = validate_on_paper.hardware_of(
+    by[('lambda_xeon6230_rtx2080ti', 'replicated', 8)]
+  )
+  quadro = validate_on_paper.hardware_of(
+    by[('lambda_xeon6230_quadro_rtx8000', 'replicated', 8)]
+  )
+  assert ti.peer_gpus == 1 and ti.ring_link().gb_s == pytest.approx(12.0)
+  assert quadro.ring_link().gb_s == pytest.approx(15.75)
 
 
 def test_the_manual_quotes_the_report():

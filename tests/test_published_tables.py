@@ -200,7 +200,7 @@ def test_a_hardware_figure_without_a_source_is_refused(tmp_path):
   _refused(folder, r"hardware\.csv:%d: intra_link 'nvlink9'" % line)
   _rewrite(path, line, 'intra_link', 'pcie')
   _rewrite(path, line, 'peer_gpus', '4')
-  _refused(folder, r'hardware\.csv:%d: peer_gpus has no peer_gpus_source' % line)
+  _refused(folder, r'hardware\.csv:%d: peer_gpus has no peer_gpus_' % line)
   _rewrite(path, line, 'peer_gpus_source', 'x')
   _rewrite(path, line, 'peer_gpus', '0')
   _refused(folder, r'hardware\.csv:%d: peer_gpus must be a positive' % line)

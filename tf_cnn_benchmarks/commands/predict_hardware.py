@@ -62,7 +62,7 @@ def add_flags(p) -> None:
     '--peer_gpus',
     type=int,
     help="how many of a host's first GPUs all have peer access (1: none, "
-    "as on many GeForce boards and VMs; default: all); a ring over more "
+    'as on many GeForce boards and VMs; default: all); a ring over more '
     'goes through host memory',
   )
   p.add_argument(

@@ -48,7 +48,11 @@ HARDWARE_RULES = (
   'behind its PCIe switch, K80 datasheet) and on DGX-1 (a PCIe switch per '
   'pair of GPUs, DGX-1 whitepaper), else 1',
   'network: InfiniBand and Cray Aries rdma, Ethernet tcp; rate from '
-  'hardware.csv; unstated: 10 Gbit/s assumed (Piz Daint: no source read)',
+  'hardware.csv; unstated: 10 Gbit/s assumed (Piz Daint: no source read); '
+  "the ps managers' bytes go by gRPC, TCP even on an RDMA network "
+  '(tf_cnn_benchmarks --server_protocol defaults to grpc, and the CSCS '
+  'scripts keep it: e-bug/distributed-tensorflow-benchmarks@a0d3d61 '
+  'google-benchmarks/tf_cnn_benchmarks/tf_cnn_benchmarks.py#L179)',
   'gradients on the wire: fp16 for tf_cnn_benchmarks --use_fp16 with an '
   'all-reduce (--compact_gradient_transfer, on by default), else fp32 (AMP '
   'keeps fp32 gradients; Horovod compresses only when asked)',
@@ -63,6 +67,8 @@ _AMPERE = ('A100', 'RTX 30', 'A6000', 'A40')
 _DUAL_BOARD = ('K80',)
 _ASSUMED_MBITS = 10000.0
 _RDMA_WORDS = ('infiniband', 'aries', 'roce')
+# Managers whose bytes between hosts go through TensorFlow's gRPC runtime.
+_GRPC_MANAGERS = ('parameter_server', 'distributed_replicated')
 
 
 class UsageError(Exception):
@@ -119,6 +125,8 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
   hosts = num_hosts or row.num_hosts
   hw = row.hardware
   rdma = any(w in hw.network.lower() for w in _RDMA_WORDS)
+  if row.variable_update in _GRPC_MANAGERS:
+    rdma = False
   compact = row.precision == 'fp16' and row.variable_update != (
     'parameter_server'
   )

@@ -6,9 +6,10 @@ times, and the messages each strategy sends for them, queued one after
 another on the strategy's bottleneck (a host's NIC, a GPU's link, a PCIe
 link to host memory, the ps task's CPU). A message starts when its
 gradient is ready and the one before it is done, so communication overlaps
-the backward pass (not NCCL's: NCCL_OVERLAPS_COMPUTE); the step ends when both the compute and the last message
-are done, plus what must follow them (the apply, the reads of the next
-step's variables). The work is O(gradients), whatever the cluster's size.
+the backward pass (not NCCL's: NCCL_OVERLAPS_COMPUTE); the step ends when
+both the compute and the last message are done, plus what must follow them
+(the apply, the reads of the next step's variables). The work is
+O(gradients), whatever the cluster's size.
 
 Costs of one all-reduce of b bytes over n ranks (each rank's link B, each
 step's latency L; NCCL's own accounting, nccl-tests PERFORMANCE.md):
