@@ -194,6 +194,14 @@ def test_gpus_without_peer_access_ring_through_host_memory():
   assert two.ring_link().gb_s == 15.75
   none = _hw(gpus_per_host=2, intra='pcie3', peer_gpus=1)
   assert none.ring_link().gb_s == pytest.approx(12.0)
+  # 8 GPUs, 4 on each upstream link: each gets a quarter of NCCL's 24 GB/s
+  quads = _hw(gpus_per_host=8, intra='pcie4', peer_gpus=1, gpus_per_host_link=4)
+  assert quads.ring_link().gb_s == pytest.approx(6.0)
+  # two GPUs of such a host share their link too; with peers they do not
+  two = dataclasses.replace(quads, gpus_per_host=2)
+  assert two.ring_link().gb_s == pytest.approx(12.0)
+  peers4 = dataclasses.replace(quads, peer_gpus=None)
+  assert peers4.ring_link().gb_s == 31.5
 
 
 def test_horovod_fuses_and_waits_for_its_cycle():

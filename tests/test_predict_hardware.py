@@ -199,7 +199,9 @@ def test_rows_become_targets_by_their_hardware_and_software():
   quadro = validate_on_paper.hardware_of(
     by[('lambda_xeon6230_quadro_rtx8000', 'replicated', 8)]
   )
-  assert ti.peer_gpus == 1 and ti.ring_link().gb_s == pytest.approx(12.0)
+  # and two 2080 Tis on each upstream link (bus ids 1a 1b, 3d 3e ...)
+  assert ti.peer_gpus == 1 and ti.gpus_per_host_link == 2
+  assert ti.ring_link().gb_s == pytest.approx(6.0)
   assert quadro.ring_link().gb_s == pytest.approx(15.75)
 
 

@@ -44,9 +44,10 @@ HARDWARE_RULES = (
   'SXM4 A100 are NVSwitch boards (HGX-2 / HGX A100), any other card PCIe '
   'of its generation; an NVLink bridge joins two cards only, so a ring '
   'over more crosses PCIe',
-  'GPUs per PCIe link to host memory: 2 on K80 (two GPUs on one board '
-  'behind its PCIe switch, K80 datasheet) and on DGX-1 (a PCIe switch per '
-  'pair of GPUs, DGX-1 whitepaper), else 1',
+  "GPUs per PCIe link to host memory: hardware.csv's gpus_per_host_link "
+  "(read in the GPUs' bus ids of the table's own logs); else 2 on K80 (two "
+  'GPUs on one board behind its PCIe switch, K80 datasheet) and on DGX-1 '
+  '(a PCIe switch per pair of GPUs, DGX-1 whitepaper), else 1',
   'network: InfiniBand and Cray Aries rdma, Ethernet tcp; rate from '
   'hardware.csv; unstated: 10 Gbit/s assumed (Piz Daint: no source read); '
   "the ps managers' bytes go by gRPC, TCP even on an RDMA network "
@@ -136,6 +137,7 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
   shared = 2 if any(w in row.gpu for w in _DUAL_BOARD) else 1
   if hw.hardware.startswith('dgx1'):
     shared = 2
+  shared = hw.gpus_per_host_link or shared
   return hw_lib.make_hardware(
     num_workers=hosts,
     gpus_per_host=max(1, n // hosts),

@@ -55,6 +55,8 @@ HARDWARE_COLUMNS = (
   'host_cores',
   'peer_gpus',
   'peer_gpus_source',
+  'gpus_per_host_link',
+  'gpus_per_host_link_source',
   'notes',
 )
 HARDWARE_FILE = 'hardware.csv'
@@ -116,6 +118,8 @@ class Hardware:
   notes: str
   peer_gpus: Optional[int] = None
   peer_gpus_source: str = ''
+  gpus_per_host_link: Optional[int] = None
+  gpus_per_host_link_source: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,8 +265,9 @@ def _hardware(path: str, line: int, c: Dict) -> Hardware:
     raise _fail(path, line, 'intra_link %r has no intra_link_source' % intra)
   if (c['network'] or c['link_mbits']) and not c['network_source'].strip():
     raise _fail(path, line, 'network/link_mbits have no network_source')
-  if c['peer_gpus'].strip() and not c['peer_gpus_source'].strip():
-    raise _fail(path, line, 'peer_gpus has no peer_gpus_source')
+  for name in ('peer_gpus', 'gpus_per_host_link'):
+    if c[name].strip() and not c[name + '_source'].strip():
+      raise _fail(path, line, '%s has no %s_source' % (name, name))
   return Hardware(
     hardware=_text(path, line, 'hardware', c['hardware']),
     gpu=_text(path, line, 'gpu', c['gpu']),
@@ -280,6 +285,10 @@ def _hardware(path: str, line: int, c: Dict) -> Hardware:
     notes=c['notes'],
     peer_gpus=_positive(path, line, 'peer_gpus', c['peer_gpus'], optional=True),
     peer_gpus_source=c['peer_gpus_source'],
+    gpus_per_host_link=_positive(
+      path, line, 'gpus_per_host_link', c['gpus_per_host_link'], optional=True
+    ),
+    gpus_per_host_link_source=c['gpus_per_host_link_source'],
   )
 
 

@@ -91,18 +91,21 @@ INTRA_LINKS = {
 }
 
 
-def host_staged_link(link: Link) -> Link:
+def host_staged_link(link: Link, sharing: int = 1) -> Link:
   """The link a ring's hop takes between GPUs that cannot access each
   other's memory (no peer access): through host memory, NCCL's SHM
-  transport, over each GPU's PCIe link at NCCL's own rate for it."""
-  gb_s = SHM_PCIE3_GB_S * link.host_gb_s / _PCIE3
+  transport, over each GPU's PCIe path at NCCL's own rate for it, split
+  between the `sharing` GPUs whose bytes cross one upstream link (a PCIe
+  switch's, or a CPU's x16 port bifurcated between them)."""
+  gb_s = SHM_PCIE3_GB_S * link.host_gb_s / _PCIE3 / sharing
   return Link(
     gb_s,
     1.0,
     _STEP_US,
     link.host_gb_s,
     'no peer access: through host memory (NCCL SHM), %g GB/s (NCCL '
-    'PCI_BW for PCIe 3.0 x16, scaled by the PCIe generation)' % gb_s,
+    'PCI_BW for PCIe 3.0 x16, scaled by the PCIe generation, shared by %d '
+    'GPUs on one upstream link)' % (gb_s, sharing),
   )
 
 
@@ -194,7 +197,8 @@ class HardwareTarget:
   nccl_algorithm: ring or tree (NCCL_ALGO).
   peer_gpus: how many of a host's first GPUs can all access each other's
     memory (peer access); a ring over more goes through host memory. None:
-    every GPU of the host.
+    every GPU of the host. The bytes of a ring through host memory cross
+    each GPU's link to it, shared by gpus_per_host_link GPUs.
   """
 
   num_workers: int = 1
@@ -244,7 +248,8 @@ class HardwareTarget:
     or host memory where some of them are not peers."""
     link = self.link()
     if self.peer_gpus is not None and self.gpus_per_host > self.peer_gpus:
-      return host_staged_link(link)
+      sharing = min(self.gpus_per_host_link, self.gpus_per_host)
+      return host_staged_link(link, sharing)
     return link
 
   def transport(self) -> Transport:
