@@ -143,19 +143,65 @@ def test_sixteen_bit_gradients_halve_the_wire():
     hw = _hw(gpus_per_host=8, gradient_precision=precision)
     assert hm.wire_bytes(p.gradients[0], hw) == 64 * MB * size / 4
     step = hm.replicated(p, hw)
-    assert step.step_ms == pytest.approx(99.0 + costs.nccl(64 * MB * size / 4))
+    # NCCL starts once the compute (100 ms) is done: no overlap credit
+    assert step.step_ms == pytest.approx(100.0 + costs.nccl(64 * MB * size / 4))
 
 
 def test_overlap_queues_messages_behind_the_backward_pass():
   assert hm.fifo_end([(10.0, 5.0), (12.0, 5.0), (30.0, 1.0)]) == 31.0
   assert hm.fifo_end([(10.0, 5.0), (11.0, 5.0)]) == 20.0
-  # gradients ready early hide their all-reduce under the compute
+  # gradients ready early hide their all-reduce under the compute (TF's
+  # own ring, xring; NCCL's gets no overlap credit, test below)
   early = _profile([(8 * MB, 40.0)])
   late = _profile([(8 * MB, 100.0)])
   hw = _hw(gpus_per_host=8)
-  cost = hm.Costs(hw).nccl(8 * MB)
-  assert hm.replicated(early, hw).step_ms == pytest.approx(100.0)
-  assert hm.replicated(late, hw).step_ms == pytest.approx(100.0 + cost)
+  cost = hm.Costs(hw).intra('xring', 8 * MB)
+  assert hm.replicated(early, hw, 'xring').step_ms == pytest.approx(100.0)
+  assert hm.replicated(late, hw, 'xring').step_ms == pytest.approx(100.0 + cost)
+
+
+def test_nccl_all_reduce_runs_after_the_compute():
+  # NCCL's kernels share the SMs with the compute (NVIDIA/nccl#338): an
+  # all-reduce of a gradient ready at 40 ms still adds its whole time.
+  early = _profile([(8 * MB, 40.0), (8 * MB, 90.0)])
+  hw = _hw(gpus_per_host=8)
+  # 8 ranks: 2 x 7/8 of 8 MB at PCIe 3.0's payload rate, 14 steps of 5 us
+  rate = 15.75e3 * 256 / 280  # bytes per us
+  one = (2 * 7 / 8 * 8 * MB / rate + 14 * 5.0) / 1000
+  assert hm.replicated(early, hw).step_ms == pytest.approx(100.0 + 2 * one)
+  # the ps's copies (copy engines) keep their overlap
+  on_gpus = dataclasses.replace(hw, local_parameter_device='gpu')
+  ps = hm.parameter_server(early, on_gpus)
+  assert ps.step_ms < 100.0 + 2 * one
+
+
+def test_gpus_without_peer_access_ring_through_host_memory():
+  p = _profile([(24 * MB, 100.0)])
+  peers = _hw(gpus_per_host=4, intra='pcie4')
+  # GPUs 0-1 peers only (an NVLink bridge): a 4-GPU ring crosses host
+  # memory at NCCL's PCI_BW, 12 GB/s per PCIe 3.0 x16 link, 24 on 4.0
+  pairs = _hw(gpus_per_host=4, intra='pcie4', peer_gpus=2)
+  assert pairs.ring_link().gb_s == pytest.approx(24.0)
+  assert pairs.ring_link().bytes_per_us == pytest.approx(24e3)
+  shm = (2 * 3 / 4 * 24 * MB / 24e3 + 6 * 5.0) / 1000
+  assert hm.replicated(p, pairs).step_ms == pytest.approx(100.0 + shm)
+  fast = hm.replicated(p, peers).step_ms
+  pcie4 = 31.5e3 * 256 / 280
+  ring = (2 * 3 / 4 * 24 * MB / pcie4 + 6 * 5.0) / 1000
+  assert fast == pytest.approx(100.0 + ring)
+  # two GPUs of the pair: peers, the PCIe rate
+  two = _hw(gpus_per_host=2, intra='pcie3', peer_gpus=2)
+  assert two.ring_link().gb_s == 15.75
+  none = _hw(gpus_per_host=2, intra='pcie3', peer_gpus=1)
+  assert none.ring_link().gb_s == pytest.approx(12.0)
+  # 8 GPUs, 4 on each upstream link: each gets a quarter of NCCL's 24 GB/s
+  quads = _hw(gpus_per_host=8, intra='pcie4', peer_gpus=1, gpus_per_host_link=4)
+  assert quads.ring_link().gb_s == pytest.approx(6.0)
+  # two GPUs of such a host share their link too; with peers they do not
+  two = dataclasses.replace(quads, gpus_per_host=2)
+  assert two.ring_link().gb_s == pytest.approx(12.0)
+  peers4 = dataclasses.replace(quads, peer_gpus=None)
+  assert peers4.ring_link().gb_s == 31.5
 
 
 def test_horovod_fuses_and_waits_for_its_cycle():
@@ -204,6 +250,8 @@ def test_bad_fields_are_one_line():
     _hw(ps_placement='x')
   with pytest.raises(hw_lib.HardwareError, match='at most one ps task'):
     _hw(num_workers=2, num_ps=3)
+  with pytest.raises(hw_lib.HardwareError, match='peer_gpus=0'):
+    _hw(peer_gpus=0)
   with pytest.raises(hw_lib.HardwareError, match='intra_link=fast'):
     hw_lib.parse_intra_link('fast')
   assert hw_lib.parse_intra_link('12.5') == {

@@ -11,6 +11,7 @@ import pytest
 
 from tf_cnn_benchmarks.commands import predict_scaling
 from tf_cnn_benchmarks.commands import validate_on_paper
+from tf_cnn_benchmarks.scaling import published
 from tf_cnn_benchmarks.scaling.model import profile_format
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -125,6 +126,31 @@ def test_hardware_flags_reach_the_json_lines(tmp_path, capsys):
   assert 'NVLink 1' in capsys.readouterr().out
 
 
+def test_peer_gpus_routes_a_ring_through_host_memory(tmp_path, capsys):
+  done, profile = _paper(tmp_path)
+  rates = {}
+  for peers in ('8', '1'):
+    out = tmp_path / ('p%s.jsonl' % peers)
+    status = predict_scaling.main(
+      [
+        '--profile=%s' % profile,
+        '--devices_per_worker=8',
+        '--intra_link=pcie4',
+        '--peer_gpus=%s' % peers,
+        '--variable_update=replicated',
+        '--all_reduce_spec=nccl',
+        '--json_out=%s' % out,
+      ]
+    )
+    assert status == 0
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line['peer_gpus'] == int(peers)
+    rates[peers] = line['predicted_images_per_sec']
+  assert 'through host memory' in capsys.readouterr().out
+  # the same ring at NCCL's 24 GB/s host path instead of PCIe 4.0's payload
+  assert rates['1'] < rates['8']
+
+
 def test_a_bad_hardware_flag_is_one_line(tmp_path, capsys):
   done, profile = _paper(tmp_path)
   status = predict_scaling.main(
@@ -158,6 +184,25 @@ def test_validate_on_paper_scores_every_multi_gpu_row(tmp_path):
   # the committed report is this run's
   with open(REPORT, encoding='utf-8') as f:
     assert f.read() == text
+
+
+def test_rows_become_targets_by_their_hardware_and_software():
+  rows = published.load_tables(published.default_folder())
+  by = {(r.hardware.hardware, r.variable_update, r.num_gpus): r for r in rows}
+  # the ps managers' bytes go by gRPC (TCP) even over Piz Daint's Aries
+  daint = by[('cscs_piz_daint_p100', 'parameter_server', 8)]
+  assert validate_on_paper.hardware_of(daint).network == 'tcp'
+  # peer access as the table's own log read it: 2080 Tis none, Quadros all
+  ti = validate_on_paper.hardware_of(
+    by[('lambda_xeon6230_rtx2080ti', 'replicated', 8)]
+  )
+  quadro = validate_on_paper.hardware_of(
+    by[('lambda_xeon6230_quadro_rtx8000', 'replicated', 8)]
+  )
+  # and two 2080 Tis on each upstream link (bus ids 1a 1b, 3d 3e ...)
+  assert ti.peer_gpus == 1 and ti.gpus_per_host_link == 2
+  assert ti.ring_link().gb_s == pytest.approx(6.0)
+  assert quadro.ring_link().gb_s == pytest.approx(15.75)
 
 
 def test_the_manual_quotes_the_report():

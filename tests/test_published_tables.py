@@ -118,6 +118,15 @@ def test_hardware_figures_have_sources():
       assert hw.intra_link_source
     if hw.link_mbits:
       assert hw.network_source
+    if hw.peer_gpus:
+      assert hw.peer_gpus_source and hw.peer_gpus <= hw.gpus_per_host
+  # read in the tables' own logs: 2080 Tis without peers, Quadros with
+  assert hardware['lambda_xeon6230_rtx2080ti'].peer_gpus == 1
+  assert hardware['lambda_xeon6230_quadro_rtx8000'].peer_gpus == 8
+  assert hardware['lambda_epyc7662_rtx3090'].gpus_per_host_link == 4
+  for hw in hardware.values():
+    if hw.gpus_per_host_link:
+      assert hw.gpus_per_host_link_source
 
 
 def test_a_bad_value_is_refused_with_file_and_line(tmp_path):
@@ -193,6 +202,15 @@ def test_a_hardware_figure_without_a_source_is_refused(tmp_path):
   _rewrite(path, line, 'network_source', 'x')
   _rewrite(path, line, 'intra_link', 'nvlink9')
   _refused(folder, r"hardware\.csv:%d: intra_link 'nvlink9'" % line)
+  _rewrite(path, line, 'intra_link', 'pcie')
+  _rewrite(path, line, 'peer_gpus', '4')
+  _refused(folder, r'hardware\.csv:%d: peer_gpus has no peer_gpus_' % line)
+  _rewrite(path, line, 'peer_gpus_source', 'x')
+  _rewrite(path, line, 'peer_gpus', '0')
+  _refused(folder, r'hardware\.csv:%d: peer_gpus must be a positive' % line)
+  _rewrite(path, line, 'peer_gpus', '')
+  _rewrite(path, line, 'gpus_per_host_link', '2')
+  _refused(folder, r'hardware\.csv:%d: gpus_per_host_link has no' % line)
 
 
 def test_bad_notes_words_are_refused(tmp_path):

@@ -23,6 +23,7 @@ HARDWARE_FLAGS = (
   'gradient_precision',
   'nccl_algorithm',
   'gpus_per_host_link',
+  'peer_gpus',
   'horovod_fusion_mb',
   'horovod_cycle_ms',
   'horovod_hierarchical',
@@ -56,6 +57,13 @@ def add_flags(p) -> None:
     '--gpus_per_host_link',
     type=int,
     help='GPUs sharing one PCIe link to host memory (DGX-1: 2)',
+  )
+  p.add_argument(
+    '--peer_gpus',
+    type=int,
+    help="how many of a host's first GPUs all have peer access (1: none, "
+    'as on many GeForce boards and VMs; default: all); a ring over more '
+    'goes through host memory',
   )
   p.add_argument(
     '--horovod_fusion_mb',
@@ -94,6 +102,7 @@ def _fields(args) -> dict:
     'gradient_precision',
     'nccl_algorithm',
     'gpus_per_host_link',
+    'peer_gpus',
     'horovod_cycle_ms',
     'horovod_hierarchical',
   )

@@ -44,21 +44,32 @@ HARDWARE_RULES = (
   'SXM4 A100 are NVSwitch boards (HGX-2 / HGX A100), any other card PCIe '
   'of its generation; an NVLink bridge joins two cards only, so a ring '
   'over more crosses PCIe',
-  'GPUs per PCIe link to host memory: 2 on K80 (two GPUs on one board '
-  'behind its PCIe switch, K80 datasheet) and on DGX-1 (a PCIe switch per '
-  'pair of GPUs, DGX-1 whitepaper), else 1',
+  "GPUs per PCIe link to host memory: hardware.csv's gpus_per_host_link "
+  "(read in the GPUs' bus ids of the table's own logs); else 2 on K80 (two "
+  'GPUs on one board behind its PCIe switch, K80 datasheet) and on DGX-1 '
+  '(a PCIe switch per pair of GPUs, DGX-1 whitepaper), else 1',
   'network: InfiniBand and Cray Aries rdma, Ethernet tcp; rate from '
-  'hardware.csv; unstated: 10 Gbit/s assumed (Piz Daint: no source read)',
+  'hardware.csv; unstated: 10 Gbit/s assumed (Piz Daint: no source read); '
+  "the ps managers' bytes go by gRPC, TCP even on an RDMA network "
+  '(tf_cnn_benchmarks --server_protocol defaults to grpc, and the CSCS '
+  'scripts keep it: e-bug/distributed-tensorflow-benchmarks@a0d3d61 '
+  'google-benchmarks/tf_cnn_benchmarks/tf_cnn_benchmarks.py#L179)',
   'gradients on the wire: fp16 for tf_cnn_benchmarks --use_fp16 with an '
   'all-reduce (--compact_gradient_transfer, on by default), else fp32 (AMP '
   'keeps fp32 gradients; Horovod compresses only when asked)',
   "ps tasks: the row's num_ps and ps_placement, else one per worker host "
   'on the worker hosts (the r1 page and the CSCS scripts ran them there)',
+  "peer access: hardware.csv's peer_gpus (the first GPUs that all reach "
+  "each other, read in TensorFlow's device interconnect matrix of the "
+  "table's own logs); a ring over more goes through host memory (NCCL "
+  'SHM); not read: every GPU a peer',
 )
 _AMPERE = ('A100', 'RTX 30', 'A6000', 'A40')
 _DUAL_BOARD = ('K80',)
 _ASSUMED_MBITS = 10000.0
 _RDMA_WORDS = ('infiniband', 'aries', 'roce')
+# Managers whose bytes between hosts go through TensorFlow's gRPC runtime.
+_GRPC_MANAGERS = ('parameter_server', 'distributed_replicated')
 
 
 class UsageError(Exception):
@@ -115,6 +126,8 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
   hosts = num_hosts or row.num_hosts
   hw = row.hardware
   rdma = any(w in hw.network.lower() for w in _RDMA_WORDS)
+  if row.variable_update in _GRPC_MANAGERS:
+    rdma = False
   compact = row.precision == 'fp16' and row.variable_update != (
     'parameter_server'
   )
@@ -124,6 +137,7 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
   shared = 2 if any(w in row.gpu for w in _DUAL_BOARD) else 1
   if hw.hardware.startswith('dgx1'):
     shared = 2
+  shared = hw.gpus_per_host_link or shared
   return hw_lib.make_hardware(
     num_workers=hosts,
     gpus_per_host=max(1, n // hosts),
@@ -135,6 +149,7 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
     local_parameter_device=row.local_parameter_device or 'cpu',
     gradient_precision='fp16' if compact else 'fp32',
     gpus_per_host_link=shared,
+    peer_gpus=hw.peer_gpus,
     **_intra(row),
   )
 

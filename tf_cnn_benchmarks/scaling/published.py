@@ -53,6 +53,10 @@ HARDWARE_COLUMNS = (
   'link_mbits',
   'network_source',
   'host_cores',
+  'peer_gpus',
+  'peer_gpus_source',
+  'gpus_per_host_link',
+  'gpus_per_host_link_source',
   'notes',
 )
 HARDWARE_FILE = 'hardware.csv'
@@ -112,6 +116,10 @@ class Hardware:
   network_source: str
   host_cores: Optional[int]
   notes: str
+  peer_gpus: Optional[int] = None
+  peer_gpus_source: str = ''
+  gpus_per_host_link: Optional[int] = None
+  gpus_per_host_link_source: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,6 +265,9 @@ def _hardware(path: str, line: int, c: Dict) -> Hardware:
     raise _fail(path, line, 'intra_link %r has no intra_link_source' % intra)
   if (c['network'] or c['link_mbits']) and not c['network_source'].strip():
     raise _fail(path, line, 'network/link_mbits have no network_source')
+  for name in ('peer_gpus', 'gpus_per_host_link'):
+    if c[name].strip() and not c[name + '_source'].strip():
+      raise _fail(path, line, '%s has no %s_source' % (name, name))
   return Hardware(
     hardware=_text(path, line, 'hardware', c['hardware']),
     gpu=_text(path, line, 'gpu', c['gpu']),
@@ -272,6 +283,12 @@ def _hardware(path: str, line: int, c: Dict) -> Hardware:
       path, line, 'host_cores', c['host_cores'], optional=True
     ),
     notes=c['notes'],
+    peer_gpus=_positive(path, line, 'peer_gpus', c['peer_gpus'], optional=True),
+    peer_gpus_source=c['peer_gpus_source'],
+    gpus_per_host_link=_positive(
+      path, line, 'gpus_per_host_link', c['gpus_per_host_link'], optional=True
+    ),
+    gpus_per_host_link_source=c['gpus_per_host_link_source'],
   )
 
 

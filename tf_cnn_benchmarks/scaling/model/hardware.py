@@ -91,6 +91,24 @@ INTRA_LINKS = {
 }
 
 
+def host_staged_link(link: Link, sharing: int = 1) -> Link:
+  """The link a ring's hop takes between GPUs that cannot access each
+  other's memory (no peer access): through host memory, NCCL's SHM
+  transport, over each GPU's PCIe path at NCCL's own rate for it, split
+  between the `sharing` GPUs whose bytes cross one upstream link (a PCIe
+  switch's, or a CPU's x16 port bifurcated between them)."""
+  gb_s = SHM_PCIE3_GB_S * link.host_gb_s / _PCIE3 / sharing
+  return Link(
+    gb_s,
+    1.0,
+    _STEP_US,
+    link.host_gb_s,
+    'no peer access: through host memory (NCCL SHM), %g GB/s (NCCL '
+    'PCI_BW for PCIe 3.0 x16, scaled by the PCIe generation, shared by %d '
+    'GPUs on one upstream link)' % (gb_s, sharing),
+  )
+
+
 @dataclasses.dataclass(frozen=True)
 class Transport:
   """A network transport between hosts.
@@ -148,6 +166,15 @@ CPU_REDUCE_CORES_MAX = 8
 HOROVOD_FUSION_BYTES = 64 * 1024 * 1024
 HOROVOD_CYCLE_MS = 5.0
 
+# Without peer access between two GPUs (cudaDeviceCanAccessPeer false, what
+# TensorFlow logs as 'N' in its device interconnect matrix) NCCL moves the
+# bytes through host memory: "SHM is used between devices when peer-to-peer
+# cannot happen, therefore, host memory is used" (NCCL docs, env.html,
+# NCCL_SHM_DISABLE). NCCL's topology model rates a GPU's PCIe 3.0 x16 path
+# at 12 GB/s (PCI_BW, NVIDIA/nccl src/graph/topo.h, "PCI Gen3 x16"); PCIe
+# 4.0 doubles the lane rate (PCI-SIG), so 24 GB/s.
+SHM_PCIE3_GB_S = 12.0
+
 PS_PLACEMENTS = ('own_hosts', 'worker_hosts')
 PARAMETER_DEVICES = ('cpu', 'gpu')
 PRECISIONS = {'fp32': 4, 'fp16': 2, 'bf16': 2}
@@ -168,6 +195,10 @@ class HardwareTarget:
     PCIe link, shared by gpus_per_host_link GPUs).
   gradient_precision: bytes per gradient element on the wire.
   nccl_algorithm: ring or tree (NCCL_ALGO).
+  peer_gpus: how many of a host's first GPUs can all access each other's
+    memory (peer access); a ring over more goes through host memory. None:
+    every GPU of the host. The bytes of a ring through host memory cross
+    each GPU's link to it, shared by gpus_per_host_link GPUs.
   """
 
   num_workers: int = 1
@@ -187,6 +218,7 @@ class HardwareTarget:
   horovod_fusion_bytes: int = HOROVOD_FUSION_BYTES
   horovod_cycle_ms: float = HOROVOD_CYCLE_MS
   horovod_hierarchical: bool = False
+  peer_gpus: Optional[int] = None
 
   @property
   def num_devices(self) -> int:
@@ -210,6 +242,15 @@ class HardwareTarget:
         'given: %g GB/s payload' % self.intra_gb_s,
       )
     return INTRA_LINKS[self.intra]
+
+  def ring_link(self) -> Link:
+    """The link a ring over this host's GPUs runs at: the intra-host link,
+    or host memory where some of them are not peers."""
+    link = self.link()
+    if self.peer_gpus is not None and self.gpus_per_host > self.peer_gpus:
+      sharing = min(self.gpus_per_host_link, self.gpus_per_host)
+      return host_staged_link(link, sharing)
+    return link
 
   def transport(self) -> Transport:
     """The network transport's constants."""
@@ -255,9 +296,10 @@ class HardwareTarget:
 
   def source_lines(self) -> list:
     """Where each figure of this target comes from."""
+    ring = self.ring_link()
     return [
       'intra-host link: %s, payload %.3f, step %g us'
-      % (self.link().source, self.link().efficiency, self.link().latency_us),
+      % (ring.source, ring.efficiency, ring.latency_us),
       'network: %s' % self.transport().source,
       'CPU sums: %g GB/s per core (assumed), up to %d cores'
       % (CPU_BYTES_PER_US_PER_CORE / 1e3, CPU_REDUCE_CORES_MAX),
@@ -288,6 +330,8 @@ def check_hardware(hw: HardwareTarget) -> HardwareTarget:
   for name in ('num_workers', 'gpus_per_host', 'host_cores'):
     _positive(name, getattr(hw, name), integer=True)
   _positive('gpus_per_host_link', hw.gpus_per_host_link, integer=True)
+  if hw.peer_gpus is not None:
+    _positive('peer_gpus', hw.peer_gpus, integer=True)
   _positive('link_mbits', hw.link_mbits)
   _positive('horovod_cycle_ms', hw.horovod_cycle_ms)
   if hw.intra_gb_s is not None:

@@ -6,9 +6,10 @@ times, and the messages each strategy sends for them, queued one after
 another on the strategy's bottleneck (a host's NIC, a GPU's link, a PCIe
 link to host memory, the ps task's CPU). A message starts when its
 gradient is ready and the one before it is done, so communication overlaps
-the backward pass; the step ends when both the compute and the last message
-are done, plus what must follow them (the apply, the reads of the next
-step's variables). The work is O(gradients), whatever the cluster's size.
+the backward pass (not NCCL's: NCCL_OVERLAPS_COMPUTE); the step ends when
+both the compute and the last message are done, plus what must follow them
+(the apply, the reads of the next step's variables). The work is
+O(gradients), whatever the cluster's size.
 
 Costs of one all-reduce of b bytes over n ranks (each rank's link B, each
 step's latency L; NCCL's own accounting, nccl-tests PERFORMANCE.md):
@@ -36,6 +37,13 @@ _Z90 = statistics.NormalDist().inv_cdf(0.9)
 # Horovod's cycle runs apart from the step: its phase against the step is
 # averaged over this many evenly spread starts.
 _CYCLE_PHASES = 8
+# NCCL's collectives are CUDA kernels on the GPU's SMs (NCCL user guide,
+# overview), launched beside the backward pass's kernels, and the compute
+# they overlap slows: NVIDIA/nccl#338 (batch-norm backward kernels 4-8 ms
+# overlapped with an all-reduce, 2 ms alone), #661, #689. The model gives an
+# NCCL all-reduce no credit for overlap: it runs after the compute. The ps
+# strategies' copies are DMA on the copy engines (cudaMemcpy), and keep theirs.
+NCCL_OVERLAPS_COMPUTE = False
 # The optimizer's apply on a CPU reads the variable and the gradient and
 # writes the variable: 3 passes over the bytes.
 APPLY_PASSES = 3.0
@@ -88,7 +96,7 @@ class Costs:
 
   def __init__(self, hw):
     self.hw = hw
-    self.link = hw.link()
+    self.link = hw.ring_link()
     self.g, self.h, self.n = hw.gpus_per_host, hw.num_workers, hw.num_devices
     self.b_intra = self.link.bytes_per_us
     self.b_net = hw.net_bytes_per_us()
@@ -175,12 +183,18 @@ def _stretched(profile, hw):
   return c, c / profile.compute.step_ms
 
 
-def _overlapped(profile, hw, cost_of, *, packed=0, after=0.0):
+def _overlapped(profile, hw, cost_of, *, packed=0, after=0.0, overlap=True):
   """Step with one message per gradient (or `packed` even packs made once
-  all are ready) queued on one bottleneck, overlapping the compute."""
+  all are ready) queued on one bottleneck, overlapping the compute (or,
+  overlap=False, all sent once the compute is done)."""
   c, k = _stretched(profile, hw)
   grads = profile.gradients
-  if packed:
+  if not overlap:
+    msgs = [(c, cost_of(wire_bytes(g, hw))) for g in grads]
+    if packed:
+      total = sum(wire_bytes(g, hw) for g in grads)
+      msgs = [(c, cost_of(total / packed)) for _ in range(packed)]
+  elif packed:
     total = sum(wire_bytes(g, hw) for g in grads)
     msgs = [(c, cost_of(total / packed)) for _ in range(packed)]
   else:
@@ -204,6 +218,7 @@ def replicated(profile, hw, spec=None, repacking=0):
     lambda b: costs.intra(alg, b),
     packed=repacking,
     after=_worker_apply_ms(profile),
+    overlap=alg != 'nccl' or NCCL_OVERLAPS_COMPUTE,
   )
 
 
@@ -236,8 +251,14 @@ def all_reduce_cluster(profile, hw, spec=None, repacking=0):
     lat = costs.l_net + (TF_STEP_US if alg != 'nccl' else 0.0)
     steps = 'tree' if alg == 'rechd' else 'ring'
     cost = lambda b: ring_ms(b, costs.n, slowest, lat, steps)  # noqa: E731
+  overlap = 'nccl' not in spec or NCCL_OVERLAPS_COMPUTE
   return _overlapped(
-    profile, hw, cost, packed=repacking, after=_worker_apply_ms(profile)
+    profile,
+    hw,
+    cost,
+    packed=repacking,
+    after=_worker_apply_ms(profile),
+    overlap=overlap,
   )
 
 
@@ -358,7 +379,8 @@ def horovod(profile, hw):
   the step is averaged over _CYCLE_PHASES starts."""
   c, k = _stretched(profile, hw)
   pending = sorted(
-    (g.ready_ms * k, wire_bytes(g, hw)) for g in profile.gradients
+    (g.ready_ms * k if NCCL_OVERLAPS_COMPUTE else c, wire_bytes(g, hw))
+    for g in profile.gradients
   )
   cycle = hw.horovod_cycle_ms
   ends = [
