@@ -9,6 +9,7 @@ numbers they lead to are pinned by the equal-loss tests.
 """
 
 import io
+import re
 
 import pytest
 
@@ -109,3 +110,36 @@ def test_control_edges_do_not_multiply_with_towers_and_variables(
     if op.type != 'NoOp'  # tf.group's ops gather the edges, by design
   )
   assert worst <= 4
+
+
+@pytest.mark.parametrize(
+  'variable_update', ['replicated', 'parameter_server', 'independent']
+)
+def test_no_gradient_norm_ops_unless_a_summary_fetches_them(variable_update):
+  """The applied gradient's norm (an L2 loss per gradient) is built only
+  for the gradient_norm summary (--summary_verbosity=2): unfetched ops
+  still cost start-up time."""
+  ops = _built(variable_update).graph.get_operations()
+  # Only the weight decay's L2 terms, in the towers' losses.
+  l2 = [op.name for op in ops if op.type == 'L2Loss']
+  assert l2 and all(re.match(r'(v|tower_)\d+/loss/', name) for name in l2), l2
+  assert not [op for op in ops if 'global_norm' in op.name]
+
+
+def test_one_tower_replicated_reduces_nothing():
+  """One tower's sum is its gradient: no copy, no add, no scaling by 1."""
+  p = make(
+    model='resnet20',
+    data_name='cifar10',
+    batch_size=2,
+    num_gpus=1,
+    variable_update='replicated',
+  )
+  built = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO()).build()
+  step = graph_ancestors([built.step_op])
+  assert not [op for op in step if op.name.startswith('allreduce')]
+  applies = [op for op in step if op.type.startswith('Apply')]
+  assert applies
+  for op in applies:  # the gradient input comes straight from the backprop
+    grad = op.inputs[-1].op
+    assert grad.type != 'Mul' or 'gradients' in grad.name, grad.name

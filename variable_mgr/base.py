@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from typing import Callable, ClassVar, Iterator, Sequence
 
 import tensorflow as tf
@@ -89,9 +90,12 @@ class VariableMgr:
   # Constructor keyword -> the settings.ManagerSettings field it takes, for
   # the settings a manager reads besides use_resource_vars (from_settings).
   settings_fields: ClassVar[dict] = {}
-  # Set by build_train_op where the manager knows it: the global norm of
-  # the (reduced, unscaled, clipped) gradient the first apply site applies.
-  applied_gradient_norm: tf.Tensor | None = None
+  # Set by build_train_op where the manager knows it: a function building
+  # the global norm of the (reduced, unscaled, clipped) gradient the first
+  # apply site applies. A function, so that its ops (an L2 loss per
+  # gradient) are made only by runs that fetch it (the gradient_norm
+  # summary): unfetched ops still cost start-up time.
+  applied_gradient_norm: Callable[[], tf.Tensor | None] | None = None
   # Set by build_train_op in a cluster where the step synchronises the
   # workers: the step's loss over every tower of every worker (on the
   # process that writes the results line, at least). None: this process's
@@ -215,9 +219,12 @@ class VariableMgr:
       else []
     )
     with tf.control_dependencies(all_done(barrier, 'gradients_ready')):
-      # Computed only when fetched (the gradient_norm summary).
-      self.applied_gradient_norm = applied_norm(
-        reduction.sites[0][1], self.cpu_device, loss_scale, clip_norm
+      self.applied_gradient_norm = functools.partial(
+        applied_norm,
+        reduction.sites[0][1],
+        self.cpu_device,
+        loss_scale,
+        clip_norm,
       )
       if loss_scale is None:
         update = tf.group(*apply(reduction.sites))

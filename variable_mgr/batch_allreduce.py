@@ -171,6 +171,10 @@ class BatchAllReduce:
 
   def _sum_plain(self, towers, devices) -> List[List[tf.Tensor]]:
     """sum() of tensors as they travel: packed, in merge-scope groups."""
+    if len(devices) == 1:
+      # One tower's sum is its own gradient, where it already is: no copy,
+      # no op (each op costs start-up time, and a 1-tower run pays it).
+      return [list(towers[0])]
     num = len(towers[0])
     packing = self.num_packs > 0 or self.agg_small_grads_max_bytes > 0
     step = (num or 1) if packing else self.merge_scope

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 
 import tensorflow as tf
 
@@ -309,7 +310,8 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     """
     if means and not self.applied_grads:
       return
-    self.applied_gradient_norm = base.applied_norm(
+    self.applied_gradient_norm = functools.partial(
+      base.applied_norm,
       (list(sites[0]) if sites else []) + list(self.applied_grads or []),
       self.cpu_device,
       None,

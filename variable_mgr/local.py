@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Sequence
 
 import tensorflow as tf
@@ -254,8 +255,12 @@ class Replicated(base.PerTowerCopies):
       + [['loss_scale_state/delayed_not_finite']],
     )
     sites = self._mean_sites(tower_grads, delay.delayed[:-1])
-    self.applied_gradient_norm = base.applied_norm(
-      sites[0][1], self.cpu_device, None, step_update.clip_norm
+    self.applied_gradient_norm = functools.partial(
+      base.applied_norm,
+      sites[0][1],
+      self.cpu_device,
+      None,
+      step_update.clip_norm,
     )
     with tf.device(step_update.loss_scale.device):
       held_back_finite = delay.delayed[-1][0] < 0.5
@@ -287,17 +292,25 @@ class Replicated(base.PerTowerCopies):
     )
     sites = []
     for i, (gv, sums) in enumerate(zip(tower_grads, tower_sums)):
-      with tf.device(self.tower_devices[i]):
-        # One constant per dtype and tower, not one per gradient: each op
-        # is start-up time (graph optimisation) in every tower.
-        dtypes = dict.fromkeys(s.dtype for s in sums)  # in order
-        scales = {d: tf.constant(scale, d) for d in dtypes}
-        means = [s * scales[s.dtype] for s in sums]
+      if self.num_towers == 1:  # x * 1.0 == x: no op needed
+        means = list(sums)
+      else:
+        means = self._scaled(sums, scale, self.tower_devices[i])
       pairs = list(zip(means, [v for _, v in gv]))
       if ops is not None:
         pairs = relaxed_lib.after_reads(pairs, ops)
       sites.append((self.tower_devices[i], pairs))
     return sites
+
+  @staticmethod
+  def _scaled(sums, scale: float, device: str) -> list:
+    """Each of `sums` times `scale`, on `device`."""
+    with tf.device(device):
+      # One constant per dtype and tower, not one per gradient: each op
+      # is start-up time (graph optimisation) in every tower.
+      dtypes = dict.fromkeys(s.dtype for s in sums)  # in order
+      scales = {d: tf.constant(scale, d) for d in dtypes}
+      return [s * scales[s.dtype] for s in sums]
 
   def post_init_ops(self):
     return copy_from_replica_zero(tf1.global_variables(), self.num_towers)

@@ -13,6 +13,7 @@ builds the same names on the same ps devices, so their graphs use one copy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import tensorflow as tf
 
@@ -328,8 +329,12 @@ class PsClusterMixin:
   def _report_applied_norm(self, loss_scale, clip_norm) -> None:
     """applied_gradient_norm from what _sync_or_async applied here."""
     if self.applied_grads:
-      self.applied_gradient_norm = base.applied_norm(
-        self.applied_grads, self.cpu_device, loss_scale, clip_norm
+      self.applied_gradient_norm = functools.partial(
+        base.applied_norm,
+        self.applied_grads,
+        self.cpu_device,
+        loss_scale,
+        clip_norm,
       )
 
   def _loss_scale_guard(self, loss_scale):

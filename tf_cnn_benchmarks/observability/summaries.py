@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import tensorflow as tf
 
@@ -26,7 +26,7 @@ def build_summaries(
   extra_scalars: dict,
   grads_and_vars: Sequence,
   device: str,
-  gradient_norm: tf.Tensor | None = None,
+  gradient_norm: Callable[[], tf.Tensor | None] | None = None,
   loss_name: str = 'total_loss',
 ) -> tf.Tensor | None:
   """The merged summary op for `verbosity` (None at 0).
@@ -35,9 +35,10 @@ def build_summaries(
   the loss scale);
   2: + global norms of the gradient applied and of the variables;
   3: + a histogram of every variable.
-  gradient_norm: the norm of the gradient the update applies (reduced,
-  unscaled, clipped), from the manager; without it, the norm of
-  `grads_and_vars` (one tower's) divided by extra_scalars['loss_scale'].
+  gradient_norm: a function building the norm of the gradient the update
+  applies (reduced, unscaled, clipped), from the manager; without it (or
+  if it builds None), the norm of `grads_and_vars` (one tower's) divided
+  by extra_scalars['loss_scale'].
   """
   if verbosity <= 0:
     return None
@@ -48,6 +49,7 @@ def build_summaries(
     for name, value in sorted(extra_scalars.items()):
       summaries.append(tf1.summary.scalar(name, tf.cast(value, tf.float32)))
     if verbosity >= 2 and grads_and_vars:
+      gradient_norm = gradient_norm() if gradient_norm else None
       if gradient_norm is None:
         grads = [tf.cast(g, tf.float32) for g, _ in grads_and_vars]
         gradient_norm = tf.linalg.global_norm(grads)
