@@ -91,26 +91,50 @@ def test_ps_on_worker_hosts_share_their_nics():
   even = _profile([(MB, 50.0)] * 4)
   own = _hw(num_workers=4, num_ps=1, ps_placement='own_hosts')
   shared = _hw(num_workers=4, num_ps=4, ps_placement='worker_hosts')
-  # own hosts: the one ps NIC takes 4 workers' bytes; on the workers: each
-  # host sends 3/4 of its own to the other ps tasks and serves 3 others'
-  # quarter.
+  wire = 25000 / 8 * 1448 / 1538  # payload bytes/us each way
+  # own hosts: the one ps NIC takes 4 workers' bytes in; on the workers:
+  # each host sends 3/4 of its own out to the other ps tasks while 3
+  # others' quarters come in (full duplex: the larger way counts), and its
+  # own quarter goes by loopback (cores, not the NIC).
   f_own, f_shared = hm.ps_fractions(even, own), hm.ps_fractions(even, shared)
   assert f_shared == [0.25] * 4
-  assert hm._ps_bottleneck_share(own, f_own) == pytest.approx(4.0)
-  assert hm._ps_bottleneck_share(shared, f_shared) == pytest.approx(1.5)
+  assert hm._ps_net_ms(own, f_own, 1e3) == pytest.approx(4 / wire)
+  assert hm._ps_net_ms(shared, f_shared, 1e3) == pytest.approx(0.75 / wire)
+
+
+def test_a_ps_task_on_the_worker_host_is_loopback():
+  # one host, its own ps task: no byte on the NIC; gRPC's TCP copies at
+  # both ends on this host's comm cores (8 of 32 at 0.5 ns a byte each).
+  hw = _hw(num_workers=1, num_ps=1, link_mbits=10.0)
+  copy = 8 / 0.5 * 1e3  # bytes/us
+  assert hm._ps_net_ms(hw, [1.0], 40 * MB) == pytest.approx(
+    2 * 40 * MB / copy / 1e3
+  )
 
 
 def test_one_big_variable_loads_one_ps_task():
   # 6 MB, then three of 1 MB, on 4 ps tasks: 6/9 of the bytes on one
   p = _profile([(6 * MB, 50.0)] + [(MB, 50.0)] * 3)
   hw = _hw(num_workers=8, num_ps=4, ps_placement='own_hosts')
+  wire = 25000 / 8 * 1448 / 1538
   fractions = hm.ps_fractions(p, hw)
   assert max(fractions) == pytest.approx(6 / 9)
-  assert hm._ps_bottleneck_share(hw, fractions) == pytest.approx(8 * 6 / 9)
+  assert hm._ps_net_ms(hw, fractions, 1e3) == pytest.approx(8 * 6 / 9 / wire)
   shared = dataclasses.replace(hw, ps_placement='worker_hosts')
-  assert hm._ps_bottleneck_share(shared, fractions) == pytest.approx(
-    (1 - 6 / 9) + 7 * 6 / 9
+  # the loaded host: 1/3 out, 7 x 6/9 in; hosts 5-8 have no ps task
+  assert hm._ps_net_ms(shared, fractions, 1e3) == pytest.approx(
+    7 * 6 / 9 / wire
   )
+
+
+def test_distributed_replicated_places_round_robin():
+  # replica_device_setter's default strategy: variable i on task i mod 2
+  p = _profile([(6 * MB, 50.0)] + [(MB, 50.0)] * 3)
+  hw = _hw(num_workers=2, num_ps=2)
+  assert hm.ps_fractions(p, hw, round_robin=True) == pytest.approx(
+    [7 / 9, 2 / 9]
+  )
+  assert hm.ps_fractions(p, hw) == pytest.approx([6 / 9, 3 / 9])
 
 
 def _one_gradient_ps(device):
@@ -136,13 +160,54 @@ def test_variables_on_the_gpus_by_hand():
   assert step.step_ms == pytest.approx(per + max(100.0, 90.0 + per))
 
 
+def test_distributed_replicated_by_hand():
+  # 4 GPUs, one ps task on the host, variables averaged on the GPUs
+  # (local_parameter_device=gpu): a 40 MB gradient ready at 90 ms is
+  # gathered on one GPU (3/4 of it over the GPU link), copied once to host
+  # memory, sent by loopback to the ps, summed and applied there; the
+  # worker's CPU reads it back (loopback) and copies it to all 4 GPUs.
+  p = _profile([(40 * MB, 90.0)])
+  hw = _hw(gpus_per_host=4, num_ps=1, local_parameter_device='gpu')
+  link = 15.75e3 * 256 / 280
+  loop = 2 * 40 * MB / (8 / 0.5 * 1e3) / 1e3
+  cpu = 8 * 4000.0
+  lat = (1.0 + 25.0) / 1e3  # wire and TCP latency, ms
+  push = 3 / 4 * 40 * MB / link / 1e3 + 2 * 20 / 1e3 / 2
+  push += 40 * MB / link / 1e3 + max(loop, 40 * MB / cpu / 1e3)
+  apply = 3 * 40 * MB / cpu / 1e3
+  reads = loop + lat + 40 * MB / link / 1e3
+  step = hm.parameter_server(p, hw, replicated=True)
+  assert step.step_ms == pytest.approx(
+    max(100.0, 90.0 + push) + apply + lat + reads
+  )
+  strategy = cost_model.Strategy('distributed_replicated')
+  assert hm.step(p, hw, strategy).step_ms == pytest.approx(step.step_ms)
+
+
+def test_replicated_without_a_spec_copies_to_one_gpu():
+  # the classic default: each gradient summed on one GPU and read back by
+  # every tower (2 x 3/4 of it over each GPU link), overlapping the
+  # backward pass; with variables on the CPU, through host memory instead.
+  p = _profile([(40 * MB, 99.0)])
+  hw = _hw(gpus_per_host=4, local_parameter_device='gpu')
+  link = 15.75e3 * 256 / 280
+  copy = 2 * 3 / 4 * 40 * MB / link / 1e3 + 2 * 20 / 1e3
+  strategy = cost_model.Strategy('replicated')
+  assert hm.step(p, hw, strategy).step_ms == pytest.approx(99.0 + copy)
+  on_cpu = dataclasses.replace(hw, local_parameter_device='cpu')
+  via_host = 2 * 40 * MB / link / 1e3 + 4 * 40 * MB / (8 * 4000.0) / 1e3
+  assert hm.step(p, on_cpu, strategy).step_ms == pytest.approx(
+    99.0 + via_host + 2 * 5 / 1e3
+  )
+
+
 def test_sixteen_bit_gradients_halve_the_wire():
   p = _profile([(64 * MB, 99.0)])
   costs = hm.Costs(_hw(gpus_per_host=8))
   for precision, size in (('fp32', 4), ('fp16', 2), ('bf16', 2)):
     hw = _hw(gpus_per_host=8, gradient_precision=precision)
     assert hm.wire_bytes(p.gradients[0], hw) == 64 * MB * size / 4
-    step = hm.replicated(p, hw)
+    step = hm.replicated(p, hw, 'nccl')
     # NCCL starts once the compute (100 ms) is done: no overlap credit
     assert step.step_ms == pytest.approx(100.0 + costs.nccl(64 * MB * size / 4))
 
@@ -168,7 +233,9 @@ def test_nccl_all_reduce_runs_after_the_compute():
   # 8 ranks: 2 x 7/8 of 8 MB at PCIe 3.0's payload rate, 14 steps of 5 us
   rate = 15.75e3 * 256 / 280  # bytes per us
   one = (2 * 7 / 8 * 8 * MB / rate + 14 * 5.0) / 1000
-  assert hm.replicated(early, hw).step_ms == pytest.approx(100.0 + 2 * one)
+  assert hm.replicated(early, hw, 'nccl').step_ms == pytest.approx(
+    100.0 + 2 * one
+  )
   # the ps's copies (copy engines) keep their overlap
   on_gpus = dataclasses.replace(hw, local_parameter_device='gpu')
   ps = hm.parameter_server(early, on_gpus)
@@ -184,8 +251,8 @@ def test_gpus_without_peer_access_ring_through_host_memory():
   assert pairs.ring_link().gb_s == pytest.approx(24.0)
   assert pairs.ring_link().bytes_per_us == pytest.approx(24e3)
   shm = (2 * 3 / 4 * 24 * MB / 24e3 + 6 * 5.0) / 1000
-  assert hm.replicated(p, pairs).step_ms == pytest.approx(100.0 + shm)
-  fast = hm.replicated(p, peers).step_ms
+  assert hm.replicated(p, pairs, 'nccl').step_ms == pytest.approx(100.0 + shm)
+  fast = hm.replicated(p, peers, 'nccl').step_ms
   pcie4 = 31.5e3 * 256 / 280
   ring = (2 * 3 / 4 * 24 * MB / pcie4 + 6 * 5.0) / 1000
   assert fast == pytest.approx(100.0 + ring)

@@ -203,6 +203,16 @@ def test_rows_become_targets_by_their_hardware_and_software():
   assert ti.peer_gpus == 1 and ti.gpus_per_host_link == 2
   assert ti.ring_link().gb_s == pytest.approx(6.0)
   assert quadro.ring_link().gb_s == pytest.approx(15.75)
+  # tf_cnn_benchmarks' default --local_parameter_device=gpu where the row
+  # sets none, and distributed_replicated always has a ps task
+  one = [
+    r
+    for r in rows
+    if r.variable_update == 'distributed_replicated' and r.num_gpus == 1
+  ][0]
+  assert not one.local_parameter_device and not one.num_ps
+  target = validate_on_paper.hardware_of(one)
+  assert target.local_parameter_device == 'gpu' and target.num_ps == 1
 
 
 def test_the_manual_quotes_the_report():

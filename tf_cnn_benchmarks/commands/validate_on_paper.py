@@ -58,7 +58,14 @@ HARDWARE_RULES = (
   'all-reduce (--compact_gradient_transfer, on by default), else fp32 (AMP '
   'keeps fp32 gradients; Horovod compresses only when asked)',
   "ps tasks: the row's num_ps and ps_placement, else one per worker host "
-  'on the worker hosts (the r1 page and the CSCS scripts ran them there)',
+  'on the worker hosts (the r1 page and the CSCS scripts ran them there); '
+  'distributed_replicated has at least one, even on one GPU (the harness '
+  'refuses it without a cluster: tensorflow/benchmarks@9165a70 '
+  'tf_cnn_benchmarks.py#L830-833)',
+  "local_parameter_device: the row's, else the harness's default, gpu "
+  '(tensorflow/benchmarks@9165a70 tf_cnn_benchmarks.py#L91): replicated '
+  'without a spec then sums each gradient on one GPU, distributed_replicated '
+  "averages a host's towers on its GPUs",
   "peer access: hardware.csv's peer_gpus (the first GPUs that all reach "
   "each other, read in TensorFlow's device interconnect matrix of the "
   "table's own logs); a ring over more goes through host memory (NCCL "
@@ -68,6 +75,11 @@ _AMPERE = ('A100', 'RTX 30', 'A6000', 'A40')
 _DUAL_BOARD = ('K80',)
 _ASSUMED_MBITS = 10000.0
 _RDMA_WORDS = ('infiniband', 'aries', 'roce')
+# tf_cnn_benchmarks' --local_parameter_device default, for rows that leave
+# it unset (tensorflow/benchmarks@9165a70 tf_cnn_benchmarks.py#L91, the
+# harness the r1 page names): distributed_replicated then averages each
+# host's gradients on its GPUs.
+_CLASSIC_PARAMETER_DEVICE = 'gpu'
 # Managers whose bytes between hosts go through TensorFlow's gRPC runtime.
 _GRPC_MANAGERS = ('parameter_server', 'distributed_replicated')
 
@@ -134,6 +146,8 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
   ps = 0
   if row.variable_update in ('parameter_server', 'distributed_replicated'):
     ps = row.num_ps or (hosts if hosts > 1 else 0)
+  if row.variable_update == 'distributed_replicated':
+    ps = max(1, ps)  # the harness refuses it without a cluster (ps tasks)
   shared = 2 if any(w in row.gpu for w in _DUAL_BOARD) else 1
   if hw.hardware.startswith('dgx1'):
     shared = 2
@@ -146,7 +160,8 @@ def hardware_of(row, num_gpus=None, num_hosts=None):
     host_cores=hw.host_cores or 32,
     num_ps=min(ps, hosts) if row.ps_placement != 'own_hosts' else ps,
     ps_placement=row.ps_placement or 'worker_hosts',
-    local_parameter_device=row.local_parameter_device or 'cpu',
+    local_parameter_device=row.local_parameter_device
+    or _CLASSIC_PARAMETER_DEVICE,
     gradient_precision='fp16' if compact else 'fp32',
     gpus_per_host_link=shared,
     peer_gpus=hw.peer_gpus,

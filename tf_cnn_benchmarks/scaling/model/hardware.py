@@ -259,12 +259,20 @@ class HardwareTarget:
   def net_bytes_per_us(self) -> float:
     """Payload bytes/us one host's NIC moves each way: the wire rate's
     payload share, capped by the cores that copy TCP bytes."""
-    t = self.transport()
-    rate = self.link_mbits / 8.0 * t.payload
-    if t.cpu_ns_per_byte > 0:
-      cores = max(1.0, self.host_cores * COMM_CORE_SHARE)
-      rate = min(rate, cores * 1e3 / t.cpu_ns_per_byte)
-    return rate
+    return min(self.wire_bytes_per_us(), self.copy_bytes_per_us())
+
+  def wire_bytes_per_us(self) -> float:
+    """Payload bytes/us of the wire, each way (full duplex)."""
+    return self.link_mbits / 8.0 * self.transport().payload
+
+  def copy_bytes_per_us(self, transport=None) -> float:
+    """Bytes/us the host's comm cores copy through `transport`'s stack
+    (default: the network's), both directions together; inf for RDMA."""
+    t = TRANSPORTS[transport] if transport else self.transport()
+    if t.cpu_ns_per_byte <= 0:
+      return math.inf
+    cores = max(1.0, self.host_cores * COMM_CORE_SHARE)
+    return cores * 1e3 / t.cpu_ns_per_byte
 
   def net_latency_us(self) -> float:
     """One message between hosts: the wire's latency and the transport's."""

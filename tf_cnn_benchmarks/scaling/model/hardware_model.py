@@ -122,8 +122,9 @@ class Costs:
 
   def to_host(self, b):
     """Every GPU's b bytes to host memory (GPUs sharing a PCIe link wait
-    for each other)."""
-    return self.hw.gpus_per_host_link * b / self.b_host / 1000.0
+    for each other; a host with fewer GPUs shares it with fewer)."""
+    sharing = min(self.hw.gpus_per_host_link, self.g)
+    return sharing * b / self.b_host / 1000.0
 
   def cpu_ms(self, b):
     """The host CPU streaming through b bytes once."""
@@ -209,9 +210,15 @@ def _worker_apply_ms(profile):
 
 
 def replicated(profile, hw, spec=None, repacking=0):
-  """One host: every GPU's gradient all-reduced (default NCCL)."""
+  """One host: every GPU's gradient all-reduced by the spec's algorithm;
+  without a spec the classic default (tensorflow/benchmarks
+  batch_allreduce.algorithm_from_params; variable_mgr@9165a70
+  VariableMgrLocalReplicated without --use_nccl): each gradient copied to
+  and summed on one GPU, round-robin (local_parameter_device=gpu), or on
+  the CPU (cpu), and read back from there by every tower."""
   costs = Costs(hw)
-  alg = _one_algorithm(spec) or 'nccl'
+  default = 'copy' if hw.local_parameter_device == 'gpu' else 'pscpu'
+  alg = _one_algorithm(spec) or default
   return _overlapped(
     profile,
     hw,
@@ -262,69 +269,111 @@ def all_reduce_cluster(profile, hw, spec=None, repacking=0):
   )
 
 
-def ps_fractions(profile, hw) -> list:
+def ps_fractions(profile, hw, round_robin=False) -> list:
   """Each ps task's share of the model's bytes: whole variables placed
-  greedily by size in model order (the harness's placer; a variable is
-  never split, so one big variable can load one ps task most)."""
+  greedily by size in model order (the harness's placer for
+  parameter_server; a variable is never split, so one big variable can
+  load one ps task most), or round_robin: variable i on task i mod p
+  (distributed_replicated's shadow variables go through
+  tf.train.replica_device_setter with no ps_strategy, whose default is
+  round-robin: tensorflow/benchmarks@9165a70 tf_cnn_benchmarks.py#L783-784,
+  variable_mgr.py#L585-599)."""
   p = max(1, hw.num_ps)
   sizes = [g.bytes for g in profile.gradients]
+  where = (
+    [i % p for i in range(len(sizes))]
+    if round_robin
+    else st.greedy_placement(sizes, p)
+  )
   load = [0.0] * p
-  for k, n in zip(st.greedy_placement(sizes, p), sizes):
+  for k, n in zip(where, sizes):
     load[k] += n
   total = float(sum(sizes)) or 1.0
   return [x / total for x in load]
 
 
-def _ps_bottleneck_share(hw, fractions):
-  """Bytes the busiest NIC moves each way per byte of the model."""
+def _host_loads(hw, fractions):
+  """[(bytes out, bytes in, bytes by loopback)] per host, per byte of the
+  model every worker pushes (or reads back: out and in swap). A ps task on
+  a worker host takes its own worker's share by loopback, not the NIC."""
   h = hw.num_workers
-  busiest = max(fractions)
   if hw.ps_placement == 'own_hosts':
-    return max(1.0, h * busiest)
-  # A worker host with ps task k: its own pushes to the other ps tasks and
-  # every other worker's to its own.
-  return max(1.0, max((1 - f) + (h - 1) * f for f in fractions))
+    return [(1.0, 0.0, 0.0)] + [(0.0, h * f, 0.0) for f in fractions]
+  loads = [(1.0 - f, (h - 1) * f, f) for f in fractions]
+  if h > len(fractions):  # worker hosts without a ps task
+    loads.append((1.0, 0.0, 0.0))
+  return loads
 
 
-def _local_means_ms(costs, hw, b):
-  """One host's towers' gradient averaged where its variables live."""
+def _ps_net_ms(hw, fractions, nbytes):
+  """Every worker's nbytes to the ps tasks (or back), at the busiest
+  host: its NIC each way at the wire's rate (full duplex), and its comm
+  cores copying both directions' TCP bytes and both ends of the loopback
+  ones (gRPC runs over TCP on the host's own address too)."""
+  wire = hw.wire_bytes_per_us()
+  net_copy = hw.copy_bytes_per_us()
+  loop_copy = hw.copy_bytes_per_us('tcp')
+  worst = 0.0
+  for out, inward, loop in _host_loads(hw, fractions):
+    cores = (out + inward) / net_copy + 2.0 * loop / loop_copy
+    worst = max(worst, max(out, inward) / wire, cores)
+  return worst * nbytes / 1e3
+
+
+def _local_means_ms(costs, hw, b, on_gpus=False):
+  """One host's towers' gradient averaged before its push: on the worker's
+  CPU (every tower's copy over PCIe, then summed), or on_gpus: each tensor
+  gathered on one GPU (round-robin), then one copy to host memory for
+  gRPC."""
   if hw.gpus_per_host <= 1:
     return 0.0
-  if hw.local_parameter_device == 'gpu':
-    return costs.intra('psgpu', b) / 2.0  # a gather, no broadcast
+  if on_gpus:
+    return costs.intra('psgpu', b) / 2.0 + b / costs.b_host / 1e3
   return costs.to_host(b) + costs.cpu_ms(hw.gpus_per_host * b)
 
 
-def _to_towers_ms(costs, hw, nbytes):
-  """The values copied from where they live to every GPU of a host."""
-  if hw.local_parameter_device == 'gpu':
+def _to_towers_ms(costs, hw, nbytes, from_cpu=False):
+  """The values copied from where they are cached to every GPU of a host
+  (from_cpu: from host memory whatever local_parameter_device says)."""
+  if hw.local_parameter_device == 'gpu' and not from_cpu:
     g = hw.gpus_per_host
     return (g - 1) / g * nbytes / costs.b_intra / 1e3
   return costs.to_host(nbytes)
 
 
-def parameter_server(profile, hw, reads_first=True):
-  """Variables on ps tasks (or, on one host, its CPU or GPUs): reads, the
-  compute with each gradient's local mean and push queued behind it, the
-  ps's sum and apply, (distributed_replicated: the reads at the end)."""
+def parameter_server(profile, hw, replicated=False):
+  """Variables on ps tasks (or, on one host, its CPU or GPUs): the compute
+  with each gradient's local mean and push queued behind it, the ps's sum
+  and apply, the reads for the next step.
+
+  parameter_server (tensorflow/benchmarks@9165a70 variable_mgr.py
+  VariableMgrDistributedFetchFromPS): the towers' gradients are averaged
+  on the worker's CPU (param_server_device: a replica_device_setter onto
+  the worker's cpu:0, tf_cnn_benchmarks.py#L783-784); variables are read
+  through a caching device, a GPU or the CPU per local_parameter_device.
+  replicated (distributed_replicated, VariableMgrDistributedReplicated):
+  averaged on the GPUs round-robin when local_parameter_device is gpu,
+  else on the worker's CPU; after the apply the worker's CPU reads each
+  variable once and assigns it to every GPU's copy (variable_mgr.py#L601-617).
+  """
   costs = Costs(hw)
   v = var_bytes(profile)
   if hw.num_workers == 1 and hw.num_ps == 0:
     return _local_parameter_server(profile, hw, costs, v)
-  fractions = ps_fractions(profile, hw)
-  share = _ps_bottleneck_share(hw, fractions)
+  fractions = ps_fractions(profile, hw, round_robin=replicated)
   busiest = max(fractions)
+  on_gpus = replicated and hw.local_parameter_device == 'gpu'
 
   def push(b):
     # the busiest ps task's CPU sums every worker's share of its bytes
     sums = costs.cpu_ms(hw.num_workers * busiest * b)
-    net = share * b / costs.b_net / 1e3
-    return _local_means_ms(costs, hw, b) + max(net, sums)
+    net = _ps_net_ms(hw, fractions, b)
+    return _local_means_ms(costs, hw, b, on_gpus) + max(net, sums)
 
   reads = (
-    share * v / costs.b_net / 1e3
+    _ps_net_ms(hw, fractions, v)
     + costs.l_net / 1e3
-    + _to_towers_ms(costs, hw, v)
+    + _to_towers_ms(costs, hw, v, from_cpu=replicated)
   )
   apply_ms = costs.cpu_ms(APPLY_PASSES * v * busiest)
   step = _overlapped(profile, hw, push, after=apply_ms + costs.l_net / 1e3)
@@ -354,18 +403,20 @@ def hybrid(profile, hw, threshold_bytes=1 << 20):
   costs = Costs(hw)
   big = [g for g in profile.gradients if g.bytes > threshold_bytes]
   fractions = ps_fractions(dataclasses.replace(profile, gradients=big), hw)
-  share = _ps_bottleneck_share(hw, fractions)
   v = sum(g.bytes * 4 / _ITEMSIZE.get(g.dtype, 4) for g in big)
+  on_gpus = hw.local_parameter_device == 'gpu'
 
   def cost(g):
     b = wire_bytes(g, hw)
     if g.bytes > threshold_bytes:
-      return _local_means_ms(costs, hw, b) + share * b / costs.b_net / 1e3
+      return _local_means_ms(costs, hw, b, on_gpus) + _ps_net_ms(
+        hw, fractions, b
+      )
     return ring_ms(b, costs.n, min(costs.b_intra, costs.b_net), costs.l_net)
 
   c, k = _stretched(profile, hw)
   end = fifo_end([(g.ready_ms * k, cost(g)) for g in profile.gradients])
-  reads = share * v / costs.b_net / 1e3 + _to_towers_ms(costs, hw, v)
+  reads = _ps_net_ms(hw, fractions, v) + _to_towers_ms(costs, hw, v)
   total = max(c, end) + costs.cpu_ms(APPLY_PASSES * v) + reads
   return Step(total, c, total - c)
 
@@ -433,7 +484,7 @@ def step(profile, hw, strategy) -> Step:
   if name in ('distributed_all_reduce', 'collective_all_reduce'):
     return all_reduce_cluster(profile, hw, spec, repack)
   if name in ('parameter_server', 'distributed_replicated'):
-    return parameter_server(profile, hw)
+    return parameter_server(profile, hw, name == 'distributed_replicated')
   if name == 'hybrid':
     return hybrid(profile, hw, strategy.hybrid_threshold_bytes)
   raise HardwareStrategyError('--variable_update=%s: not modelled' % name)
