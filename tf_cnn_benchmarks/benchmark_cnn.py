@@ -132,7 +132,12 @@ class BenchmarkCNN:
     self.compute_dtype = params.compute_dtype
     self.loss_scale_config = loss_scale_lib.LossScaleConfig.from_params(params)
     self.num_workers = self.cluster.num_workers if self.cluster else 1
-    self.global_batch_size = params.batch_size * self.layout.num_step_towers
+    # Images of one step: one update, of every micro-step's batches.
+    self.global_batch_size = (
+      params.batch_size
+      * params.gradient_accumulation_steps
+      * self.layout.num_step_towers
+    )
     self.run_context = run_context or self._default_run_context(
       traits, reports_results
     )
@@ -454,7 +459,11 @@ class BenchmarkCNN:
     return step_loop.LoopSettings(
       params=self.params,
       global_batch_size=self.global_batch_size,
-      process_batch_size=self.params.batch_size * len(self.devices),
+      process_batch_size=(
+        self.params.batch_size
+        * self.params.gradient_accumulation_steps
+        * len(self.devices)
+      ),
       print_line=self.print_line,
       is_chief=self.run_context.is_chief,
       during_training=functools.partial(

@@ -139,6 +139,7 @@ def realistic_line(rng, point: dict, repeat: int) -> dict:
     'all_reduce_spec_description': 'copy to the CPU (classic default)',
     'gradient_compression': 'none',
     'powersgd_rank': None,
+    'gradient_accumulation_steps': 1,
     'precision': 'float32',
     'num_devices': devices,
     'num_workers': workers,
