@@ -213,8 +213,9 @@ def row_keys(frame, by='devices'):
   """Configuration keys that name a table row for this frame and --by choice.
 
   Beyond the fixed keys, data_name, the hardware, the gradient compression,
-  the gradient accumulation steps and the count that is not a column become keys when they vary, so
-  different setups are never merged into one median.
+  the gradient accumulation steps and the count that is not a column become
+  keys when they vary, so different setups are never merged into one
+  median.
   """
   _, other = BY_COLUMNS[by]
   keys = list(BASE_ROW_KEYS)
