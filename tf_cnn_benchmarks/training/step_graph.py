@@ -147,7 +147,10 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
       plan, manager, built_towers, loss, learning_rate, accuracy, report
     )
     accuracy = _with_cluster_accuracy(plan, manager, accuracy)
-    extra = accumulation.variables() if accumulation else []
+    extra, micro_steps_done = [], None
+    if accumulation is not None:
+      extra = accumulation.variables()
+      micro_steps_done = accumulation.micro_steps_done()
     checkpointer = _checkpointer(plan, manager, extra)
     init_ops, shared_ready, post_init = _build_init(
       manager, checkpointer, input_init, extra
@@ -172,9 +175,7 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
     flops_per_image=models.flops_per_image_of(built_towers[0].logits),
     accumulation_steps=accumulation.steps if accumulation else 1,
     micro_step_op=micro_op,
-    micro_steps_done=(
-      accumulation.micro_steps_done() if accumulation else None
-    ),
+    micro_steps_done=micro_steps_done,
   )
 
 
