@@ -483,3 +483,41 @@ def test_the_python_api_refuses_the_same(extra, needle):
   assert message.startswith('--gradient_accumulation_steps=')
   assert needle in message
   assert '\n' not in message
+
+
+# ---- multi-worker managers: a 2-worker cluster on 127.0.0.1 -------------
+
+
+# 35-50 s each on 2 shared cores: the slow suite.
+@pytest.mark.slow
+@pytest.mark.parametrize('mode', variable_mgr.cluster_names())
+def test_two_workers_accumulate_like_one_tower_of_the_whole_batch(
+  tmp_path, mode
+):
+  from tests import test_distributed as cluster  # pylint: disable=g-import-not-at-top
+
+  one_graph = mode == 'distributed_all_reduce'
+  extra = ['--all_reduce_spec=xring/pscpu'] if one_graph else []
+  _, records = cluster.launch_ok(
+    tmp_path,
+    2,
+    cluster.LINEAR
+    + ['--variable_update=' + mode, '--gradient_accumulation_steps=%d' % K]
+    + extra,
+    launcher_flags=cluster.TASKS[mode],
+    every_worker_reports=not one_graph,
+  )
+  record = records[0]
+  assert record['gradient_accumulation_steps'] == K
+  assert record['global_batch_size'] == 2 * K * cluster.B
+  assert record['end_step'] == 4  # 1 warm-up + 3 timed updates
+  # Each worker's K micro-batches of B are its share of one step of the
+  # cluster's 2*K*B images.
+  expected = cluster.local_losses(batch_size=2 * K * cluster.B)
+  if one_graph:
+    np.testing.assert_allclose(record['losses'], expected, rtol=1e-5)
+  else:
+    per_worker = cluster.worker_losses(records, 2)
+    np.testing.assert_allclose(
+      (per_worker[0] + per_worker[1]) / 2, expected, rtol=1e-5
+    )
