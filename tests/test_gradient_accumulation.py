@@ -432,6 +432,16 @@ def test_mlperf_log_counts_the_images_of_updates(tmp_path):
   assert starts[0]['samples_count'] == 2 * K * B * 2
 
 
+def test_eval_of_an_accumulating_run_takes_the_same_flags(tmp_path):
+  # An evaluator task gets the training tasks' flags: --eval ignores K.
+  kw = dict(batch_size=B, gradient_accumulation_steps=K, num_batches=1)
+  run(**kw, train_dir=str(tmp_path))
+  evaluated = run(**kw, train_dir=str(tmp_path), eval=True)
+  assert evaluated['mode'] == 'eval'
+  assert evaluated['checkpoint_step'] == 1
+  assert evaluated['global_batch_size'] == B * 2  # no micro-steps
+
+
 def test_params_changed_after_setup_are_checked_again():
   resolved = benchmark_cnn.setup(
     benchmark_cnn.make_params(
@@ -464,6 +474,7 @@ def test_bad_values_are_one_line_exit_2(value):
   [
     (dict(gradient_accumulation_steps=0), 'must be a whole number >= 1'),
     (dict(gradient_accumulation_steps=2, forward_only=True), 'training'),
+    (dict(gradient_accumulation_steps=True), 'whole number'),
     (
       dict(
         gradient_accumulation_steps=2,

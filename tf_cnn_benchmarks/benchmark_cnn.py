@@ -134,9 +134,7 @@ class BenchmarkCNN:
     self.num_workers = self.cluster.num_workers if self.cluster else 1
     # Images of one step: one update, of every micro-step's batches.
     self.global_batch_size = (
-      params.batch_size
-      * params.gradient_accumulation_steps
-      * self.layout.num_step_towers
+      params.batch_size * self.micro_steps * self.layout.num_step_towers
     )
     self.run_context = run_context or self._default_run_context(
       traits, reports_results
@@ -248,6 +246,12 @@ class BenchmarkCNN:
   def training(self) -> bool:
     """Whether the graph trains (else: forward passes only)."""
     return self.plan.mode is params_lib.Mode.TRAIN
+
+  @property
+  def micro_steps(self) -> int:
+    """Micro-steps per step (--gradient_accumulation_steps; 1 unless the
+    graph trains: --eval ignores the flag)."""
+    return self.params.gradient_accumulation_steps if self.training else 1
 
   @property
   def eval_batch_size(self) -> int:
@@ -460,9 +464,7 @@ class BenchmarkCNN:
       params=self.params,
       global_batch_size=self.global_batch_size,
       process_batch_size=(
-        self.params.batch_size
-        * self.params.gradient_accumulation_steps
-        * len(self.devices)
+        self.params.batch_size * self.micro_steps * len(self.devices)
       ),
       print_line=self.print_line,
       is_chief=self.run_context.is_chief,

@@ -5,7 +5,8 @@ Every manager accumulates (the buffers sit before its reduction); what is
 refused is what has no update to accumulate for, or reads its variables
 through a pipeline that a micro-step would drain:
 
-  * --forward_only and --eval: no gradients;
+  * --forward_only: no gradients (--eval, an evaluator task among them,
+    ignores the flag: the training tasks' flags reach it unchanged);
   * --staged_vars: each run of the towers takes the variables staged by
     the previous step's update, and a micro-step applies no update to
     stage the next ones.
@@ -25,10 +26,9 @@ def check(p, error) -> None:
     raise error('%s=%s: must be a whole number >= 1' % (FLAG, steps))
   if steps == 1:
     return
-  if p.forward_only or p.eval:
+  if p.forward_only:
     raise error(
-      '%s=%d: training runs only (not --forward_only or --eval); use 1'
-      % (FLAG, steps)
+      '%s=%d: training runs only (not --forward_only); use 1' % (FLAG, steps)
     )
   if getattr(p, 'staged_vars', False):
     raise error(
