@@ -19,6 +19,7 @@ from tests import testing_models
 from tests.test_driver import Session
 from tf_cnn_benchmarks import benchmark_cnn
 from tf_cnn_benchmarks.config import params as params_lib
+from tf_cnn_benchmarks.reporting import run_header
 from tf_cnn_benchmarks.training import step_loop
 import variable_mgr
 
@@ -413,6 +414,16 @@ def mlperf_events(path):
       event = json.loads(line[len(':::MLLOG ') :])
       out.append((event['key'], event['value'], event['metadata']))
   return out
+
+
+@pytest.mark.parametrize('steps', [1, 3])
+def test_the_header_says_the_micro_steps_and_the_global_batch(steps):
+  p = linear_params(batch_size=B, gradient_accumulation_steps=steps)
+  bench = benchmark_cnn.BenchmarkCNN(p, out=io.StringIO())
+  rows = dict(run_header.header_rows(bench.facts, bench._session_config()))
+  assert rows['Batch size'] == '%d global' % (steps * B * 2)
+  words = rows['Accumulation'].split()
+  assert words[0] == ('none' if steps == 1 else str(steps))
 
 
 def test_mlperf_log_counts_the_images_of_updates(tmp_path):

@@ -132,10 +132,8 @@ class BenchmarkCNN:
     self.compute_dtype = params.compute_dtype
     self.loss_scale_config = loss_scale_lib.LossScaleConfig.from_params(params)
     self.num_workers = self.cluster.num_workers if self.cluster else 1
-    # Images of one step: one update, of every micro-step's batches.
-    self.global_batch_size = (
-      params.batch_size * self.micro_steps * self.layout.num_step_towers
-    )
+    towers = self.layout.num_step_towers  # a step: every micro-step's
+    self.global_batch_size = params.batch_size * self.micro_steps * towers
     self.run_context = run_context or self._default_run_context(
       traits, reports_results
     )

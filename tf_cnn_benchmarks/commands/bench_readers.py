@@ -36,6 +36,7 @@ MANAGERS = ('replicated', 'parameter_server', 'independent', 'hybrid')
 STEPS = 50  # timed steps of each line (and 5 warm-up steps)
 # The keys of a training line that are the same in every line here.
 TRAINING_KEYS = {
+  'gradient_accumulation_steps': 1,
   'start_step': 0,
   'end_step': STEPS + 5,
   'evals': None,
@@ -139,7 +140,6 @@ def realistic_line(rng, point: dict, repeat: int) -> dict:
     'all_reduce_spec_description': 'copy to the CPU (classic default)',
     'gradient_compression': 'none',
     'powersgd_rank': None,
-    'gradient_accumulation_steps': 1,
     'precision': 'float32',
     'num_devices': devices,
     'num_workers': workers,

@@ -112,27 +112,19 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
   with graph.as_default():
     with tf.device(manager.global_step_device):
       global_step = tf1.train.get_or_create_global_step()
-    loss_scale = None
-    if plan.loss_scale_config and plan.training:
-      loss_scale = loss_scale_lib.LossScale(
-        plan.loss_scale_config, manager.global_step_device
-      )
+    loss_scale = _loss_scale(plan, manager)
     accumulation = _accumulation(plan, manager)
     batches, input_init = _inputs(plan, manager, accumulation)
     built_towers = graph_lib.build_towers(
       plan.spec, manager, batches, _tower_options(plan, loss_scale)
     )
     loss = _mean_loss(plan, manager, built_towers)
-    grads = [t.grads_and_vars for t in built_towers]
-    accumulated = None
-    if accumulation is not None:
-      accumulated = accumulation.build(grads, loss, manager.tower_devices)
-      grads, loss = accumulated.tower_grads, accumulated.loss
+    step, loss = _Step.of(built_towers, loss, accumulation, manager)
     accuracy = step_report.accuracy_tensors(built_towers, manager.cpu_device)
     step_op, learning_rate, micro_op = _build_step(
       plan,
       manager,
-      _Step(built_towers, grads, accumulation, accumulated),
+      step,
       global_step,
       loss_scale,
       _worker_means(plan, manager, loss, accuracy),
@@ -147,13 +139,8 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
       plan, manager, built_towers, loss, learning_rate, accuracy, report
     )
     accuracy = _with_cluster_accuracy(plan, manager, accuracy)
-    extra, micro_steps_done = [], None
-    if accumulation is not None:
-      extra = accumulation.variables()
-      micro_steps_done = accumulation.micro_steps_done()
-    checkpointer = _checkpointer(plan, manager, extra)
-    init_ops, shared_ready, post_init = _build_init(
-      manager, checkpointer, input_init, extra
+    checkpointer, init_ops, shared_ready, post_init = _saved_and_init(
+      plan, manager, input_init, accumulation
     )
   return BuiltGraph(
     graph,
@@ -175,7 +162,7 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
     flops_per_image=models.flops_per_image_of(built_towers[0].logits),
     accumulation_steps=accumulation.steps if accumulation else 1,
     micro_step_op=micro_op,
-    micro_steps_done=micro_steps_done,
+    micro_steps_done=step.micro_steps_done,
   )
 
 
@@ -191,6 +178,34 @@ class _Step:
   grads: list
   accumulation: accumulation_lib.GradientAccumulation | None = None
   accumulated: accumulation_lib.AccumulatedStep | None = None
+  micro_steps_done: tf.Tensor | None = None
+
+  @classmethod
+  def of(cls, towers, loss, accumulation, manager) -> tuple:
+    """(the _Step, the loss the update reports: `loss`, or with
+    accumulation the mean of the update's micro-steps' losses)."""
+    grads = [t.grads_and_vars for t in towers]
+    if accumulation is None:
+      return cls(towers, grads), loss
+    # Each tower's buffers on its device.
+    accumulated = accumulation.build(grads, loss, manager.tower_devices)
+    step = cls(
+      towers,
+      accumulated.tower_grads,
+      accumulation,
+      accumulated,
+      accumulation.micro_steps_done(),
+    )
+    return step, accumulated.loss
+
+
+def _loss_scale(plan: StepGraphPlan, manager):
+  """The graph's LossScale (fp16 training), or None."""
+  if not (plan.loss_scale_config and plan.training):
+    return None
+  return loss_scale_lib.LossScale(
+    plan.loss_scale_config, manager.global_step_device
+  )
 
 
 def _accumulation(plan: StepGraphPlan, manager):
@@ -401,6 +416,14 @@ def _build_update(
     reads = [g for gv in step.grads for g, _ in gv] + [loss, train_op]
     train_op = step.accumulation.reset(reads)
   return tf.group(train_op, *stat_updates, name='step'), lr
+
+
+def _saved_and_init(plan, manager, input_init, accumulation) -> tuple:
+  """(checkpointer, init ops, shared-ready report, post-init ops); the
+  accumulation's variables are this process's own to save and initialise."""
+  extra = accumulation.variables() if accumulation else []
+  checkpointer = _checkpointer(plan, manager, extra)
+  return (checkpointer, *_build_init(manager, checkpointer, input_init, extra))
 
 
 def _build_init(manager, checkpointer, input_init, extra=()) -> tuple:
