@@ -122,6 +122,37 @@ def test_k_micro_steps_of_b_train_as_one_step_of_k_times_b(tmp_path, manager):
   assert np.max(np.abs(np.array(alone['losses']) - whole['losses'])) > 1e-3
 
 
+@pytest.mark.parametrize('compression', ['fp16_ef', 'powersgd'])
+def test_compressors_see_the_update_once(tmp_path, compression):
+  # The compressor acts on the update's reduction of the mean gradient:
+  # its state (error feedback, PowerSGD's Q) moves once per update, as in
+  # one step of K*B.
+  kw = dict(variable_update='replicated', gradient_compression=compression)
+  accumulated = run(
+    batch_size=B,
+    gradient_accumulation_steps=K,
+    train_dir=str(tmp_path / 'a'),
+    **kw,
+  )
+  whole = run(batch_size=K * B, train_dir=str(tmp_path / 'w'), **kw)
+  np.testing.assert_allclose(accumulated['losses'], whole['losses'], rtol=RTOL)
+  weights, expected = (
+    model_weights(tmp_path / 'a'),
+    model_weights(tmp_path / 'w'),
+  )
+  assert sorted(weights) == sorted(expected)
+  for name, value in expected.items():
+    if name.startswith('gradient_compression/'):
+      # Residuals of 16-bit roundings: a last-bit change of the gradient
+      # is large against them; what they feed, the weights, is compared.
+      continue
+    # A last-bit float32 difference of a mean can flip the 16-bit rounding
+    # of one element: one float16 ulp (2**-10 relative) of the array's
+    # largest value.
+    atol = 2.0**-10 * float(np.max(np.abs(value)))
+    np.testing.assert_allclose(weights[name], value, rtol=0, atol=atol)
+
+
 @pytest.fixture(scope='module')
 def cifar_dir(tmp_path_factory):
   return helpers.fake_cifar10(tmp_path_factory)[0]
