@@ -1,9 +1,12 @@
 """--gradient_accumulation_steps=K (issue 56, item 6), in every manager.
 
-K micro-steps of batch B train exactly as one step of batch K*B; the
-reduction and the optimizers run once per K micro-steps; a checkpoint taken
-between micro-steps resumes exactly; the fp16 loss scale moves once per
-update; the global step, the learning rate and epochs count updates.
+K micro-steps of batch B train exactly as one step of batch K*B (every
+local manager of the registry; every cluster manager with two workers, in
+the slow suite; synthetic data and records; compressors); the reduction and
+the optimizers run once per K micro-steps; a checkpoint taken between
+micro-steps resumes exactly; the fp16 loss scale moves once per update; the
+global step, the learning rate, epochs and the MLPerf log count updates;
+bad values are one line.
 """
 
 import collections
