@@ -537,3 +537,27 @@ def test_rows_split_by_gradient_compression(tmp_path):
   # One compression only: not a row key (the tables stay as they were).
   summary, keys = compare.summarize_files([REPEATS])
   assert 'gradient_compression' not in keys
+
+
+def test_rows_split_by_gradient_accumulation_steps(tmp_path):
+  # K micro-steps per update make another batch: two rows, never one
+  # median; lines from before the key count as 1.
+  lines = []
+  for steps, ips in ((1, 100.0), (4, 120.0)):
+    for n in (1, 2):
+      line = report_testing.record('replicated', n, ips * n)
+      line.update(gradient_accumulation_steps=steps)
+      lines.append(line)
+  old = report_testing.record('replicated', 2, 300.0)
+  old.pop('gradient_accumulation_steps', None)
+  lines.append(old)
+  path = report_testing.write_records(tmp_path / 'a.jsonl', lines)
+  summary, keys = compare.summarize_files([path])
+  assert 'gradient_accumulation_steps' in keys
+  by_steps = {
+    k: dict(zip(rows['count'], rows['images_per_sec']))
+    for k, rows in summary.groupby('gradient_accumulation_steps')
+  }
+  assert by_steps == {1: {1: 100.0, 2: 250.0}, 4: {1: 120.0, 2: 240.0}}
+  summary, keys = compare.summarize_files([REPEATS])
+  assert 'gradient_accumulation_steps' not in keys

@@ -112,6 +112,7 @@ BASE_KEYS = {
   'images_per_sec_spread',
   'gradient_compression',  # issue 56: the compressor and its setting
   'powersgd_rank',
+  'gradient_accumulation_steps',  # issue 56, item 6: micro-steps per update
 }
 EVAL_KEYS = {
   'checkpoint_step': 4,

@@ -132,7 +132,8 @@ class BenchmarkCNN:
     self.compute_dtype = params.compute_dtype
     self.loss_scale_config = loss_scale_lib.LossScaleConfig.from_params(params)
     self.num_workers = self.cluster.num_workers if self.cluster else 1
-    self.global_batch_size = params.batch_size * self.layout.num_step_towers
+    towers = self.layout.num_step_towers  # a step: every micro-step's
+    self.global_batch_size = params.batch_size * self.micro_steps * towers
     self.run_context = run_context or self._default_run_context(
       traits, reports_results
     )
@@ -243,6 +244,12 @@ class BenchmarkCNN:
   def training(self) -> bool:
     """Whether the graph trains (else: forward passes only)."""
     return self.plan.mode is params_lib.Mode.TRAIN
+
+  @property
+  def micro_steps(self) -> int:
+    """Micro-steps per step (--gradient_accumulation_steps; 1 unless the
+    graph trains: --eval ignores the flag)."""
+    return self.params.gradient_accumulation_steps if self.training else 1
 
   @property
   def eval_batch_size(self) -> int:
@@ -454,7 +461,9 @@ class BenchmarkCNN:
     return step_loop.LoopSettings(
       params=self.params,
       global_batch_size=self.global_batch_size,
-      process_batch_size=self.params.batch_size * len(self.devices),
+      process_batch_size=(
+        self.params.batch_size * self.micro_steps * len(self.devices)
+      ),
       print_line=self.print_line,
       is_chief=self.run_context.is_chief,
       during_training=functools.partial(

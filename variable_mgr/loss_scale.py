@@ -174,7 +174,9 @@ class LossScale:
     with tf.device(self.device):
       return tf.reduce_all(tf.stack(self._verdicts))
 
-  def guard_statistics(self, stat_updates: Sequence) -> list:
+  def guard_statistics(
+    self, stat_updates: Sequence, finite: tf.Tensor | None = None
+  ) -> list:
     """`stat_updates` (batch-norm moving statistics) under the step's guard.
 
     A skipped step must move no variable: the statistics' assign ops are
@@ -183,15 +185,19 @@ class LossScale:
     A process that does not apply the update itself (a non-chief worker of
     a synchronous ps mode) records the verdict it receives from the one
     that does. Returns them unchanged without automatic scaling.
+
+    finite: the verdict to guard them on instead of the step's (a
+    gradient-accumulation micro-step's own, which applies nothing).
     """
     if not self.config.auto or not stat_updates:
       return list(stat_updates)
-    if not self._verdicts:
+    if finite is None and not self._verdicts:
       raise ValueError(
         'automatic loss scaling: the statistics of a step whose verdict '
         'this process never learns cannot be guarded'
       )
-    finite = self.step_verdict()
+    if finite is None:
+      finite = self.step_verdict()
 
     def updates():
       return [_rebuild_assign(op) for op in stat_updates]

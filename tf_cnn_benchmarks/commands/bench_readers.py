@@ -36,6 +36,7 @@ MANAGERS = ('replicated', 'parameter_server', 'independent', 'hybrid')
 STEPS = 50  # timed steps of each line (and 5 warm-up steps)
 # The keys of a training line that are the same in every line here.
 TRAINING_KEYS = {
+  'gradient_accumulation_steps': 1,
   'start_step': 0,
   'end_step': STEPS + 5,
   'evals': None,

@@ -25,6 +25,7 @@ import models
 from models import resnet
 from tf_cnn_benchmarks.cluster import slurm
 from tf_cnn_benchmarks.cluster import spec as cluster_spec
+from tf_cnn_benchmarks.config import accumulation_checks
 from tf_cnn_benchmarks.config import auto_lengths
 from tf_cnn_benchmarks.config import datasets
 from tf_cnn_benchmarks.config import fields
@@ -261,6 +262,7 @@ def _check_manager_and_flags(p, cluster, manager_cls, device: str) -> None:
     _check_cluster(p, cluster, manager_cls)
   _check_all_reduce(p, manager_cls, device)
   _check_compression(p, manager_cls)
+  accumulation_checks.check(p, params_lib.ParamsError)
   _check_gpu_all_reduce_in_cluster(p, cluster)
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
@@ -276,7 +278,9 @@ def _with_defaults(p, model, data_name, cluster, *, device, data_format):
       # As in the classic harness, one step consumes every worker's batches.
       examples = datasets.get(data_name).num_train_examples
       workers = cluster.num_workers if cluster is not None else 1
-      global_batch = batch_size * p.num_gpus * workers
+      global_batch = (
+        batch_size * p.gradient_accumulation_steps * p.num_gpus * workers
+      )
       # Classic's rounding, not ceil: the fractional example is dropped
       # before rounding up (128.4 examples in 64s are 2 steps, not 3).
       num_batches = max(

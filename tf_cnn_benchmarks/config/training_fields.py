@@ -96,6 +96,14 @@ class TrainingFields:
     'Rank of the approximations of --gradient_compression=powersgd.',
     classic=False,
   )
+  gradient_accumulation_steps: int = _strategy_graph_field(
+    1,
+    'Micro-steps per update: each of the first K-1 adds its gradients to '
+    'buffers; the K-th reduces the sum / K and applies it. A step (global '
+    'step, --num_batches, images/sec, epochs) is one update of K x '
+    '--batch_size images per device. 1: every step updates.',
+    classic=False,
+  )
   variable_consistency: str = _strategy_graph_field(
     'strong',
     'strong: each step applies its own gradients. relaxed: the '

@@ -50,6 +50,7 @@ COLUMNS = (
   'gradient_compression',
   'precision',
   'batch_size_per_device',
+  'gradient_accumulation_steps',
   'num_devices',
   'num_workers',
   'images_per_sec',
@@ -240,6 +241,12 @@ def _row_from_record(path: str, number: int, record: dict) -> dict:
     'gradient_compression': compression_label(record),
     'precision': str(record['precision']),
     'batch_size_per_device': record['batch_size_per_device'],
+    # Lines older than the key: every step was one update.
+    'gradient_accumulation_steps': (
+      record['gradient_accumulation_steps']
+      if _is_int(record.get('gradient_accumulation_steps'))
+      else 1
+    ),
     'num_devices': num_devices,
     'num_workers': num_workers,
     'images_per_sec': ips,

@@ -226,6 +226,9 @@ class BenchmarkResult:
   # powersgd): compression/catalog.result_keys.
   gradient_compression: str = dataclasses.field(default='none', kw_only=True)
   powersgd_rank: int | None = dataclasses.field(default=None, kw_only=True)
+  # --gradient_accumulation_steps: micro-steps per update (a step and
+  # global_batch_size count one update of all of them).
+  gradient_accumulation_steps: int = dataclasses.field(default=1, kw_only=True)
   precision: str
   num_devices: int
   num_workers: int

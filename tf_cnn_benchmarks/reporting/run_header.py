@@ -93,6 +93,7 @@ def header_rows(facts: run_facts.RunFacts, session_config) -> list[tuple]:
       'Compression',
       compression_catalog.describe(p.gradient_compression, p.powersgd_rank),
     ),
+    ('Accumulation', _accumulation(p.gradient_accumulation_steps)),
     *gpu_runtime.header_rows(session_config, gpu_runtime.environment(p)),
   ]
   if p.train_dir:
@@ -101,3 +102,10 @@ def header_rows(facts: run_facts.RunFacts, session_config) -> list[tuple]:
     runtime_knobs.header_rows(p, in_cluster=facts.cluster is not None)
   )
   return rows
+
+
+def _accumulation(steps: int) -> str:
+  """The header's Accumulation row (--gradient_accumulation_steps)."""
+  if steps == 1:
+    return 'none (every step updates)'
+  return '%d micro-steps per update (a step is one update)' % steps

@@ -214,6 +214,7 @@ def make_result(
     all_reduce_spec=p.all_reduce_spec,
     all_reduce_spec_description=facts.manager.all_reduce_description(),
     **compression_catalog.result_keys(p.gradient_compression, p.powersgd_rank),
+    gradient_accumulation_steps=p.gradient_accumulation_steps,
     precision=facts.precision,
     num_devices=num_devices,
     num_workers=num_workers,

@@ -21,6 +21,7 @@ from tf_cnn_benchmarks.training import graph as graph_lib
 from tf_cnn_benchmarks.training import learning_rates
 from tf_cnn_benchmarks.training import optimizers
 from tf_cnn_benchmarks.training import tower_inputs
+from variable_mgr import accumulation as accumulation_lib
 from variable_mgr import base
 from variable_mgr import loss_scale as loss_scale_lib
 from variable_mgr import traits as traits_lib
@@ -60,6 +61,13 @@ class BuiltGraph:
   # Tower 0's forward FLOPs per image, counted in this graph (None: not
   # static); the results' TFLOP/s and MFU need no graph of their own.
   flops_per_image: int | None = None
+  # --gradient_accumulation_steps=K > 1: step_op is the update (the K-th
+  # micro-step); micro_step_op one of the K-1 before it, which only adds
+  # the towers' gradients to buffers; micro_steps_done the count of those
+  # since the last update (a checkpoint between micro-steps holds it).
+  accumulation_steps: int = 1
+  micro_step_op: tf.Operation | None = None
+  micro_steps_done: tf.Tensor | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +99,7 @@ def images_per_global_step(params, traits, layout, in_cluster: bool) -> int:
     or traits_lib.workers_in_lockstep(traits, params.cross_replica_sync)
   )
   return learning_rates.images_per_global_step(
-    params.batch_size,
+    params.batch_size * params.gradient_accumulation_steps,
     len(layout.tower_devices),
     layout.num_graphs,
     each_worker_moves_step=alone,
@@ -104,21 +112,19 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
   with graph.as_default():
     with tf.device(manager.global_step_device):
       global_step = tf1.train.get_or_create_global_step()
-    loss_scale = None
-    if plan.loss_scale_config and plan.training:
-      loss_scale = loss_scale_lib.LossScale(
-        plan.loss_scale_config, manager.global_step_device
-      )
-    batches, input_init = _inputs(plan, manager)
+    loss_scale = _loss_scale(plan, manager)
+    accumulation = _accumulation(plan, manager)
+    batches, input_init = _inputs(plan, manager, accumulation)
     built_towers = graph_lib.build_towers(
       plan.spec, manager, batches, _tower_options(plan, loss_scale)
     )
     loss = _mean_loss(plan, manager, built_towers)
+    step, loss = _Step.of(built_towers, loss, accumulation, manager)
     accuracy = step_report.accuracy_tensors(built_towers, manager.cpu_device)
-    step_op, learning_rate = _build_step(
+    step_op, learning_rate, micro_op = _build_step(
       plan,
       manager,
-      built_towers,
+      step,
       global_step,
       loss_scale,
       _worker_means(plan, manager, loss, accuracy),
@@ -133,9 +139,8 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
       plan, manager, built_towers, loss, learning_rate, accuracy, report
     )
     accuracy = _with_cluster_accuracy(plan, manager, accuracy)
-    checkpointer = _checkpointer(plan, manager)
-    init_ops, shared_ready, post_init = _build_init(
-      manager, checkpointer, input_init
+    checkpointer, init_ops, shared_ready, post_init = _saved_and_init(
+      plan, manager, input_init, accumulation
     )
   return BuiltGraph(
     graph,
@@ -155,11 +160,72 @@ def build(plan: StepGraphPlan, manager) -> BuiltGraph:
     tower_inputs=tuple(batches),
     input_init=tuple(input_init),
     flops_per_image=models.flops_per_image_of(built_towers[0].logits),
+    accumulation_steps=accumulation.steps if accumulation else 1,
+    micro_step_op=micro_op,
+    micro_steps_done=step.micro_steps_done,
   )
 
 
-def _inputs(plan: StepGraphPlan, manager) -> tuple:
+@dataclasses.dataclass(frozen=True)
+class _Step:
+  """What a training step is built from besides the manager.
+
+  grads: per tower, what the manager reduces (the towers' own gradients,
+  or with accumulation the mean of the update's micro-steps').
+  """
+
+  towers: list
+  grads: list
+  accumulation: accumulation_lib.GradientAccumulation | None = None
+  accumulated: accumulation_lib.AccumulatedStep | None = None
+  micro_steps_done: tf.Tensor | None = None
+
+  @classmethod
+  def of(cls, towers, loss, accumulation, manager) -> tuple:
+    """(the _Step, the loss the update reports: `loss`, or with
+    accumulation the mean of the update's micro-steps' losses)."""
+    grads = [t.grads_and_vars for t in towers]
+    if accumulation is None:
+      return cls(towers, grads), loss
+    # Each tower's buffers on its device.
+    accumulated = accumulation.build(grads, loss, manager.tower_devices)
+    step = cls(
+      towers,
+      accumulated.tower_grads,
+      accumulation,
+      accumulated,
+      accumulation.micro_steps_done(),
+    )
+    return step, accumulated.loss
+
+
+def _loss_scale(plan: StepGraphPlan, manager):
+  """The graph's LossScale (fp16 training), or None."""
+  if not (plan.loss_scale_config and plan.training):
+    return None
+  return loss_scale_lib.LossScale(
+    plan.loss_scale_config, manager.global_step_device
+  )
+
+
+def _accumulation(plan: StepGraphPlan, manager):
+  """The run's GradientAccumulation, or None (K = 1, or no training)."""
+  steps = plan.params.gradient_accumulation_steps
+  if steps == 1 or not plan.training:
+    return None
+  # Workers with a graph each may share a checkpoint: buffers per worker.
+  cluster = manager.cluster
+  suffix = '_worker_%d' % cluster.task_index if cluster is not None else ''
+  return accumulation_lib.GradientAccumulation(
+    steps, manager.cpu_device, suffix
+  )
+
+
+def _inputs(plan: StepGraphPlan, manager, accumulation) -> tuple:
   """The training split's (images, labels) per tower and their init ops."""
+  micro_steps = None
+  if accumulation is not None:
+    micro_steps = (accumulation.steps, accumulation.micro_index())
   return tower_inputs.tower_batches(
     plan.inputs,
     plan.layout.tower_devices,
@@ -169,6 +235,7 @@ def _inputs(plan: StepGraphPlan, manager) -> tuple:
     num_streams=plan.layout.num_step_towers,
     batch_size=plan.params.batch_size,
     host_device=manager.cpu_device,
+    micro_steps=micro_steps,
   )
 
 
@@ -270,21 +337,41 @@ def _summaries(
 
 
 def _build_step(
-  plan: StepGraphPlan, manager, built_towers, global_step, loss_scale, loss
+  plan: StepGraphPlan, manager, step: _Step, global_step, loss_scale, loss
 ) -> tuple:
-  """(the op of one step, the learning rate or None when not training)."""
-  stat_updates = manager.stat_update_ops([t.update_ops for t in built_towers])
+  """(the op of one step (an update), the learning rate or None when not
+  training, the micro-step op or None without accumulation)."""
+  stat_updates = manager.stat_update_ops([t.update_ops for t in step.towers])
   if not plan.training:
-    return tf.group(*stat_updates, name='forward_only'), None
-  return _build_update(
-    plan, manager, built_towers, global_step, stat_updates, loss_scale, loss
+    return tf.group(*stat_updates, name='forward_only'), None, None
+  train_op, lr = _build_update(
+    plan, manager, step, global_step, stat_updates, loss_scale, loss
   )
+  if step.accumulation is None:
+    return train_op, lr, None
+  return train_op, lr, _micro_step(step, stat_updates, loss_scale)
+
+
+def _micro_step(step: _Step, stat_updates, loss_scale) -> tf.Operation:
+  """One of the K-1 micro-steps before an update: the towers' gradients
+  added to the buffers, the batch-norm statistics moved. With automatic
+  loss scaling a micro-step whose own gradients are not finite moves no
+  statistic (its inf/nan reaches the update's check through the buffers)."""
+  if loss_scale is not None and stat_updates:
+    finite = loss_scale.all_finite(
+      [
+        (loss_scale.device, gv)
+        for gv in (t.grads_and_vars for t in step.towers)
+      ]
+    )
+    stat_updates = loss_scale.guard_statistics(stat_updates, finite)
+  return tf.group(*step.accumulated.micro_ops, *stat_updates, name='micro_step')
 
 
 def _build_update(
   plan: StepGraphPlan,
   manager,
-  built_towers,
+  step: _Step,
   global_step,
   stat_updates,
   loss_scale,
@@ -311,10 +398,10 @@ def _build_update(
   # parts of it (the L2 term) feed no gradient, so nothing else orders
   # them before the in-place updates.
   with tf.control_dependencies(
-    base.all_done([t.loss for t in built_towers], 'losses_ready')
+    base.all_done([t.loss for t in step.towers], 'losses_ready')
   ):
     train_op = manager.build_train_op(
-      [t.grads_and_vars for t in built_towers],
+      step.grads,
       base.StepUpdate(
         make_optimizer,
         global_step,
@@ -325,16 +412,31 @@ def _build_update(
     )
   if loss_scale is not None:  # a skipped step moves no statistic either
     stat_updates = loss_scale.guard_statistics(stat_updates)
+  if step.accumulation is not None:  # after the update read them
+    reads = [g for gv in step.grads for g, _ in gv] + [loss, train_op]
+    train_op = step.accumulation.reset(reads)
   return tf.group(train_op, *stat_updates, name='step'), lr
 
 
-def _build_init(manager, checkpointer, input_init) -> tuple:
-  """(init ops, report of shared variables not yet ready, post-init ops)."""
+def _saved_and_init(plan, manager, input_init, accumulation) -> tuple:
+  """(checkpointer, init ops, shared-ready report, post-init ops); the
+  accumulation's variables are this process's own to save and initialise."""
+  extra = accumulation.variables() if accumulation else []
+  checkpointer = _checkpointer(plan, manager, extra)
+  return (checkpointer, *_build_init(manager, checkpointer, input_init, extra))
+
+
+def _build_init(manager, checkpointer, input_init, extra=()) -> tuple:
+  """(init ops, report of shared variables not yet ready, post-init ops).
+
+  extra: variables of this process's own beside the manager's (the
+  gradient accumulation's).
+  """
   restored = set(checkpointer.restored_variables if checkpointer else ())
+  mine = list(manager.initialized_variables())
+  mine += [v for v in extra if v not in set(mine)]
   init_ops = (
-    tf1.variables_initializer(
-      [v for v in manager.initialized_variables() if v not in restored]
-    ),
+    tf1.variables_initializer([v for v in mine if v not in restored]),
     tf1.local_variables_initializer(),
     *input_init,
   )
@@ -348,17 +450,23 @@ def _build_init(manager, checkpointer, input_init) -> tuple:
 
 
 def _checkpointer(
-  plan: StepGraphPlan, manager
+  plan: StepGraphPlan, manager, extra=()
 ) -> checkpoints.Checkpointer | None:
-  """Saver ops for --train_dir (or a scratch dir for evals in training)."""
+  """Saver ops for --train_dir (or a scratch dir for evals in training).
+
+  extra: variables of this process's own saved under their own names
+  beside the manager's (the gradient accumulation's).
+  """
   p = plan.params
   train_dir = plan.checkpoint_dir
   # Classic: --forward_only with --train_dir infers with the checkpoint.
   if train_dir is None or not (plan.training or p.train_dir):
     return None
   saved = manager.savable_variables()
+  for v in extra:
+    base.add_savable(saved, v.op.name, v)
   latest = checkpoints.latest_checkpoint(p.train_dir)
-  mine = set(manager.initialized_variables())
+  mine = set(manager.initialized_variables()) | set(extra)
   restore = {}
   if latest:
     model = manager.tower_trainable_variables(0)

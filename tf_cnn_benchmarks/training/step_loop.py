@@ -150,6 +150,7 @@ class StepLoop:
     # Built once: a step is then one call with no fetch structure to parse,
     # the per-step Python work the timed path can spare (issue 27).
     self._run_step = sess.make_callable(self.step_fetches.tensors)
+    self._micro = _MicroSteps(sess, built)
     self._run_step_summarised = None
     if self.writer is not None:
       self._run_step_summarised = sess.make_callable(
@@ -259,6 +260,7 @@ class StepLoop:
     )
     run = self._run_step_summarised if summarise else self._run_step
     start = time.perf_counter()
+    self._micro.run_before_update()
     values = run()
     seconds = time.perf_counter() - start
     self.step += 1
@@ -304,5 +306,32 @@ class StepLoop:
     """An untimed step with tracing options (see profiling.py)."""
     # The loss too: with --forward_only the step op alone computes nothing.
     fetches = [self.built.step_op, self.built.loss]
+    self._micro.run_before_update()
     self.sess.run(fetches, options=options, run_metadata=metadata)
     self.step += 1
+
+
+class _MicroSteps:
+  """The micro-steps of --gradient_accumulation_steps before each update.
+
+  A step of the loop is one update: K-1 micro-steps, then the step op. A
+  run resumed from a checkpoint taken between micro-steps runs only those
+  left of its first update.
+  """
+
+  def __init__(self, sess, built: step_graph.BuiltGraph):
+    self._run = None
+    self._due = 0
+    if built.micro_step_op is not None:
+      self._run = sess.make_callable(built.micro_step_op)
+      self._steps = built.accumulation_steps
+      done = int(sess.run(built.micro_steps_done))
+      self._due = self._steps - 1 - done
+
+  def run_before_update(self) -> None:
+    """Runs the micro-steps due before the next update."""
+    if self._run is None:
+      return
+    for _ in range(self._due):
+      self._run()
+    self._due = self._steps - 1

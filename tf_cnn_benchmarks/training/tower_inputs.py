@@ -39,14 +39,22 @@ def tower_batches(
   num_streams: int,
   batch_size: int,
   host_device: str,
+  micro_steps: tuple | None = None,
 ) -> tuple:
   """([(images, labels)] per device, [ops to run once after init]).
 
   Synthetic data, or streams read from the records (their iterators start
   with the returned ops). batch_size: per device. host_device: where the
-  record pipeline runs.
+  record pipeline runs. micro_steps: (K, the micro-step's index tensor)
+  with gradient accumulation: each tower holds the K x batch_size
+  synthetic examples a step of that batch would, and micro-step m reads
+  its m-th slice (records: each micro-step reads the next batch).
   """
   if source.options is None:
+    if micro_steps is not None:
+      return _micro_batches(
+        source, devices, first_stream, batch_size, *micro_steps
+      ), []
     return _synthetic_batches(source, devices, first_stream, batch_size), []
   streams = data_sources.tower_batches(
     source.options,
@@ -84,3 +92,27 @@ def _synthetic_batches(
         )
       )
   return batches
+
+
+def _micro_batches(
+  source: InputSource,
+  devices: Sequence[str],
+  first_stream: int,
+  batch_size: int,
+  steps: int,
+  index: tf.Tensor,
+) -> list:
+  """Micro-step `index`'s slice of the synthetic batches of K x batch_size:
+  K micro-steps together see exactly one step of that batch's examples."""
+  out = []
+  whole = _synthetic_batches(source, devices, first_stream, steps * batch_size)
+  for device, (images, labels) in zip(devices, whole):
+    with tf.device(device), xla.not_compiled():
+      start = tf.cast(index, tf.int32) * batch_size
+      parts = []
+      for t in (images, labels):
+        part = t[start : start + batch_size]
+        part.set_shape([batch_size, *t.shape[1:]])
+        parts.append(part)
+    out.append(tuple(parts))
+  return out
