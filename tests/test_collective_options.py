@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import io
+import json
 import math
 import re
 
@@ -20,13 +21,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import report_testing
 from tests import test_distributed as distributed
 from tests import test_gpu_graphs as gpu
 from tests.helpers import cli_status
 from tests.test_driver import Session
 from tf_cnn_benchmarks import benchmark_cnn
+from tf_cnn_benchmarks.commands import compare
 from tf_cnn_benchmarks.config import params as params_lib
 from variable_mgr import allreduce
+from variable_mgr import collective_catalog
 from variable_mgr import collective_keys
 from variable_mgr import collective_options
 from variable_mgr import collectives
@@ -66,9 +70,7 @@ def _trained(**flags):
   """(v0's values after two steps, the graph's reduce ops) of a run."""
   run = Session(params_lib.make_params(**dict(REPLICATED, **flags)))
   reduces = _collective_ops(run.built.graph, ('CollectiveReduceV2',))
-  gradients = [
-    op.inputs[0] for op in reduces if op.device == reduces[0].device
-  ]
+  gradients = [op.inputs[0] for op in reduces if op.device == reduces[0].device]
   run.step(2)
   values = run.values('v0/')
   run.close()
@@ -147,7 +149,9 @@ def test_packing_composes_with_compression():
 
 # ---- the collective means themselves, merged or packed ----------------------
 
-DEVICES = ['/job:localhost/replica:0/task:0/device:CPU:%d' % i for i in range(2)]
+DEVICES = [
+  '/job:localhost/replica:0/task:0/device:CPU:%d' % i for i in range(2)
+]
 SHAPES = [(3, 5), (7,), (2, 2, 2), (11,), (4,)]
 
 
@@ -180,9 +184,7 @@ def _means(options):
         options=tf1.RunOptions(output_partition_graphs=True),
         run_metadata=meta,
       )
-  ops = collections.Counter(
-    n.op for g in meta.partition_graphs for n in g.node
-  )
+  ops = collections.Counter(n.op for g in meta.partition_graphs for n in g.node)
   return values, ops, graph
 
 
@@ -205,7 +207,9 @@ def test_means_packed_and_merged_equal_plain():
 
 def test_merge_scope_merges_collectives_on_cpu():
   merge = 2
-  values, ops, graph = _means(collective_options.ReduceOptions(merge_scope=merge))
+  values, ops, graph = _means(
+    collective_options.ReduceOptions(merge_scope=merge)
+  )
   built = [op.type for op in _collective_ops(graph)]
   # Built: one V1 op per gradient and device, mergeable.
   assert built == ['CollectiveReduce'] * (2 * len(SHAPES))
@@ -260,15 +264,19 @@ def _gpu_cluster_graph(name, **flags):
 def test_gpu_graph_hint_on_every_collective(
   name, implementation, hint, session_nccl
 ):
-  graph, config = _gpu_cluster_graph(
-    name,
-    collective_implementation=implementation,
-    collective_bytes_per_pack=1 << 20,
-    hybrid_threshold_bytes=100,
-  ) if name == 'hybrid' else _gpu_cluster_graph(
-    name,
-    collective_implementation=implementation,
-    collective_bytes_per_pack=1 << 20,
+  graph, config = (
+    _gpu_cluster_graph(
+      name,
+      collective_implementation=implementation,
+      collective_bytes_per_pack=1 << 20,
+      hybrid_threshold_bytes=100,
+    )
+    if name == 'hybrid'
+    else _gpu_cluster_graph(
+      name,
+      collective_implementation=implementation,
+      collective_bytes_per_pack=1 << 20,
+    )
   )
   ops = _collective_ops(graph)
   types = {op.type for op in ops}
@@ -298,7 +306,7 @@ def test_no_scoped_allocator_without_a_merge_scope():
   assert list(rewrite.scoped_allocator_opts.enable_op) == []
 
 
-# ---- refusals -----------------------------------------------------------------
+# ---- refusals ---------------------------------------------------------------
 
 
 def test_nccl_on_cpu_exits_2_with_one_line():
@@ -373,9 +381,7 @@ def test_keys_of_a_packed_step_are_one_per_pack():
   ],
   ids=['packed', 'merged'],
 )
-def test_two_workers_packed_or_merged_train_exactly_like_plain(
-  tmp_path, flags
-):
+def test_two_workers_packed_or_merged_train_exactly_like_plain(tmp_path, flags):
   """collective_all_reduce, 2 workers x 1 tower: every worker's losses of
   each step equal those of one collective per gradient."""
   common = [
@@ -399,3 +405,75 @@ def test_two_workers_packed_or_merged_train_exactly_like_plain(
   assert len(plain[0]) >= 3 and plain[0][0] != plain[0][-1]
   for a, b in zip(plain, other):
     np.testing.assert_array_equal(a, b)
+
+
+# ---- results: compare and report split rows by the collectives -------------
+
+
+def test_compare_rows_split_by_the_collectives(tmp_path):
+  # Lines before the keys count as 'none'.
+  lines = []
+  for keys, ips in (
+    (dict(collective_implementation='ring', collective_bytes_per_pack=0), 50.0),
+    (
+      dict(collective_implementation='nccl', collective_bytes_per_pack=64),
+      90.0,
+    ),
+  ):
+    for n in (1, 2):
+      line = report_testing.record('replicated', n, ips * n)
+      line.update(keys, collective_merge_scope=None)
+      lines.append(line)
+  lines.append(report_testing.record('replicated', 1, 10.0))
+  for key in collective_catalog.RESULT_KEYS:
+    lines[-1].pop(key, None)
+  path = report_testing.write_records(tmp_path / 'c.jsonl', lines)
+  summary, keys = compare.summarize_files([path])
+  assert 'collectives' in keys
+  by_collectives = {
+    c: dict(zip(rows['count'], rows['images_per_sec']))
+    for c, rows in summary.groupby('collectives')
+  }
+  assert by_collectives == {
+    'ring': {1: 50.0, 2: 100.0},
+    'nccl, packs 64 B': {1: 90.0, 2: 180.0},
+    'none': {1: 10.0},
+  }
+
+
+def test_results_line_and_header_carry_the_collectives(tmp_path):
+  result_file = tmp_path / 'r.jsonl'
+  p = params_lib.make_params(
+    **dict(
+      REPLICATED,
+      collective_bytes_per_pack=4096,
+      num_batches=1,
+      result_file=str(result_file),
+    )
+  )
+  out = io.StringIO()
+  benchmark_cnn.run_benchmark(p, out=out)
+  (line,) = [json.loads(x) for x in result_file.read_text().splitlines()]
+  assert {k: line[k] for k in collective_catalog.RESULT_KEYS} == {
+    'collective_implementation': 'ring',
+    'collective_bytes_per_pack': 4096,
+    'collective_merge_scope': None,
+  }
+  header = [ln for ln in out.getvalue().splitlines() if 'Collectives' in ln]
+  assert len(header) == 1 and 'ring (auto), packs <= 4096 bytes' in header[0]
+  plain = params_lib.make_params(**dict(REPLICATED, all_reduce_spec='xring'))
+  assert collective_catalog.result_keys(plain) == dict.fromkeys(
+    collective_catalog.RESULT_KEYS
+  )
+  merged = params_lib.make_plan(
+    **dict(
+      REPLICATED,
+      all_reduce_spec=None,
+      variable_update='collective_all_reduce',
+      allreduce_merge_scope=3,
+      **gpu._cluster_flags('collective_all_reduce'),
+    )
+  )
+  assert (
+    collective_catalog.result_keys(merged.params)['collective_merge_scope'] == 3
+  )

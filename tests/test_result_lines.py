@@ -112,6 +112,9 @@ BASE_KEYS = {
   'images_per_sec_spread',
   'gradient_compression',  # issue 56: the compressor and its setting
   'powersgd_rank',
+  'collective_implementation',  # issue 56: the collectives and settings
+  'collective_bytes_per_pack',
+  'collective_merge_scope',
 }
 EVAL_KEYS = {
   'checkpoint_step': 4,

@@ -83,7 +83,10 @@ class BatchAllReduce:
     bytes_per_pack: int = 0,
     collective_implementation: str = 'auto',
   ):
-    if sum(x > 0 for x in (num_packs, agg_small_grads_max_bytes, bytes_per_pack)) > 1:
+    if (
+      sum(x > 0 for x in (num_packs, agg_small_grads_max_bytes, bytes_per_pack))
+      > 1
+    ):
       raise ValueError(
         'use one of num_packs (gradient repacking), '
         'agg_small_grads_max_bytes and bytes_per_pack'

@@ -17,12 +17,18 @@ allreduce.py):
     collective per pack, as tf.distribute's
     CommunicationOptions(bytes_per_pack); 0 = one collective per gradient.
     Packing happens after gradient compression (it packs what travels).
-  --allreduce_merge_scope=K > 1: K units (gradients or packs) per name
-    scope, as V1 CollectiveReduce ops (keys as attributes), with grappler's
-    scoped allocator turned on for them (`session_rewrites`): it merges the
-    ops of a scope and device into one collective over one buffer, as the
-    classic harness did. The V2 op takes its keys as tensors, which the
-    scoped allocator refuses ("more than one input"), so K = 1 keeps V2.
+  --allreduce_merge_scope=K > 1 (collective_all_reduce, hybrid): K units
+    (gradients or packs) per name scope, as V1 CollectiveReduce ops (keys
+    as attributes), with grappler's scoped allocator turned on for them
+    (`session_rewrites`): it merges the ops of a scope and device into one
+    collective over one buffer, as the classic harness did. The V2 op takes
+    its keys as tensors, which the scoped allocator refuses ("more than one
+    input"), so K = 1 keeps V2.
+    (replicated's `collective` spec keeps its name scopes and V2 ops, as
+    the classic harness turned the scoped allocator on for
+    collective_all_reduce only.)
+
+The flags as data (names, checks, results keys) are in collective_catalog.py.
 """
 
 from __future__ import annotations
@@ -32,10 +38,9 @@ from typing import Dict, List, Sequence
 
 import tensorflow as tf
 
-from variable_mgr import allreduce_spec
+from variable_mgr import collective_catalog
 from variable_mgr import sizes
 
-IMPLEMENTATIONS = ('auto', 'ring', 'nccl')
 # The op type grappler's scoped allocator is enabled for (the V1 op).
 MERGED_OP = 'CollectiveReduce'
 
@@ -54,6 +59,11 @@ class ReduceOptions:
   subdivs: int = -1
   bytes_per_pack: int = 0
   implementation: str = 'auto'
+
+  @property
+  def op_type(self) -> str:
+    """The reduce op built: V1 where the scoped allocator merges, else V2."""
+    return MERGED_OP if self.merge_scope > 1 else 'CollectiveReduceV2'
 
   def describe(self, devices: Sequence[str]) -> str:
     """', ring', ', nccl, packs <= N bytes' ...: for the AllReduce row."""
@@ -75,22 +85,15 @@ def hint_for(implementation: str, devices: Sequence[str]) -> str:
 
   auto: 'nccl' when every device is a GPU, else 'ring'.
   """
-  if implementation not in IMPLEMENTATIONS:
+  if implementation not in collective_catalog.IMPLEMENTATIONS:
     raise ValueError(
       '--collective_implementation=%r: one of %s'
-      % (implementation, ', '.join(IMPLEMENTATIONS))
+      % (implementation, ', '.join(collective_catalog.IMPLEMENTATIONS))
     )
   if implementation != 'auto':
     return implementation
   gpu = bool(devices) and all(is_gpu(d) for d in devices)
   return 'nccl' if gpu else 'ring'
-
-
-def resolved(implementation: str, device_kind: str) -> str:
-  """The hint a run's tower collectives get ('ring' or 'nccl')."""
-  if implementation == 'auto':
-    return 'nccl' if device_kind == 'gpu' else 'ring'
-  return implementation
 
 
 def pack_groups(
@@ -128,29 +131,6 @@ def tensor_packs(tensors, bytes_per_pack: int) -> List[List[int]]:
     [t.dtype.base_dtype for t in tensors],
     bytes_per_pack,
   )
-
-
-def merges(p) -> bool:
-  """Whether Params `p` merge collectives with the scoped allocator:
-  --allreduce_merge_scope > 1 with collective_all_reduce or hybrid."""
-  return (
-    p.variable_update in GRADIENT_COLLECTIVE_MANAGERS
-    and p.allreduce_merge_scope > 1
-  )
-
-
-def wants_nccl_session(p) -> bool:
-  """Whether a GPU run of Params `p` sets `experimental.collective_nccl`:
-  its gradient collectives resolve to nccl. Never with ring: the session
-  flag would make TensorFlow pick NCCL whatever the hint."""
-  if p.device != 'gpu' or resolved(p.collective_implementation, 'gpu') != (
-    'nccl'
-  ):
-    return False
-  spec = allreduce_spec.parse_all_reduce_spec(p.all_reduce_spec) if (
-    p.all_reduce_spec
-  ) else None
-  return runs_collectives(p.variable_update, True, spec)
 
 
 def session_rewrites(config, *, merge: bool):
@@ -204,54 +184,3 @@ def reduce_packed(towers, devices, packs, reduce_unit) -> List[list]:
       for j, piece in zip(pack, pieces):
         out[i][j] = piece
   return out
-
-
-# The managers whose gradients cross workers in collectives (collectives.py).
-GRADIENT_COLLECTIVE_MANAGERS = ('collective_all_reduce', 'hybrid')
-
-
-def runs_collectives(manager_name: str, all_reduce: bool, spec) -> bool:
-  """Whether a run's gradients travel in collective ops.
-
-  all_reduce: the manager takes an all-reduce spec; spec: the parsed
-  --all_reduce_spec (None: unset).
-  """
-  if manager_name in GRADIENT_COLLECTIVE_MANAGERS:
-    return True
-  return all_reduce and spec is not None and 'collective' in spec.algorithms
-
-
-def check_flags(p, *, uses_collectives: bool, device: str) -> None:
-  """The collective flags of Params `p` fit the run.
-
-  Raises ValueError, its message one line naming the flag and what is
-  allowed.
-  """
-  impl, pack = p.collective_implementation, p.collective_bytes_per_pack
-  if impl not in IMPLEMENTATIONS:
-    raise ValueError(
-      '--collective_implementation=%s: one of %s'
-      % (impl, ', '.join(IMPLEMENTATIONS))
-    )
-  if impl == 'nccl' and device != 'gpu':
-    raise ValueError(
-      '--collective_implementation=nccl: NCCL runs on GPUs only, and this '
-      'run is on --device=%s; use auto or ring' % device
-    )
-  if pack < 0:
-    raise ValueError('--collective_bytes_per_pack=%d: must be >= 0' % pack)
-  where = (
-    'collective_all_reduce, hybrid, or an all-reduce manager with '
-    '--all_reduce_spec=collective[#N]'
-  )
-  if not uses_collectives and (impl != 'auto' or pack):
-    flag = '--collective_implementation' if impl != 'auto' else (
-      '--collective_bytes_per_pack'
-    )
-    raise ValueError('%s: only for runs whose gradients travel in '
-                     'collectives (%s)' % (flag, where))
-  if pack and (p.gradient_repacking or p.agg_small_grads_max_bytes):
-    raise ValueError(
-      '--collective_bytes_per_pack and --gradient_repacking / '
-      '--agg_small_grads_max_bytes: use one packing, not both'
-    )

@@ -363,7 +363,7 @@ class CollectiveAllReduce(base.PerTowerCopies):
   def all_reduce_description(self):
     subdivs = self.options.subdivs
     return '%s over %d device(s)%s%s%s' % (
-      'CollectiveReduce' if self.options.merge_scope > 1 else 'CollectiveReduceV2',
+      self.options.op_type,
       len(self.group),
       '' if subdivs < 0 else ', %d subdivision(s)' % subdivs,
       self.options.describe(self.group),

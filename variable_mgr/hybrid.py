@@ -220,7 +220,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
 
   def all_reduce_description(self):
     return '%s over %d device(s)%s%s' % (
-      'CollectiveReduce' if self.options.merge_scope > 1 else 'CollectiveReduceV2',
+      self.options.op_type,
       len(self.group),
       self.options.describe(self.group),
       compression_registry.description_suffix(self.compressor),

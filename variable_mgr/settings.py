@@ -124,7 +124,6 @@ class ManagerSettings:
     alg = self.all_reduce_spec.ranges[0].alg
     return alg.shards if alg.shards_given else -1
 
-
   @property
   def collective_reduce_options(self) -> collective_options.ReduceOptions:
     """How the gradient collectives of collective_all_reduce and hybrid are

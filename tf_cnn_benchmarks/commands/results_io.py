@@ -212,14 +212,17 @@ def load_frame(paths, skip_bad=False, env=False):
 def row_keys(frame, by='devices'):
   """Configuration keys that name a table row for this frame and --by choice.
 
-  Beyond the fixed keys, data_name, the hardware, the gradient compression
-  and the count that is not a column become keys when they vary, so
-  different setups are never merged into one median.
+  Beyond the fixed keys, data_name, the hardware, the gradient compression,
+  the collectives (implementation and settings) and the count that is not
+  a column become keys when they vary, so different setups are never
+  merged into one median.
   """
   _, other = BY_COLUMNS[by]
   keys = list(BASE_ROW_KEYS)
   if frame['gradient_compression'].nunique() > 1:
     keys.insert(keys.index('all_reduce_spec') + 1, 'gradient_compression')
+  if frame['collectives'].nunique() > 1:
+    keys.insert(keys.index('all_reduce_spec') + 1, 'collectives')
   if frame['data_name'].nunique() > 1:
     keys.insert(1, 'data_name')
   if frame['hardware'].nunique() > 1:

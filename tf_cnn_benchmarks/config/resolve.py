@@ -37,7 +37,7 @@ from tf_cnn_benchmarks.platform import runtime_knobs
 import variable_mgr
 from variable_mgr import allreduce
 from variable_mgr import catalog
-from variable_mgr import collective_options
+from variable_mgr import collective_catalog
 from variable_mgr import topology
 from variable_mgr.compression import catalog as compression_catalog
 
@@ -567,11 +567,11 @@ def _check_collectives(p: params_lib.Params, manager_cls, device) -> None:
   spec = p.all_reduce_spec and allreduce.parse_all_reduce_spec(
     p.all_reduce_spec
   )
-  uses = collective_options.runs_collectives(
+  uses = collective_catalog.runs_collectives(
     manager_cls.name, manager_cls.traits.all_reduce, spec or None
   )
   try:
-    collective_options.check_flags(p, uses_collectives=uses, device=device)
+    collective_catalog.check_flags(p, uses_collectives=uses, device=device)
   except ValueError as e:
     raise params_lib.ParamsError(str(e)) from None
 

@@ -34,6 +34,7 @@ from typing import Optional
 from google.protobuf import text_format
 import tensorflow as tf
 
+from variable_mgr import collective_catalog
 from variable_mgr import collective_options
 
 # The file --benchmark_log_dir gets (the classic model-garden logger's name
@@ -90,7 +91,7 @@ def configure_session(config, p):
   # After --rewriter_config, as the classic harness did: a merge scope of
   # collectives needs the scoped allocator whatever the other rewrites.
   return collective_options.session_rewrites(
-    config, merge=collective_options.merges(p)
+    config, merge=collective_catalog.merges(p)
   )
 
 

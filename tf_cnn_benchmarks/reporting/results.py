@@ -226,6 +226,18 @@ class BenchmarkResult:
   # powersgd): compression/catalog.result_keys.
   gradient_compression: str = dataclasses.field(default='none', kw_only=True)
   powersgd_rank: int | None = dataclasses.field(default=None, kw_only=True)
+  # --collective_implementation (resolved: ring or nccl) and its settings,
+  # all None when no gradient travels in collectives:
+  # collective_catalog.result_keys.
+  collective_implementation: str | None = dataclasses.field(
+    default=None, kw_only=True
+  )
+  collective_bytes_per_pack: int | None = dataclasses.field(
+    default=None, kw_only=True
+  )
+  collective_merge_scope: int | None = dataclasses.field(
+    default=None, kw_only=True
+  )
   precision: str
   num_devices: int
   num_workers: int
