@@ -88,8 +88,8 @@ class BatchAllReduce:
       > 1
     ):
       raise ValueError(
-        'use one of num_packs (gradient repacking), '
-        'agg_small_grads_max_bytes and bytes_per_pack'
+        'use one packing (num_packs, i.e. gradient repacking, '
+        'agg_small_grads_max_bytes or bytes_per_pack), not both'
       )
     if isinstance(spec, str):
       raise TypeError(
