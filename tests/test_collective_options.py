@@ -264,19 +264,12 @@ def _gpu_cluster_graph(name, **flags):
 def test_gpu_graph_hint_on_every_collective(
   name, implementation, hint, session_nccl
 ):
-  graph, config = (
-    _gpu_cluster_graph(
-      name,
-      collective_implementation=implementation,
-      collective_bytes_per_pack=1 << 20,
-      hybrid_threshold_bytes=100,
-    )
-    if name == 'hybrid'
-    else _gpu_cluster_graph(
-      name,
-      collective_implementation=implementation,
-      collective_bytes_per_pack=1 << 20,
-    )
+  extra = dict(hybrid_threshold_bytes=100) if name == 'hybrid' else {}
+  graph, config = _gpu_cluster_graph(
+    name,
+    collective_implementation=implementation,
+    collective_bytes_per_pack=1 << 20,
+    **extra,
   )
   ops = _collective_ops(graph)
   types = {op.type for op in ops}
@@ -297,6 +290,21 @@ def test_gpu_merge_scope_builds_mergeable_ops_and_the_scoped_allocator():
   rewrite = config.graph_options.rewrite_options
   assert rewrite.scoped_allocator_optimization == type(rewrite).ON
   assert list(rewrite.scoped_allocator_opts.enable_op) == ['CollectiveReduce']
+
+
+@pytest.mark.parametrize('name', ['collective_all_reduce', 'hybrid'])
+def test_gpu_packed_and_merged_graphs_pass_the_gpu_graph_checks(name):
+  # Placement, inputs, and a GPU kernel in this build for every GPU op
+  # (the V1 CollectiveReduce and the packs' concat/split included).
+  case = (name, None, 'fp16', gpu.CLUSTER_GPUS, True)
+  report = gpu.build_report(
+    **gpu._flags(case),
+    allreduce_merge_scope=2,
+    collective_bytes_per_pack=256,
+  )
+  gpu.check_case(case, report)
+  types = collections.Counter(op['type'] for op in report['ops'])
+  assert types['CollectiveReduce'] > 0 and types['ConcatV2'] > 0
 
 
 def test_no_scoped_allocator_without_a_merge_scope():

@@ -63,10 +63,8 @@ def check_flags(p, *, uses_collectives: bool, device: str) -> None:
     '--all_reduce_spec=collective[#N]'
   )
   if not uses_collectives and (impl != 'auto' or pack):
-    flag = (
-      '--collective_implementation'
-      if impl != 'auto'
-      else ('--collective_bytes_per_pack')
+    flag = '--collective_%s' % (
+      'implementation' if impl != 'auto' else 'bytes_per_pack'
     )
     raise ValueError(
       '%s: only for runs whose gradients travel in '
