@@ -6,7 +6,9 @@ Packed reductions equal unpacked ones exactly (replicated with the
 collective_all_reduce); the number of collectives follows the pack size;
 every collective op carries the hint of the implementation (CPU graphs and
 the GPU graphs built on CPU); --allreduce_merge_scope > 1 turns on the
-scoped allocator, which merges the collectives of a scope on CPU.
+scoped allocator, which merges the collectives of a scope (CPU partition
+graphs, in one process and, slow, across two workers); the header, the
+results line and compare carry the collectives.
 """
 
 from __future__ import annotations
@@ -236,8 +238,9 @@ def test_cpu_hint_on_every_collective(implementation):
   assert ops and {op.get_attr('communication_hint') for op in ops} == {b'ring'}
 
 
-def _gpu_cluster_graph(name, **flags):
-  """(graph, session config) of worker 0 of 2 x 4 GPUs, built on CPU."""
+def _gpu_cluster_graph(name, cluster=True, **flags):
+  """(graph, session config) of worker 0 of 2 x 4 GPUs (cluster=False: one
+  process, 4 GPUs), built on CPU."""
   gpu.setup_module()
   plan = params_lib.make_plan(
     device='gpu',
@@ -247,13 +250,27 @@ def _gpu_cluster_graph(name, **flags):
     build_only=True,
     variable_update=name,
     num_gpus=gpu.CLUSTER_GPUS,
-    **gpu._cluster_flags(name),
+    **(gpu._cluster_flags(name) if cluster else {}),
     **flags,
   )
   bench = benchmark_cnn.BenchmarkCNN(plan, out=io.StringIO())
   with allreduce.assume_gpus_visible():
     built = bench.build()
   return built.graph, bench._session_config()
+
+
+@pytest.mark.parametrize('implementation', ['auto', 'nccl', 'ring'])
+def test_gpu_replicated_collective_spec_hint(implementation):
+  graph, config = _gpu_cluster_graph(
+    'replicated',
+    cluster=False,
+    all_reduce_spec='collective',
+    collective_implementation=implementation,
+  )
+  ops = _collective_ops(graph)
+  hint = b'ring' if implementation == 'ring' else b'nccl'
+  assert ops and {op.get_attr('communication_hint') for op in ops} == {hint}
+  assert config.experimental.collective_nccl is (hint == b'nccl')
 
 
 @pytest.mark.parametrize('name', ['collective_all_reduce', 'hybrid'])
@@ -277,6 +294,27 @@ def test_gpu_graph_hint_on_every_collective(
   assert {op.get_attr('communication_hint') for op in ops} == {hint}
   assert all('/device:GPU:' in op.device for op in ops)
   assert config.experimental.collective_nccl is session_nccl
+
+
+def test_cluster_collectives_per_step_follow_the_pack_size():
+  # collective_all_reduce, worker 0's 4 GPUs: one reduce per tower and
+  # gradient unpacked; one per tower with every float32 gradient in a pack.
+  def gradient_reduces(**flags):
+    graph, _ = _gpu_cluster_graph('collective_all_reduce', **flags)
+    return [
+      op
+      for op in _collective_ops(graph, ('CollectiveReduceV2',))
+      if op.name.startswith('collective_allreduce/')
+    ]
+
+  unpacked = gradient_reduces()
+  per_tower = collections.Counter(op.device for op in unpacked)
+  assert len(per_tower) == gpu.CLUSTER_GPUS
+  gradients = set(per_tower.values())
+  assert len(gradients) == 1 and gradients.pop() > 2
+  packed = gradient_reduces(collective_bytes_per_pack=1 << 30)
+  assert len(packed) == gpu.CLUSTER_GPUS
+  assert {op.inputs[0].shape.rank for op in packed} == {1}
 
 
 def test_gpu_merge_scope_builds_mergeable_ops_and_the_scoped_allocator():
@@ -485,3 +523,30 @@ def test_results_line_and_header_carry_the_collectives(tmp_path):
   assert (
     collective_catalog.result_keys(merged.params)['collective_merge_scope'] == 3
   )
+
+
+@pytest.mark.slow
+def test_two_workers_scoped_allocator_merges_the_scope(tmp_path):
+  """collective_all_reduce over 2 workers, merge scope 2: worker 0's
+  partition graph runs ONE CollectiveReduce for test_linear's two
+  gradients (weights, biases) from a _ScopedAllocator buffer."""
+  prefix = tmp_path / 'pg' / 'p_'
+  prefix.parent.mkdir()
+  distributed.launch_ok(
+    tmp_path,
+    2,
+    [
+      *distributed.LINEAR,
+      '--variable_update=collective_all_reduce',
+      '--allreduce_merge_scope=2',
+      '--partitioned_graph_file_prefix=%s' % prefix,
+    ],
+    launcher_flags=distributed.TASKS['collective_all_reduce'],
+  )
+  (path,) = [p for p in prefix.parent.iterdir() if 'task_0' in p.name]
+  graph = tf1.GraphDef()
+  graph.ParseFromString(path.read_bytes())
+  ops = collections.Counter(n.op for n in graph.node)
+  assert ops['CollectiveReduce'] == 1  # 2 gradients, merged
+  assert ops['_ScopedAllocator'] == ops['_ScopedAllocatorSplit'] == 1
+  assert ops['CollectiveReduceV2'] == 1  # the cluster loss (not merged)
