@@ -113,6 +113,9 @@ BASE_KEYS = {
   'gradient_compression',  # issue 56: the compressor and its setting
   'powersgd_rank',
   'gradient_accumulation_steps',  # issue 56, item 6: micro-steps per update
+  'collective_implementation',  # issue 56: the collectives and settings
+  'collective_bytes_per_pack',
+  'collective_merge_scope',
 }
 EVAL_KEYS = {
   'checkpoint_step': 4,

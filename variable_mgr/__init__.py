@@ -18,7 +18,10 @@ Modules:
   relaxed: the one-step delay of --variable_consistency=relaxed.
   staged: parameter_server with --staged_vars (a setting variant).
   loss_scale: fp16 loss scaling; sizes: byte counts and even splits;
-  collective_keys: keys for collective ops; registry (one map of entries:
+  collective_keys: keys for collective ops; collectives: the cross-worker
+  collective ops; collective_options: their implementation, packing and
+  merge scope (collective_catalog: the flags as data, no TensorFlow);
+  registry (one map of entries:
     manager, cluster variant, setting variants), traits.
 """
 

@@ -26,6 +26,7 @@ from typing import Dict, List, Sequence
 import tensorflow as tf
 
 from variable_mgr import collective_keys as collective_keys_lib
+from variable_mgr import collective_options
 from variable_mgr import sizes
 
 # The vocabulary, re-exported: callers name it as allreduce.X.
@@ -372,12 +373,14 @@ def shuffle_all_reduce(tensors, devices, num_shards=1):
 
 @register_algorithm('collective', uses_collective_keys=True, lockstep=True)
 def collective_all_reduce(
-  tensors, devices, num_shards=1, *, collective_keys=None
+  tensors, devices, num_shards=1, *, collective_keys=None, implementation='auto'
 ):
   """CollectiveReduceV2 (Add/Id) over the devices of one graph.
 
   #N sets max_subdivs_per_device (ring communication subdivisions). Keys come
   from `collective_keys` or the per-graph allocator. One device: identity.
+  implementation: --collective_implementation, the ops' communication_hint
+  (collective_options.hint_for).
   """
   tensors = _check_inputs(tensors, devices)
   n = len(devices)
@@ -389,6 +392,7 @@ def collective_all_reduce(
   group_key = keys.get_group_key(devices)
   instance_key = keys.get_instance_key()
   subdivs = num_shards if num_shards > 1 else -1  # -1: runtime default
+  hint = collective_options.hint_for(implementation, devices)
   outputs = []
   with tf1.name_scope('allreduce_collective'):
     for t, d in zip(tensors, devices):
@@ -402,6 +406,7 @@ def collective_all_reduce(
             ordering_token=[],
             merge_op='Add',
             final_op='Id',
+            communication_hint=hint,
             max_subdivs_per_device=subdivs,
           )
         )
@@ -499,10 +504,18 @@ def hierarchical_copy_all_reduce(tensors, devices, num_shards=1):
 # Entry point
 
 
-def _run_algorithm(name, tensors, devices, num_shards, collective_keys):
+def _run_algorithm(
+  name, tensors, devices, num_shards, collective_keys, implementation='auto'
+):
   fn = ALGORITHMS[name]
   if algorithm_traits(name).uses_collective_keys:
-    return fn(tensors, devices, num_shards, collective_keys=collective_keys)
+    return fn(
+      tensors,
+      devices,
+      num_shards,
+      collective_keys=collective_keys,
+      implementation=implementation,
+    )
   return fn(tensors, devices, num_shards)
 
 
@@ -518,7 +531,9 @@ def group_by_worker(devices: Sequence[str]) -> List[List[int]]:
   return list(groups.values())
 
 
-def _two_level(alg, tensors, devices, workers, collective_keys):
+def _two_level(
+  alg, tensors, devices, workers, collective_keys, implementation='auto'
+):
   """intra within each worker, inter across worker heads, then broadcast."""
   intra_out = [None] * len(devices)
   heads = []
@@ -529,13 +544,19 @@ def _two_level(alg, tensors, devices, workers, collective_keys):
       [devices[i] for i in members],
       alg.shards,
       collective_keys,
+      implementation,
     )
     for i, o in zip(members, outs):
       intra_out[i] = o
     heads.append(outs[0])
   head_devices = [devices[m[0]] for m in workers]
   across = _run_algorithm(
-    alg.inter, heads, head_devices, alg.inter_shards, collective_keys
+    alg.inter,
+    heads,
+    head_devices,
+    alg.inter_shards,
+    collective_keys,
+    implementation,
   )
   lockstep = algorithm_traits(alg.intra).lockstep
   outputs = [None] * len(devices)
@@ -555,6 +576,7 @@ def all_reduce(
   spec,
   *,
   collective_keys=None,
+  collective_implementation='auto',
 ) -> List[tf.Tensor]:
   """Sums `tensors` (tensor i on devices[i]) as `spec` says.
 
@@ -564,6 +586,8 @@ def all_reduce(
     spec: an AllReduceSpec (allreduce_spec.parse_all_reduce_spec).
     collective_keys: a CollectiveKeys allocator for `collective`; default:
       the allocator of the current graph.
+    collective_implementation: auto, ring or nccl, the communication_hint
+      of `collective`'s ops (collective_options.hint_for).
 
   Returns:
     The sums, output i placed on devices[i].
@@ -579,6 +603,13 @@ def all_reduce(
   workers = group_by_worker(devices)
   if alg.inter is None or len(workers) == 1:
     return _run_algorithm(
-      alg.intra, tensors, devices, alg.shards, collective_keys
+      alg.intra,
+      tensors,
+      devices,
+      alg.shards,
+      collective_keys,
+      collective_implementation,
     )
-  return _two_level(alg, tensors, devices, workers, collective_keys)
+  return _two_level(
+    alg, tensors, devices, workers, collective_keys, collective_implementation
+  )

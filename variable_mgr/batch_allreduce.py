@@ -23,6 +23,7 @@ from typing import List, Sequence
 import tensorflow as tf
 
 from variable_mgr import allreduce
+from variable_mgr import collective_options
 from variable_mgr import grouping
 from variable_mgr import sizes
 from variable_mgr import topology
@@ -61,6 +62,11 @@ class BatchAllReduce:
       algorithm sees (--gpu_indices: the ring of xring); None: as given.
     compressor: a compression.base.Compressor around the reduction (None:
       none); it calls the packed, spec'd reduction once or twice.
+    bytes_per_pack: > 0 packs the tensors of each dtype into packs of at
+      most this many bytes (--collective_bytes_per_pack, resolution allows
+      it with the `collective` spec only; collective_options.pack_groups).
+    collective_implementation: auto, ring or nccl, the communication_hint
+      of the `collective` algorithm's ops.
   """
 
   def __init__(
@@ -74,11 +80,16 @@ class BatchAllReduce:
     compact_dtype=None,
     ring_order=None,
     compressor=None,
+    bytes_per_pack: int = 0,
+    collective_implementation: str = 'auto',
   ):
-    if num_packs > 0 and agg_small_grads_max_bytes > 0:
+    if (
+      sum(x > 0 for x in (num_packs, agg_small_grads_max_bytes, bytes_per_pack))
+      > 1
+    ):
       raise ValueError(
-        'use num_packs (gradient repacking) or '
-        'agg_small_grads_max_bytes, not both'
+        'use one packing (num_packs, i.e. gradient repacking, '
+        'agg_small_grads_max_bytes or bytes_per_pack), not both'
       )
     if isinstance(spec, str):
       raise TypeError(
@@ -94,6 +105,8 @@ class BatchAllReduce:
     self.ring_order = tuple(ring_order) if ring_order else None
     self._unit_index = 0  # units reduced so far by the current sum()
     self.compressor = compressor or compression_registry.create('none')
+    self.bytes_per_pack = bytes_per_pack
+    self.collective_implementation = collective_implementation
 
   @classmethod
   def from_settings(cls, settings) -> 'BatchAllReduce':
@@ -121,6 +134,8 @@ class BatchAllReduce:
       ),
       ring_order=settings.ring_order,
       compressor=compression_registry.from_settings(settings),
+      bytes_per_pack=settings.collective_bytes_per_pack,
+      collective_implementation=settings.collective_implementation,
     )
 
   def describe(self) -> str:
@@ -133,6 +148,8 @@ class BatchAllReduce:
         'small-gradient packs <= %d bytes x %d'
         % (self.agg_small_grads_max_bytes, self.agg_small_grads_max_group)
       )
+    if self.bytes_per_pack:
+      options.append('packs <= %d bytes' % self.bytes_per_pack)
     if self.compact_dtype is not None:
       options.append('sent as %s' % self.compact_dtype.name)
     if self.ring_order and isinstance(self.spec, allreduce.AllReduceSpec):
@@ -176,7 +193,11 @@ class BatchAllReduce:
       # no op (each op costs start-up time, and a 1-tower run pays it).
       return [list(towers[0])]
     num = len(towers[0])
-    packing = self.num_packs > 0 or self.agg_small_grads_max_bytes > 0
+    packing = (
+      self.num_packs > 0
+      or self.agg_small_grads_max_bytes > 0
+      or self.bytes_per_pack > 0
+    )
     step = (num or 1) if packing else self.merge_scope
     sums = [[] for _ in towers]
     self._unit_index = 0
@@ -196,6 +217,12 @@ class BatchAllReduce:
 
     if self.num_packs > 0:
       return _repack(towers, devices, self.num_packs, sum_unit)
+    if self.bytes_per_pack > 0:
+      packs = collective_options.tensor_packs(towers[0], self.bytes_per_pack)
+      out = collective_options.reduce_packed(towers, devices, packs, sum_unit)
+      return {
+        j: [tower_out[j] for tower_out in out] for j in range(len(towers[0]))
+      }
     return _reduce_in_groups(
       towers,
       devices,
@@ -213,7 +240,12 @@ class BatchAllReduce:
       unit = _cast_each(unit, devices, self.compact_dtype)
     if isinstance(self.spec, allreduce.AllReduceSpec):
       summed = _in_order(
-        lambda ts, ds: allreduce.all_reduce(ts, ds, self.spec),
+        lambda ts, ds: allreduce.all_reduce(
+          ts,
+          ds,
+          self.spec,
+          collective_implementation=self.collective_implementation,
+        ),
         unit,
         devices,
         self.ring_order,
@@ -285,19 +317,9 @@ def _cast_each(tensors, devices, dtype):
   return out
 
 
-def _flat_concat(tensors, device):
-  """Flattens and concatenates `tensors` into one vector on `device`."""
-  with tf.device(device):
-    flats = [tf.reshape(t, [-1]) for t in tensors]
-    return tf.concat(flats, 0) if len(flats) > 1 else flats[0]
-
-
-def _split_restore(flat, like, device):
-  """Cuts `flat` back into tensors shaped like `like`, on `device`."""
-  lengths = [t.shape.num_elements() for t in like]
-  with tf.device(device):
-    pieces = tf.split(flat, lengths) if len(lengths) > 1 else [flat]
-    return [tf.reshape(p, t.shape) for p, t in zip(pieces, like)]
+# One concat/split rule for every packing (collective_options).
+_flat_concat = collective_options.flat_concat
+_split_restore = collective_options.split_restore
 
 
 def _reduce_group(towers, indices, devices, reduce_unit):

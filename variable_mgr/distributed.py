@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from variable_mgr import base
 from variable_mgr import catalog
+from variable_mgr import collective_options
 from variable_mgr import collectives
 from variable_mgr import local
 from variable_mgr import naming
@@ -325,8 +326,7 @@ class CollectiveAllReduce(base.PerTowerCopies):
   traits = catalog.cluster_traits('collective_all_reduce')
   # --all_reduce_spec=collective[#N] or unset (resolution checked it).
   settings_fields = {
-    'merge_scope': 'merge_scope',
-    'subdivs': 'collective_subdivisions',
+    'options': 'collective_reduce_options',
     'compression': 'gradient_compression',
     'powersgd_rank': 'powersgd_rank',
   }
@@ -336,8 +336,7 @@ class CollectiveAllReduce(base.PerTowerCopies):
     tower_devices,
     *,
     cluster: base.ClusterDevices,
-    merge_scope: int = 1,
-    subdivs: int = -1,
+    options: collective_options.ReduceOptions | None = None,
     compression: str = 'none',
     powersgd_rank: int = compression_catalog.DEFAULT_POWERSGD_RANK,
     **kwargs,
@@ -353,14 +352,21 @@ class CollectiveAllReduce(base.PerTowerCopies):
       **kwargs,
     )
     self.group = collectives.collective_group(self.tower_devices, cluster)
-    self.merge_scope = merge_scope
-    self.subdivs = subdivs
+    self.options = options or collective_options.ReduceOptions()
     self.compressor = compression_registry.create(compression, powersgd_rank)
 
+  @property
+  def implementation(self) -> str:
+    """--collective_implementation (every collective op's hint follows)."""
+    return self.options.implementation
+
   def all_reduce_description(self):
-    return 'CollectiveReduceV2 over %d device(s)%s%s' % (
+    subdivs = self.options.subdivs
+    return '%s over %d device(s)%s%s%s' % (
+      self.options.op_type,
       len(self.group),
-      '' if self.subdivs < 0 else ', %d subdivision(s)' % self.subdivs,
+      '' if subdivs < 0 else ', %d subdivision(s)' % subdivs,
+      self.options.describe(self.group),
       compression_registry.description_suffix(self.compressor),
     )
 
@@ -369,8 +375,7 @@ class CollectiveAllReduce(base.PerTowerCopies):
       tower_grads,
       self.tower_devices,
       self.group,
-      merge_scope=self.merge_scope,
-      subdivs=self.subdivs,
+      options=self.options,
       compressor=self.compressor,
       first_replica=self.cluster.task_index * self.num_towers,
       tower_prefixes=[self.variable_prefix(i) for i in range(self.num_towers)],
@@ -388,14 +393,18 @@ class CollectiveAllReduce(base.PerTowerCopies):
     if loss is None:
       return train_op
     means = collectives.collective_mean_loss(
-      loss, self.tower_devices, self.group
+      loss, self.tower_devices, self.group, self.implementation
     )
     self.cluster_loss = means[0]
     return tf.group(train_op, *means, name='train_op_and_loss')
 
   def post_init_ops(self):
     return collectives.broadcast_tower_copies(
-      self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
+      self.num_towers,
+      self.tower_devices,
+      self.group,
+      self.cluster.is_chief,
+      self.implementation,
     )
 
   def overwritten_after_init(self, index):

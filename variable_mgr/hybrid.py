@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from variable_mgr import base
 from variable_mgr import catalog
+from variable_mgr import collective_options
 from variable_mgr import collectives
 from variable_mgr import local
 from variable_mgr import naming
@@ -143,7 +144,11 @@ class _HybridClip:
     with tf.device(self.mgr.cpu_device):
       offer = tf.constant(self._BIG) if local_sq is None else local_sq
     self.big_sq = collectives.collective_min_value(
-      offer, self.mgr.tower_devices, self.mgr.group, self.mgr.cpu_device
+      offer,
+      self.mgr.tower_devices,
+      self.mgr.group,
+      self.mgr.cpu_device,
+      self.mgr.options.implementation,
     )
 
   def _clip_factor(self):
@@ -171,6 +176,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
   settings_fields = {
     'threshold_bytes': 'hybrid_threshold_bytes',
     'compression': 'gradient_compression',
+    'options': 'collective_reduce_options',
   }
 
   def __init__(
@@ -180,6 +186,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     cluster: base.ClusterDevices,
     threshold_bytes: int = 1 << 20,
     compression: str = 'none',
+    options: collective_options.ReduceOptions | None = None,
     **kwargs,
   ):
     super().__init__(
@@ -189,6 +196,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
       **kwargs,
     )
     self.threshold_bytes = threshold_bytes
+    self.options = options or collective_options.ReduceOptions()
     # A cast (powersgd is refused: the ps-held group has no all-reduce).
     self.compressor = compression_registry.create(compression)
     self.group = collectives.collective_group(self.tower_devices, cluster)
@@ -212,8 +220,10 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     )
 
   def all_reduce_description(self):
-    return 'CollectiveReduceV2 over %d device(s)%s' % (
+    return '%s over %d device(s)%s%s' % (
+      self.options.op_type,
       len(self.group),
+      self.options.describe(self.group),
       compression_registry.description_suffix(self.compressor),
     )
 
@@ -296,7 +306,10 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     if step_update.loss is None:
       return train_op
     means = collectives.collective_mean_loss(
-      step_update.loss, self.tower_devices, self.group
+      step_update.loss,
+      self.tower_devices,
+      self.group,
+      self.options.implementation,
     )
     self.cluster_loss = means[0]
     return tf.group(train_op, *means, name='train_op_and_loss')
@@ -335,6 +348,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
         small,
         self.tower_devices,
         self.group,
+        options=self.options,
         compressor=self.compressor,
         first_replica=self.cluster.task_index * self.num_towers,
         tower_prefixes=[
@@ -400,6 +414,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
       self.tower_devices,
       self.group,
       self.cpu_device,
+      self.options.implementation,
     )
     with tf.device(self.cpu_device):
       return verdict > 0.5
@@ -416,11 +431,17 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
     with tf.device(self.cpu_device), tf.control_dependencies(updates):
       done = tf.identity(tf.zeros([]))
     return tf.group(
-      *collectives.collective_min(done, self.tower_devices, self.group),
+      *collectives.collective_min(
+        done, self.tower_devices, self.group, self.options.implementation
+      ),
       name='step_barrier',
     )
 
   def post_init_ops(self):
     return collectives.broadcast_tower_copies(
-      self.num_towers, self.tower_devices, self.group, self.cluster.is_chief
+      self.num_towers,
+      self.tower_devices,
+      self.group,
+      self.cluster.is_chief,
+      self.options.implementation,
     )

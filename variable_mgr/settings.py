@@ -13,6 +13,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from variable_mgr import allreduce_spec
+from variable_mgr import collective_options
 from variable_mgr import topology
 from variable_mgr.compression import catalog as compression_catalog
 
@@ -46,6 +47,10 @@ class ManagerSettings:
   gradient_compression: --gradient_compression, a compressor's name
     (compression/catalog.py).
   powersgd_rank: --powersgd_rank, the rank of PowerSGD's approximations.
+  collective_implementation: --collective_implementation (auto, ring,
+    nccl): the communication_hint of every collective op.
+  collective_bytes_per_pack: --collective_bytes_per_pack, the pack size of
+    the collective reductions (0: one collective per gradient).
   """
 
   variable_update: str = 'parameter_server'
@@ -66,6 +71,8 @@ class ManagerSettings:
   staged_vars: bool = False
   gradient_compression: str = 'none'
   powersgd_rank: int = compression_catalog.DEFAULT_POWERSGD_RANK
+  collective_implementation: str = 'auto'
+  collective_bytes_per_pack: int = 0
 
   @classmethod
   def from_params(cls, params) -> 'ManagerSettings':
@@ -101,6 +108,8 @@ class ManagerSettings:
       staged_vars=params.staged_vars,
       gradient_compression=params.gradient_compression,
       powersgd_rank=params.powersgd_rank,
+      collective_implementation=params.collective_implementation,
+      collective_bytes_per_pack=params.collective_bytes_per_pack,
     )
 
   @property
@@ -114,6 +123,17 @@ class ManagerSettings:
       return -1
     alg = self.all_reduce_spec.ranges[0].alg
     return alg.shards if alg.shards_given else -1
+
+  @property
+  def collective_reduce_options(self) -> collective_options.ReduceOptions:
+    """How the gradient collectives of collective_all_reduce and hybrid are
+    built (merge scope, subdivisions, pack size, implementation)."""
+    return collective_options.ReduceOptions(
+      merge_scope=self.merge_scope,
+      subdivs=self.collective_subdivisions,
+      bytes_per_pack=self.collective_bytes_per_pack,
+      implementation=self.collective_implementation,
+    )
 
 
 def _compact_dtype(params) -> Optional[str]:

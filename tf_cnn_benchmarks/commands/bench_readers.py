@@ -28,6 +28,7 @@ import tempfile
 import time
 
 from tf_cnn_benchmarks.platform import checkout
+from variable_mgr import collective_catalog
 
 REPO_ROOT = checkout.ROOT
 SCRIPTS = ('compare', 'report', 'plot')
@@ -139,7 +140,7 @@ def realistic_line(rng, point: dict, repeat: int) -> dict:
     'all_reduce_spec': None,
     'all_reduce_spec_description': 'copy to the CPU (classic default)',
     'gradient_compression': 'none',
-    'powersgd_rank': None,
+    **dict.fromkeys(('powersgd_rank', *collective_catalog.RESULT_KEYS)),
     'precision': 'float32',
     'num_devices': devices,
     'num_workers': workers,
@@ -158,8 +159,7 @@ def realistic_line(rng, point: dict, repeat: int) -> dict:
     'peak_tflops_origin': None,
     'mfu': None,
     'mode': 'train',
-    'data_dir': None,
-    'benchmark_test_id': None,
+    **dict.fromkeys(('data_dir', 'benchmark_test_id')),
     'step_times_ms': [round(t, 3) for t in times],
     'images_per_sec_spread': {
       'stderr': 1.0,

@@ -9,10 +9,10 @@ Usage (from the repo root):
 Reads results files (JSON lines, schema in results/README.md). Rows are
 configurations: model / variable_update / all_reduce_spec / precision /
 batch_size_per_device (plus data_name, the hardware, gradient_compression,
-gradient_accumulation_steps and num_workers, when those vary; with --by
-workers, num_devices is a row key). Columns are the device count
-(num_devices), or the worker count with --by workers. Each configuration
-gets these metric rows:
+gradient_accumulation_steps, the collectives and num_workers, when
+those vary; with --by workers, num_devices is a row key). Columns are
+the device count (num_devices), or the worker count with --by workers.
+Each configuration gets these metric rows:
 
   images_per_sec             median over the repeats of the same point
   speedup                    ips(N) / ips(1)

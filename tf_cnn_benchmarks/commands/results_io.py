@@ -213,9 +213,9 @@ def row_keys(frame, by='devices'):
   """Configuration keys that name a table row for this frame and --by choice.
 
   Beyond the fixed keys, data_name, the hardware, the gradient compression,
-  the gradient accumulation steps and the count that is not a column become
-  keys when they vary, so different setups are never merged into one
-  median.
+  the gradient accumulation steps, the collectives (implementation and
+  settings) and the count that is not a column become keys when they
+  vary, so different setups are never merged into one median.
   """
   _, other = BY_COLUMNS[by]
   keys = list(BASE_ROW_KEYS)
@@ -226,6 +226,8 @@ def row_keys(frame, by='devices'):
     keys.insert(
       keys.index('batch_size_per_device') + 1, 'gradient_accumulation_steps'
     )
+  if frame['collectives'].nunique() > 1:
+    keys.insert(keys.index('all_reduce_spec') + 1, 'collectives')
   if frame['data_name'].nunique() > 1:
     keys.insert(1, 'data_name')
   if frame['hardware'].nunique() > 1:

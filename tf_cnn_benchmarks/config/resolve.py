@@ -38,6 +38,7 @@ from tf_cnn_benchmarks.platform import runtime_knobs
 import variable_mgr
 from variable_mgr import allreduce
 from variable_mgr import catalog
+from variable_mgr import collective_catalog
 from variable_mgr import topology
 from variable_mgr.compression import catalog as compression_catalog
 
@@ -263,6 +264,7 @@ def _check_manager_and_flags(p, cluster, manager_cls, device: str) -> None:
   _check_all_reduce(p, manager_cls, device)
   _check_compression(p, manager_cls)
   accumulation_checks.check(p, params_lib.ParamsError)
+  _check_collectives(p, manager_cls, device)
   _check_gpu_all_reduce_in_cluster(p, cluster)
   _check_precision(p)
   _check_data_and_outputs(p, cluster)
@@ -561,6 +563,21 @@ def _check_compression(p: params_lib.Params, manager_cls) -> None:
       p.powersgd_rank == compression_catalog.DEFAULT_POWERSGD_RANK,
       '--powersgd_rank: only with --gradient_compression=powersgd',
     )
+
+
+def _check_collectives(p: params_lib.Params, manager_cls, device) -> None:
+  """--collective_implementation / --collective_bytes_per_pack fit the run
+  (after _check_all_reduce: the spec parses)."""
+  spec = p.all_reduce_spec and allreduce.parse_all_reduce_spec(
+    p.all_reduce_spec
+  )
+  uses = collective_catalog.runs_collectives(
+    manager_cls.name, manager_cls.traits.all_reduce, spec or None
+  )
+  try:
+    collective_catalog.check_flags(p, uses_collectives=uses, device=device)
+  except ValueError as e:
+    raise params_lib.ParamsError(str(e)) from None
 
 
 def _all_reducing_names() -> list:

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Optional
 
 from tf_cnn_benchmarks.config import fields
+from variable_mgr import collective_catalog
 from variable_mgr.compression import catalog as compression_catalog
 
 # momentum is Nesterov momentum, as in the classic harness; plain_momentum is
@@ -112,7 +113,30 @@ class TrainingFields:
     ('strong', 'relaxed'),
   )
   allreduce_merge_scope: int = _strategy_graph_field(
-    1, 'All-reduce gradients in groups of this many under one name scope.'
+    1,
+    'All-reduce gradients in groups of this many under one name scope. '
+    "With collective_all_reduce and hybrid, > 1 also turns on grappler's "
+    'scoped allocator for CollectiveReduce, which merges the collectives '
+    'of a scope into one (as classic).',
+  )
+  collective_implementation: str = _strategy_graph_field(
+    'auto',
+    'How collective ops communicate (their communication_hint): ring '
+    "(TensorFlow's ring; over gRPC between workers), nccl (NCCL; GPU "
+    "runs only; also sets the session's collective_nccl), auto (nccl when "
+    'every device of a collective is a GPU, else ring). For '
+    'collective_all_reduce, hybrid and --all_reduce_spec=collective.',
+    collective_catalog.IMPLEMENTATIONS,
+    classic=False,
+  )
+  collective_bytes_per_pack: int = _strategy_graph_field(
+    0,
+    'Concatenate gradients of one dtype into packs of at most this many '
+    'bytes, one collective per pack (after --gradient_compression), as '
+    "tf.distribute's CommunicationOptions(bytes_per_pack); 0: one "
+    'collective per gradient. For collective_all_reduce, hybrid and '
+    '--all_reduce_spec=collective.',
+    classic=False,
   )
   hierarchical_copy: bool = _strategy_graph_field(
     False,

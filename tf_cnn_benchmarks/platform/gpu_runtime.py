@@ -31,6 +31,7 @@ import dataclasses
 import os
 from typing import Any, Mapping, MutableMapping, Optional
 
+from variable_mgr import collective_catalog
 from variable_mgr import topology
 
 # Classic default of per_gpu_thread_count 0: one thread for compute, one for
@@ -160,6 +161,8 @@ def config_fields(p) -> dict:
       fields[exp + field] = getattr(p, flag)
   if p.gpu_indices:
     fields[exp + 'collective_ring_order'] = p.gpu_indices
+  if collective_catalog.wants_nccl_session(p):
+    fields['experimental.collective_nccl'] = True
   return fields
 
 

@@ -3,7 +3,9 @@
 The flags are fields of `params.Params`, declared with the others in
 config/runtime_fields.py (KnobSettings). What they do:
 
-  Session config (`configure_session`, every session of the run):
+  Session config (`configure_session`, every session of the run; it also
+  turns on the scoped allocator that --allreduce_merge_scope's collectives
+  need, variable_mgr/collective_options.py):
     --enable_optimizations=false: graph optimisations off, as classic
       (OptimizerOptions L0 and grappler's meta optimizer disabled).
     --rewriter_config=TEXT: a RewriterConfig text proto that replaces the
@@ -31,6 +33,9 @@ from typing import Optional
 
 from google.protobuf import text_format
 import tensorflow as tf
+
+from variable_mgr import collective_catalog
+from variable_mgr import collective_options
 
 # The file --benchmark_log_dir gets (the classic model-garden logger's name
 # for the record of a run).
@@ -83,7 +88,11 @@ def configure_session(config, p):
     options.rewrite_options.disable_meta_optimizer = True
   if p.use_numa_affinity:
     config.experimental.use_numa_affinity = True
-  return config
+  # After --rewriter_config, as the classic harness did: a merge scope of
+  # collectives needs the scoped allocator whatever the other rewrites.
+  return collective_options.session_rewrites(
+    config, merge=collective_catalog.merges(p)
+  )
 
 
 def numa_node_count(root: str = '/sys/devices/system/node') -> int:

@@ -48,6 +48,7 @@ COLUMNS = (
   'variable_update',
   'all_reduce_spec',
   'gradient_compression',
+  'collectives',
   'precision',
   'batch_size_per_device',
   'gradient_accumulation_steps',
@@ -239,6 +240,7 @@ def _row_from_record(path: str, number: int, record: dict) -> dict:
     'variable_update': str(record['variable_update']),
     'all_reduce_spec': str(record.get('all_reduce_spec') or MISSING),
     'gradient_compression': compression_label(record),
+    'collectives': collectives_label(record),
     'precision': str(record['precision']),
     'batch_size_per_device': record['batch_size_per_device'],
     # Lines older than the key: every step was one update.
@@ -264,6 +266,23 @@ def compression_label(record: dict) -> str:
   name = record.get('gradient_compression') or 'none'
   rank = record.get('powersgd_rank')
   return '%s r%d' % (name, rank) if _is_int(rank) else str(name)
+
+
+def collectives_label(record: dict) -> str:
+  """How a line's gradient collectives travelled, in a few words: the
+  implementation and its settings ('nccl, packs 4194304 B, merge 4');
+  'none' without collectives and for lines older than the keys."""
+  impl = record.get('collective_implementation')
+  if not impl:
+    return 'none'
+  parts = [str(impl)]
+  pack = record.get('collective_bytes_per_pack')
+  if _is_int(pack) and pack > 0:
+    parts.append('packs %d B' % pack)
+  merge = record.get('collective_merge_scope')
+  if _is_int(merge) and merge > 1:
+    parts.append('merge %d' % merge)
+  return ', '.join(parts)
 
 
 def hardware_name(env: dict) -> str:

@@ -229,6 +229,18 @@ class BenchmarkResult:
   # --gradient_accumulation_steps: micro-steps per update (a step and
   # global_batch_size count one update of all of them).
   gradient_accumulation_steps: int = dataclasses.field(default=1, kw_only=True)
+  # --collective_implementation (resolved: ring or nccl) and its settings,
+  # all None when no gradient travels in collectives:
+  # collective_catalog.result_keys.
+  collective_implementation: str | None = dataclasses.field(
+    default=None, kw_only=True
+  )
+  collective_bytes_per_pack: int | None = dataclasses.field(
+    default=None, kw_only=True
+  )
+  collective_merge_scope: int | None = dataclasses.field(
+    default=None, kw_only=True
+  )
   precision: str
   num_devices: int
   num_workers: int

@@ -12,6 +12,7 @@ from tf_cnn_benchmarks.platform import cpu_features
 from tf_cnn_benchmarks.platform import gpu_runtime
 from tf_cnn_benchmarks.platform import runtime_knobs
 from tf_cnn_benchmarks.reporting import run_facts
+from variable_mgr import collective_catalog
 from variable_mgr.compression import catalog as compression_catalog
 
 _MODES = {
@@ -94,6 +95,7 @@ def header_rows(facts: run_facts.RunFacts, session_config) -> list[tuple]:
       compression_catalog.describe(p.gradient_compression, p.powersgd_rank),
     ),
     ('Accumulation', _accumulation(p.gradient_accumulation_steps)),
+    ('Collectives', collective_catalog.describe(p)),
     *gpu_runtime.header_rows(session_config, gpu_runtime.environment(p)),
   ]
   if p.train_dir:

@@ -20,6 +20,7 @@ from tf_cnn_benchmarks.reporting import environment
 from tf_cnn_benchmarks.reporting import results
 from tf_cnn_benchmarks.reporting import run_facts
 from tf_cnn_benchmarks.reporting import timing
+from variable_mgr import collective_catalog
 from variable_mgr.compression import catalog as compression_catalog
 
 RULE = '-' * 64  # the lines around the classic 'total images/sec' line
@@ -215,6 +216,7 @@ def make_result(
     all_reduce_spec_description=facts.manager.all_reduce_description(),
     **compression_catalog.result_keys(p.gradient_compression, p.powersgd_rank),
     gradient_accumulation_steps=p.gradient_accumulation_steps,
+    **collective_catalog.result_keys(p),
     precision=facts.precision,
     num_devices=num_devices,
     num_workers=num_workers,
