@@ -211,7 +211,9 @@ class HardwareTarget:
   host_cores: int = 32
   num_ps: int = 0
   ps_placement: str = 'worker_hosts'
-  local_parameter_device: str = 'cpu'
+  # The classic flag's default (tf_cnn_benchmarks: --local_parameter_device
+  # defaults to gpu), so that the flag means here what it means there.
+  local_parameter_device: str = 'gpu'
   gradient_precision: str = 'fp32'
   gpus_per_host_link: int = 1
   nccl_algorithm: str = 'ring'
