@@ -23,6 +23,7 @@ import dataclasses
 import math
 import statistics
 
+from tf_cnn_benchmarks.scaling.model import cost_model_compression as cmc
 from tf_cnn_benchmarks.scaling.model import cost_model_strategies as st
 from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
 
@@ -175,12 +176,17 @@ def _stretched(profile, hw):
   return c, c / profile.compute.step_ms
 
 
-def _overlapped(profile, hw, cost_of, *, packed=0, after=0.0):
+def _overlapped(profile, hw, cost_of, *, packed=0, after=0.0, compression=None):
   """Step with one message per gradient (or `packed` even packs made once
-  all are ready) queued on one bottleneck, overlapping the compute."""
+  all are ready) queued on one bottleneck, overlapping the compute; a
+  compressor's messages and work from cost_model_compression."""
   c, k = _stretched(profile, hw)
   grads = profile.gradients
-  if packed:
+  if compression is not None and compression.compresses:
+    sent, work_ms = cmc.messages(compression, profile, k)
+    c += work_ms
+    msgs = [(ready, cost_of(nbytes)) for ready, nbytes in sent]
+  elif packed:
     total = sum(wire_bytes(g, hw) for g in grads)
     msgs = [(c, cost_of(total / packed)) for _ in range(packed)]
   else:
@@ -194,7 +200,7 @@ def _worker_apply_ms(profile):
   return sum(a.ms(g.bytes) for g in profile.gradients)
 
 
-def replicated(profile, hw, spec=None, repacking=0):
+def replicated(profile, hw, spec=None, repacking=0, compression=None):
   """One host: every GPU's gradient all-reduced (default NCCL)."""
   costs = Costs(hw)
   alg = _one_algorithm(spec) or 'nccl'
@@ -204,6 +210,7 @@ def replicated(profile, hw, spec=None, repacking=0):
     lambda b: costs.intra(alg, b),
     packed=repacking,
     after=_worker_apply_ms(profile),
+    compression=compression,
   )
 
 
@@ -221,7 +228,7 @@ def _two_level(spec):
   return parts[0], parts[-1]
 
 
-def all_reduce_cluster(profile, hw, spec=None, repacking=0):
+def all_reduce_cluster(profile, hw, spec=None, repacking=0, compression=None):
   """distributed_all_reduce / collective_all_reduce across hosts: the
   spec's intra algorithm in each host, its inter one across the hosts
   (one after the other); a one-level spec is a ring over every GPU."""
@@ -237,7 +244,12 @@ def all_reduce_cluster(profile, hw, spec=None, repacking=0):
     steps = 'tree' if alg == 'rechd' else 'ring'
     cost = lambda b: ring_ms(b, costs.n, slowest, lat, steps)  # noqa: E731
   return _overlapped(
-    profile, hw, cost, packed=repacking, after=_worker_apply_ms(profile)
+    profile,
+    hw,
+    cost,
+    packed=repacking,
+    after=_worker_apply_ms(profile),
+    compression=compression,
   )
 
 
@@ -402,14 +414,15 @@ def step(profile, hw, strategy) -> Step:
     raise HardwareStrategyError(
       'the hardware model predicts synchronous steps only'
     )
+  compression = cmc.of_strategy(strategy)
   if name == 'horovod':
     return horovod(profile, hw)
   if name == 'replicated':
     if hw.num_workers > 1:
       raise HardwareStrategyError('replicated runs on one host')
-    return replicated(profile, hw, spec, repack)
+    return replicated(profile, hw, spec, repack, compression)
   if name in ('distributed_all_reduce', 'collective_all_reduce'):
-    return all_reduce_cluster(profile, hw, spec, repack)
+    return all_reduce_cluster(profile, hw, spec, repack, compression)
   if name in ('parameter_server', 'distributed_replicated'):
     return parameter_server(profile, hw)
   if name == 'hybrid':
