@@ -22,6 +22,7 @@ from tests.test_hardware_model import _hw
 from tests.test_hardware_model import _profile
 from tf_cnn_benchmarks import __main__ as cli
 from tf_cnn_benchmarks.commands import compression_benchmark as bench
+from tf_cnn_benchmarks.scaling.auto import auto
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_compression as cmc
 from tf_cnn_benchmarks.scaling.model import hardware_model as hm
@@ -270,7 +271,7 @@ def test_table_from_fixture():
     'img/s 25 Mbit/s |',
   ]
   cells = {r.split(' | ')[2]: r.split(' | ')[3:] for r in rows[2:]}
-  assert cells['none'] == ['7.026', '100.00', '40.00', '10.00 |']
+  assert cells['none'] == ['7.026', '100.00', '40.00', '10.00 |']  # no ratio
   assert cells['fp16'] == [
     '3.513 (0.50x)',
     '90.00 (0.90x)',
@@ -278,7 +279,7 @@ def test_table_from_fixture():
     '19.00 (1.90x) |',
   ]
   assert cells['powersgd'][0] == '0.116 (0.02x)'
-  assert cells['powersgd'][3] == '-'  # not run at 25 Mbit/s
+  assert cells['powersgd'][3] == '- |'  # not run at 25 Mbit/s
 
 
 def test_table_from_bad_line(tmp_path):
@@ -305,3 +306,22 @@ def test_cells_take_every_compressor_of_the_catalog():
   assert '--link_mbits=25' in argv and '--gradient_compression=fp16' in argv
   loop = bench.cluster_argv(args, 'alexnet', 'collective_all_reduce', 'none', 0)
   assert not any(a.startswith('--link_mbits') for a in loop)
+
+
+def test_auto_weighs_the_runs_compressor():
+  """--variable_update=auto prices the run's own compressor where the model
+  prices it (managers that all-reduce every gradient) and none elsewhere."""
+  profile = fmt.load_profile(
+    os.path.join(REPO, 'results', 'profiles', 'trivial_cifar10_b32_cpu.json')
+  )
+  overrides = {'num_gpus': 2, 'gradient_compression': 'fp16'}
+  target = auto.target_for(overrides, None)
+  got = {
+    s.variable_update: s.gradient_compression
+    for s in auto.candidates(overrides, profile, target, None)
+  }
+  assert got['replicated'] == 'fp16'
+  assert got['parameter_server'] == 'none'
+  repacked = dict(overrides, gradient_repacking=2)
+  got = auto.candidates(repacked, profile, target, None)
+  assert {s.gradient_compression for s in got} == {'none'}
