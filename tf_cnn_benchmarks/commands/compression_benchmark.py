@@ -32,6 +32,7 @@ stderr line, the others still run), 2 for bad input.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -174,32 +175,85 @@ def predicted(profile, line) -> float:
   return cost_model.predict(profile, target, strategy).images_per_sec
 
 
+def slowed(profile, k: float):
+  """`profile` with every CPU time k times as long: the step, its ready
+  times and the apply (and so the compressors' work, priced at its rate)."""
+  c = profile.compute
+  compute = dataclasses.replace(
+    c,
+    step_ms=c.step_ms * k,
+    step_ms_p10=c.step_ms_p10 * k,
+    step_ms_p90=c.step_ms_p90 * k,
+    forward_ms=c.forward_ms * k,
+    backward_ms=c.backward_ms * k,
+  )
+  grads = tuple(
+    dataclasses.replace(g, ready_ms=g.ready_ms * k) for g in profile.gradients
+  )
+  a = profile.apply
+  apply = dataclasses.replace(
+    a,
+    worker=dataclasses.replace(a.worker, ms_per_mb=a.worker.ms_per_mb * k),
+    ps=dataclasses.replace(a.ps, ms_per_mb=a.ps.ms_per_mb * k),
+  )
+  return dataclasses.replace(
+    profile, compute=compute, gradients=grads, apply=apply
+  )
+
+
+def _loopback_none(lines, ln):
+  """The measured loopback cell without compression of ln's model, or None."""
+  for other in lines:
+    if (
+      other['model'] == ln['model']
+      and other['variable_update'] == ln['variable_update']
+      and other['gradient_compression'] == 'none'
+      and not other['link_mbits']
+    ):
+      return other
+  return None
+
+
 def prediction_table(lines, profile_dir) -> list:
   """Measured against predicted, per cell whose model has a profile of the
-  cell's batch: the error is predicted / measured - 1."""
+  cell's batch (error: predicted / measured - 1): from the profile as it
+  is, and with its CPU times k times as long, k the loopback uncompressed
+  cell's predicted / measured images/sec (the run's own share of a shared
+  machine's cores)."""
   out = [
-    '| model | compressor | link | measured img/s | predicted img/s | error |',
-    '|---|---|---|---:|---:|---:|',
+    '| model | compressor | link | measured img/s | predicted | error '
+    '| k | predicted, CPU x k | error |',
+    '|---|---|---|---:|---:|---:|---:|---:|---:|',
   ]
   profiles = {}
   for ln in lines:
     key = (ln['model'], ln['data_name'], ln['batch_size'])
     if key not in profiles:
       profiles[key] = model_profile(profile_dir, *key)
-    if profiles[key] is None:
+    profile = profiles[key]
+    if profile is None:
       continue
-    guess = predicted(profiles[key], ln)
-    out.append(
-      '| %s | %s | %s | %.2f | %.2f | %+.0f%% |'
-      % (
-        ln['model'],
-        ln['gradient_compression'],
-        _link_name(ln['link_mbits']),
-        ln['images_per_sec'],
-        guess,
-        (guess / ln['images_per_sec'] - 1) * 100,
-      )
-    )
+    guess = predicted(profile, ln)
+    cells = [
+      ln['model'],
+      ln['gradient_compression'],
+      _link_name(ln['link_mbits']),
+      '%.2f' % ln['images_per_sec'],
+      '%.2f' % guess,
+      '%+.0f%%' % ((guess / ln['images_per_sec'] - 1) * 100),
+    ]
+    ref = _loopback_none(lines, ln)
+    if ref is None:
+      cells += ['-', '-', '-']
+    else:
+      k = predicted(profile, ref) / ref['images_per_sec']
+      scaled = predicted(slowed(profile, k), ln)
+      cells += [
+        '%.2f' % k,
+        '%.2f' % scaled,
+        '%+.0f%%' % ((scaled / ln['images_per_sec'] - 1) * 100),
+      ]
+    out.append('| %s |' % ' | '.join(cells))
   return out
 
 
