@@ -325,3 +325,32 @@ def test_auto_weighs_the_runs_compressor():
   repacked = dict(overrides, gradient_repacking=2)
   got = auto.candidates(repacked, profile, target, None)
   assert {s.gradient_compression for s in got} == {'none'}
+
+
+def test_prediction_table_from_fixture():
+  """Each cell against the test-bed model, as is and with the profile's CPU
+  times scaled by k = predicted / measured of the loopback none cell."""
+  lines = bench.read_lines(FIXTURE)
+  rows = bench.prediction_table(
+    lines, os.path.join(REPO, 'results', 'profiles')
+  )
+  assert len(rows) == 2 + len(lines)
+  profile = bench.model_profile(
+    os.path.join(REPO, 'results', 'profiles'), 'alexnet', 'cifar10', 32
+  )
+  k = bench.predicted(profile, lines[0]) / lines[0]['images_per_sec']
+  fp16_25 = next(
+    ln
+    for ln in lines
+    if ln['gradient_compression'] == 'fp16' and ln['link_mbits'] == 25
+  )
+  row = next(r for r in rows if '| fp16 | 25 Mbit/s |' in r).split(' | ')
+  guess = bench.predicted(profile, fp16_25)
+  scaled = bench.predicted(bench.slowed(profile, k), fp16_25)
+  assert row[4] == '%.2f' % guess
+  assert row[6] == '%.2f' % k
+  assert row[7] == '%.2f' % scaled
+  assert row[8] == '%+.0f%% |' % ((scaled / 19.0 - 1) * 100)
+  # A slower CPU slows a compute-bound cell.
+  loop = bench.predicted(bench.slowed(profile, 3.0), lines[0])
+  assert loop < bench.predicted(profile, lines[0])
