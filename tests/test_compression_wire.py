@@ -22,6 +22,7 @@ from tests.test_hardware_model import _hw
 from tests.test_hardware_model import _profile
 from tf_cnn_benchmarks import __main__ as cli
 from tf_cnn_benchmarks.commands import compression_benchmark as bench
+from tf_cnn_benchmarks.commands import predict_scaling
 from tf_cnn_benchmarks.scaling.auto import auto
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_compression as cmc
@@ -354,3 +355,49 @@ def test_prediction_table_from_fixture():
   # A slower CPU slows a compute-bound cell.
   loop = bench.predicted(bench.slowed(profile, 3.0), lines[0])
   assert loop < bench.predicted(profile, lines[0])
+
+
+@pytest.mark.parametrize(
+  'flag, word',
+  [
+    ('--gradient_compression=zip', '--gradient_compression=zip'),
+    ('--powersgd_rank=0', '--powersgd_rank=0'),
+  ],
+)
+def test_predict_scaling_bad_compression_flags(flag, word, capsys):
+  profile = os.path.join(
+    REPO, 'results', 'profiles', 'trivial_cifar10_b32_cpu.json'
+  )
+  status = predict_scaling.main(
+    ['--profile=' + profile, '--num_workers=2', flag]
+  )
+  err = capsys.readouterr().err.strip().splitlines()
+  assert status == 2 and len(err) == 1 and word in err[0]
+
+
+def test_predict_scaling_prices_every_compressor(capsys, tmp_path):
+  profile = os.path.join(
+    REPO, 'results', 'profiles', 'alexnet_cifar10_b32_cpu.json'
+  )
+  out = tmp_path / 'p.jsonl'
+  status = predict_scaling.main(
+    [
+      '--profile=' + profile,
+      '--num_workers=3',
+      '--link_mbits=25',
+      '--topology=shared',
+      '--colocated',
+      '--variable_update=collective_all_reduce',
+      '--gradient_compression=all',
+      '--json_out=%s' % out,
+    ]
+  )
+  assert status == 0, capsys.readouterr().err
+  lines = [json.loads(x) for x in out.read_text().splitlines()]
+  got = {
+    x['gradient_compression']: x['predicted_images_per_sec']
+    for x in lines
+    if x['variable_update'] == 'collective_all_reduce'
+  }
+  assert list(got) == list(catalog.NAMES)
+  assert got['fp16'] > got['none'] and got['powersgd'] > got['fp16']

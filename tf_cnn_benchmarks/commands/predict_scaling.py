@@ -203,6 +203,10 @@ def strategies_for(args, profile, target, hardware=False):
   compressors = _names(
     args.gradient_compression, cmc.catalog.NAMES, 'gradient_compression'
   )
+  if args.powersgd_rank < 1:
+    raise UsageError(
+      '--powersgd_rank=%d: want an integer >= 1' % (args.powersgd_rank)
+    )
   out = []
   for name in names:
     if name not in allowed and not explicit:
