@@ -1,5 +1,8 @@
 """Every gradient compressor by name, with what it is, as data (no TensorFlow).
 
+Also what each puts on the wire and the compute it adds (wire_phases,
+wire_bytes, work): the one statement of those rules.
+
 The flag (--gradient_compression) takes its choices from here, the flag
 checks their rules (which managers a compressor fits), and the compressor
 classes (registry.py) are checked against this table by
