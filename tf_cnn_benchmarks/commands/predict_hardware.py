@@ -154,6 +154,7 @@ class HardwarePrediction:
       'all_reduce_spec': s.all_reduce_spec,
       'gradient_repacking': s.gradient_repacking,
       'cross_replica_sync': s.sync,
+      'gradient_compression': s.gradient_compression,
       'devices_per_worker': self.target.gpus_per_host,
     }
     line.update(dataclasses.asdict(self.target))
@@ -209,6 +210,14 @@ def check(strategy, hw, profile) -> None:
       raise cost_model.StrategyError('horovod takes no --all_reduce_spec')
     return
   cost_model.check_strategy(strategy, hw, profile)
+  if (
+    strategy.gradient_compression != 'none' and hw.gradient_precision != 'fp32'
+  ):
+    raise cost_model.StrategyError(
+      '--gradient_compression=%s with --gradient_precision=%s: both set the '
+      'bytes on the wire; use one'
+      % (strategy.gradient_compression, hw.gradient_precision)
+    )
   if not strategy.sync:
     raise cost_model.StrategyError(
       'the hardware model predicts synchronous steps only'

@@ -6,6 +6,7 @@
       [--link_latency_us=0] [--topology=shared|switch] [--colocated]
       [--variable_update=all|NAME[,NAME]] [--all_reduce_spec=all|SPEC[,SPEC]]
       [--gradient_repacking=0] [--agg_small_grads_max_bytes=0]
+      [--gradient_compression=none|all|NAME[,NAME]] [--powersgd_rank=4]
       [--calibration=FILE] [--json_out=FILE]
       [--intra_link=pcie3|pcie4|nvlink1|nvlink2|nvswitch|nvswitch3|GB/s]
       [--network=tcp|rdma] [--ps_placement=own_hosts|worker_hosts]
@@ -20,6 +21,9 @@ loopback clusters with its calibration (cost_model.py). Prints, per cluster
 shape, a ranked table of predicted images/sec with its band, the margin of
 the best to the runner-up, and where the constants came from; --json_out
 writes one JSON line per strategy and shape. docs/predicting.md.
+--gradient_compression prices each compressor (bytes from its catalog,
+compute at the profile's streaming rate: cost_model_compression.py) for the
+managers that all-reduce every gradient; the others run uncompressed.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from tf_cnn_benchmarks.platform import quiet
 from tf_cnn_benchmarks.reporting import outputs
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration as cal_lib
+from tf_cnn_benchmarks.scaling.model import cost_model_compression as cmc
 from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.model import target as target_lib
@@ -96,6 +101,13 @@ def parse_args(argv):
   p.add_argument('--agg_small_grads_max_bytes', type=int, default=0)
   p.add_argument('--agg_small_grads_max_group', type=int, default=10)
   p.add_argument('--hybrid_threshold_bytes', type=int, default=1 << 20)
+  p.add_argument(
+    '--gradient_compression',
+    default='none',
+    help='compressors to price: none, all, or a comma list of %s'
+    % ', '.join(cmc.catalog.NAMES),
+  )
+  p.add_argument('--powersgd_rank', type=int, default=cmc.DEFAULT_RANK)
   p.add_argument('--calibration', help='JSON of fitted constants')
   p.add_argument('--json_out', help='write one JSON line per prediction')
   p.add_argument(
@@ -188,12 +200,20 @@ def strategies_for(args, profile, target, hardware=False):
     specs = [None] + _registered_specs(profile, target)
   else:
     specs = [s for s in args.all_reduce_spec.split(',') if s]
+  compressors = _names(
+    args.gradient_compression, cmc.catalog.NAMES, 'gradient_compression'
+  )
+  if args.powersgd_rank < 1:
+    raise UsageError(
+      '--powersgd_rank=%d: want an integer >= 1' % (args.powersgd_rank)
+    )
   out = []
   for name in names:
     if name not in allowed and not explicit:
       continue
     for spec in _specs_of(name, specs, args.all_reduce_spec == 'all'):
-      out.append(_strategy(args, name, spec))
+      for comp in _compressors_of(name, compressors):
+        out.append(_strategy(args, name, spec, compression=comp))
     if name == 'parameter_server' and cluster and not hardware:
       out.append(_strategy(args, name, None, sync=False))
   check = predict_hardware.check if hardware else cost_model.check_strategy
@@ -210,7 +230,15 @@ def _specs_of(name, specs, every):
   return specs
 
 
-def _strategy(args, name, spec, sync=True):
+def _compressors_of(name, compressors):
+  """The compressors `name` is priced with: the asked ones for a manager
+  that all-reduces every gradient, none for the others."""
+  if name in cmc.ALL_REDUCE_MANAGERS:
+    return compressors
+  return ['none']
+
+
+def _strategy(args, name, spec, sync=True, compression='none'):
   packs = name in cost_model.PACKING
   return cost_model.Strategy(
     name,
@@ -220,6 +248,8 @@ def _strategy(args, name, spec, sync=True):
     args.hybrid_threshold_bytes,
     args.agg_small_grads_max_bytes if packs else 0,
     args.agg_small_grads_max_group,
+    gradient_compression=compression,
+    powersgd_rank=args.powersgd_rank,
   )
 
 

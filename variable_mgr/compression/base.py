@@ -165,16 +165,22 @@ class Compressor:
 def guarded_updates(updates, device: str) -> list:
   """Assign ops for (variable, old value, new value) triples.
 
-  Every variable takes its new value only if all new values are finite
-  (computed on `device`), else keeps the old one: a step whose gradients
-  hold inf/nan (the loss scale's overflow) leaves the state as it was.
+  Every variable takes its new value only if all new values are finite,
+  else keeps the old one: a step whose gradients hold inf/nan (the loss
+  scale's overflow) leaves the state as it was. Each new value is checked
+  on its own variable's device and only the one-bit verdicts meet on
+  `device`: checking them all there would send every tower's state (a
+  gradient's size) to it each step, across the network when the towers
+  are on other workers.
   """
   if not updates:
     return []
+  verdicts = []
+  for var, _, new in updates:
+    with tf.device(var.device):
+      verdicts.append(tf.reduce_all(tf.math.is_finite(new)))
   with tf.device(device):
-    finite = tf.reduce_all(
-      [tf.reduce_all(tf.math.is_finite(new)) for _, _, new in updates]
-    )
+    finite = tf.reduce_all(verdicts)
   ops = []
   for var, old, new in updates:
     with tf.device(var.device):

@@ -32,15 +32,8 @@ EPSILON = 1e-8
 
 def matrix_shape(shape, rank: int):
   """(n, m, r) of a gradient of `shape` compressed at `rank`; None: sent as
-  it is (a vector, or a matrix too small to gain)."""
-  dims = list(shape)
-  if len(dims) < 2:
-    return None
-  n, m = int(np.prod(dims[:-1])), int(dims[-1])
-  r = min(rank, n, m)
-  if r * (n + m) >= n * m:
-    return None
-  return n, m, r
+  it is (catalog.matrix_shape, the one statement of the rule)."""
+  return catalog.matrix_shape(shape, rank)
 
 
 def initial_q(name: str, m: int, r: int) -> np.ndarray:

@@ -35,6 +35,7 @@ from tf_cnn_benchmarks.scaling.auto import auto_trials
 from tf_cnn_benchmarks.scaling.auto import link_probe
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_calibration
+from tf_cnn_benchmarks.scaling.model import cost_model_compression
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.model import target as target_lib
 from variable_mgr import allreduce_spec
@@ -339,10 +340,19 @@ def candidates(overrides: dict, profile, target, cluster) -> list:
 
 
 def _strategy(overrides: dict, name: str, spec) -> cost_model.Strategy:
-  """The strategy with the run's own packing flags where they apply."""
+  """The strategy with the run's own packing flags and compressor where
+  they apply. The compressor changes the numbers, so the run chooses it
+  and auto weighs it: priced where the model prices it (the managers
+  that all-reduce every gradient, unpacked), none elsewhere."""
   defaults = params_lib.Params()
   get = lambda key: overrides.get(key, getattr(defaults, key))  # noqa: E731
   packs = name in cost_model.PACKING
+  compression = get('gradient_compression') or 'none'
+  priced = (
+    name in cost_model_compression.ALL_REDUCE_MANAGERS
+    and not (packs and get('gradient_repacking'))
+    and not (packs and get('agg_small_grads_max_bytes'))
+  )
   return cost_model.Strategy(
     name,
     spec,
@@ -352,6 +362,8 @@ def _strategy(overrides: dict, name: str, spec) -> cost_model.Strategy:
       get('agg_small_grads_max_bytes') if packs else 0
     ),
     agg_small_grads_max_group=get('agg_small_grads_max_group'),
+    gradient_compression=compression if priced else 'none',
+    powersgd_rank=get('powersgd_rank'),
   )
 
 

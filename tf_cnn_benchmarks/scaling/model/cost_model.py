@@ -24,6 +24,7 @@ from typing import Optional
 from tf_cnn_benchmarks.scaling.model import (
   cost_model_calibration as calibration_lib,
 )
+from tf_cnn_benchmarks.scaling.model import cost_model_compression
 from tf_cnn_benchmarks.scaling.model import cost_model_graph
 from tf_cnn_benchmarks.scaling.model import cost_model_ps
 from tf_cnn_benchmarks.scaling.model import cost_model_strategies
@@ -55,6 +56,8 @@ class Strategy:
 
   all_reduce_spec: the spec text, or None (the manager's default).
   sync: --cross_replica_sync (False: parameter_server's async bound).
+  gradient_compression, powersgd_rank: the compressor and its rank
+    (cost_model_compression.py).
   """
 
   variable_update: str
@@ -64,6 +67,8 @@ class Strategy:
   hybrid_threshold_bytes: int = 1 << 20
   agg_small_grads_max_bytes: int = 0
   agg_small_grads_max_group: int = 10
+  gradient_compression: str = 'none'
+  powersgd_rank: int = cost_model_compression.DEFAULT_RANK
 
   def label(self) -> str:
     """'replicated xring', 'parameter_server async (bound)'."""
@@ -79,7 +84,7 @@ class Strategy:
       )
     if not self.sync:
       text += ' async (bound)'
-    return text
+    return text + cost_model_compression.of_strategy(self).label()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +108,12 @@ class Prediction:
       'agg_small_grads_max_bytes': self.strategy.agg_small_grads_max_bytes,
       'agg_small_grads_max_group': self.strategy.agg_small_grads_max_group,
       'cross_replica_sync': self.strategy.sync,
+      'gradient_compression': self.strategy.gradient_compression,
+      'powersgd_rank': (
+        self.strategy.powersgd_rank
+        if cost_model_compression.of_strategy(self.strategy).two_phase
+        else None
+      ),
       'num_workers': t.num_workers,
       'devices_per_worker': t.devices_per_worker,
       'num_ps': t.num_ps,
@@ -134,6 +145,15 @@ def check_strategy(strategy: Strategy, target, profile) -> None:
       '--all_reduce_spec applies to %s only' % ', '.join(WITH_SPEC)
     )
   _check_packing(strategy)
+  try:
+    cost_model_compression.check(
+      cost_model_compression.of_strategy(strategy),
+      name,
+      strategy.gradient_repacking,
+      strategy.agg_small_grads_max_bytes,
+    )
+  except cost_model_compression.CompressionError as e:
+    raise StrategyError(str(e)) from None
   if not strategy.sync and name != 'parameter_server':
     raise StrategyError('the async bound is modelled for parameter_server')
   spec = parse_spec(strategy.all_reduce_spec)
@@ -217,6 +237,7 @@ def _all_reduce_step(b, strategy, spec):
       strategy.agg_small_grads_max_bytes,
       strategy.agg_small_grads_max_group,
     ),
+    compression=cost_model_compression.of_strategy(strategy),
   )
 
 

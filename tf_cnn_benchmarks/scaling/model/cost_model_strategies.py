@@ -29,6 +29,7 @@ hybrid: variables over the threshold on the ps (read by every tower,
 from __future__ import annotations
 
 from tf_cnn_benchmarks.scaling.model import cost_model_allreduce as ar
+from tf_cnn_benchmarks.scaling.model import cost_model_compression
 from tf_cnn_benchmarks.scaling.model import simulate
 from variable_mgr import grouping
 
@@ -124,21 +125,28 @@ def _units(b, ready, last, repacking, agg=(0, 10)):
   return [(size, concat) for size in sizes]
 
 
-def all_reduce_step(b, spec, repacking=0, *, collective=False, agg=(0, 10)):
+def all_reduce_step(
+  b, spec, repacking=0, *, collective=False, agg=(0, 10), compression=None
+):
   """replicated / distributed_all_reduce / collective_all_reduce.
 
-  spec: a parsed AllReduceSpec, or None for the classic default.
+  spec: a parsed AllReduceSpec, or None for the classic default;
+  compression: a cost_model_compression.Compression (None: none).
   """
   ready, last = towers(b, {})
   order = places(b.target)
-  done = {p: [] for p in order}
-  units = _units(b, ready, last, repacking, agg)
-  if b.transfers_wait_for_compute():
-    computed = list(last.values())
-    units = [(nbytes, list(deps) + computed) for nbytes, deps in units]
-  for k, (nbytes, deps) in enumerate(units):
-    for p, j in zip(order, _reduce_unit(b, spec, order, nbytes, deps, k)):
-      done[p].append(j)
+  computed = list(last.values()) if b.transfers_wait_for_compute() else []
+  if compression is not None and compression.compresses:
+    done = cost_model_compression.reduce_all(
+      b,
+      order,
+      ready,
+      computed,
+      compression,
+      lambda nbytes, deps, k: _reduce_unit(b, spec, order, nbytes, deps, k),
+    )
+  else:
+    done = _reduce_units(b, spec, order, ready, last, repacking, agg, computed)
   apply_us = b.apply_ms('worker', b.profile.gradients) * 1000.0
   barrier = list(last.values())  # updates wait for every gradient
   ends = {}
@@ -152,6 +160,18 @@ def all_reduce_step(b, spec, repacking=0, *, collective=False, agg=(0, 10)):
     for p, j in zip(order, loss):
       ends[p[1]].append(j)
   return step_end(b, ends)
+
+
+def _reduce_units(b, spec, order, ready, last, repacking, agg, computed):
+  """{place: [jobs]} of every uncompressed unit's all-reduce."""
+  done = {p: [] for p in order}
+  units = _units(b, ready, last, repacking, agg)
+  if computed:
+    units = [(nbytes, list(deps) + computed) for nbytes, deps in units]
+  for k, (nbytes, deps) in enumerate(units):
+    for p, j in zip(order, _reduce_unit(b, spec, order, nbytes, deps, k)):
+      done[p].append(j)
+  return done
 
 
 def _reduce_unit(b, spec, order, nbytes, deps, index):

@@ -24,6 +24,7 @@ import dataclasses
 import math
 import statistics
 
+from tf_cnn_benchmarks.scaling.model import cost_model_compression as cmc
 from tf_cnn_benchmarks.scaling.model import cost_model_strategies as st
 from tf_cnn_benchmarks.scaling.model import hardware as hw_lib
 
@@ -184,22 +185,29 @@ def _stretched(profile, hw):
   return c, c / profile.compute.step_ms
 
 
-def _overlapped(profile, hw, cost_of, *, packed=0, after=0.0, overlap=True):
+def _overlapped(
+  profile, hw, cost_of, *, packed=0, after=0.0, overlap=True, compression=None
+):
   """Step with one message per gradient (or `packed` even packs made once
   all are ready) queued on one bottleneck, overlapping the compute (or,
-  overlap=False, all sent once the compute is done)."""
+  overlap=False, all sent once the compute is done); a compressor's
+  messages and work from cost_model_compression."""
   c, k = _stretched(profile, hw)
   grads = profile.gradients
-  if not overlap:
-    msgs = [(c, cost_of(wire_bytes(g, hw))) for g in grads]
-    if packed:
-      total = sum(wire_bytes(g, hw) for g in grads)
-      msgs = [(c, cost_of(total / packed)) for _ in range(packed)]
+  if compression is not None and compression.compresses:
+    sent, work_ms = cmc.messages(compression, profile, k)
+    c += work_ms
+    msgs = [
+      (ready if overlap else c, cost_of(nbytes)) for ready, nbytes in sent
+    ]
   elif packed:
     total = sum(wire_bytes(g, hw) for g in grads)
     msgs = [(c, cost_of(total / packed)) for _ in range(packed)]
   else:
-    msgs = [(g.ready_ms * k, cost_of(wire_bytes(g, hw))) for g in grads]
+    msgs = [
+      (g.ready_ms * k if overlap else c, cost_of(wire_bytes(g, hw)))
+      for g in grads
+    ]
   end = max(c, fifo_end(msgs)) + after
   return Step(end, c, end - c)
 
@@ -209,7 +217,7 @@ def _worker_apply_ms(profile):
   return sum(a.ms(g.bytes) for g in profile.gradients)
 
 
-def replicated(profile, hw, spec=None, repacking=0):
+def replicated(profile, hw, spec=None, repacking=0, compression=None):
   """One host: every GPU's gradient all-reduced by the spec's algorithm;
   without a spec the classic default (tensorflow/benchmarks
   batch_allreduce.algorithm_from_params; variable_mgr@9165a70
@@ -226,6 +234,7 @@ def replicated(profile, hw, spec=None, repacking=0):
     packed=repacking,
     after=_worker_apply_ms(profile),
     overlap=alg != 'nccl' or NCCL_OVERLAPS_COMPUTE,
+    compression=compression,
   )
 
 
@@ -243,7 +252,7 @@ def _two_level(spec):
   return parts[0], parts[-1]
 
 
-def all_reduce_cluster(profile, hw, spec=None, repacking=0):
+def all_reduce_cluster(profile, hw, spec=None, repacking=0, compression=None):
   """distributed_all_reduce / collective_all_reduce across hosts: the
   spec's intra algorithm in each host, its inter one across the hosts
   (one after the other); a one-level spec is a ring over every GPU."""
@@ -266,6 +275,7 @@ def all_reduce_cluster(profile, hw, spec=None, repacking=0):
     packed=repacking,
     after=_worker_apply_ms(profile),
     overlap=overlap,
+    compression=compression,
   )
 
 
@@ -475,14 +485,15 @@ def step(profile, hw, strategy) -> Step:
     raise HardwareStrategyError(
       'the hardware model predicts synchronous steps only'
     )
+  compression = cmc.of_strategy(strategy)
   if name == 'horovod':
     return horovod(profile, hw)
   if name == 'replicated':
     if hw.num_workers > 1:
       raise HardwareStrategyError('replicated runs on one host')
-    return replicated(profile, hw, spec, repack)
+    return replicated(profile, hw, spec, repack, compression)
   if name in ('distributed_all_reduce', 'collective_all_reduce'):
-    return all_reduce_cluster(profile, hw, spec, repack)
+    return all_reduce_cluster(profile, hw, spec, repack, compression)
   if name in ('parameter_server', 'distributed_replicated'):
     return parameter_server(profile, hw, name == 'distributed_replicated')
   if name == 'hybrid':
