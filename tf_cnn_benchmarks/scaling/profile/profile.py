@@ -6,7 +6,8 @@
 
 Parts: one tower's compute (profile_compute.py), the all-reduce chunk lists
 (profile_chunks.py), the transports and the ps-side apply
-(transport.py). See lab/notes/predicting_profile.md.
+(transport.py), and, when asked, the gradient compressors' compute
+(profile_compression.py). See lab/notes/predicting_profile.md.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tf_cnn_benchmarks.platform import cpu_features
 from tf_cnn_benchmarks.reporting import environment
 from tf_cnn_benchmarks.scaling.model import profile_format as fmt
 from tf_cnn_benchmarks.scaling.profile import profile_chunks
+from tf_cnn_benchmarks.scaling.profile import profile_compression
 from tf_cnn_benchmarks.scaling.profile import profile_compute
 from tf_cnn_benchmarks.scaling.profile import profile_concurrent
 from tf_cnn_benchmarks.scaling.profile import profile_graph
@@ -51,6 +53,7 @@ def measure_profile(
   notes: str = SPREAD_NOTE,
   timeout: float = 900.0,
   concurrent_copies=profile_concurrent.DEFAULT_COPIES,
+  compressors=(),
   **flags,
 ) -> fmt.Profile:
   """Measures this host's profile of `model` (see the module docstring).
@@ -65,6 +68,8 @@ def measure_profile(
     notes: the profile's free-text note.
     timeout: seconds the transport tasks (and each concurrent run) may take.
     concurrent_copies: the k of compute.concurrent_speedup (CPU; empty: none).
+    compressors: names of the registry whose compute to measure (empty:
+      none; profile.compressors is then None).
     **flags: further benchmark flags (data_format, use_fp16, ...), checked.
 
   Raises:
@@ -85,6 +90,13 @@ def measure_profile(
   transports, ps_apply, how = _transports(
     plan, compute, transport_sizes, timeout
   )
+  costs = profile_compression.measure_compressors(
+    gradients,
+    compressors,
+    device=plan.params.device,
+    rank=plan.params.powersgd_rank,
+    config=profile_graph.session_config(plan),
+  )
   now = datetime.datetime.now(datetime.timezone.utc)
   return fmt.Profile(
     created=now.strftime('%Y-%m-%dT%H:%M:%SZ'),
@@ -97,6 +109,7 @@ def measure_profile(
     transports=transports,
     notes='; '.join(n for n in (notes, machine_note()) if n),
     chunk_algorithms=algorithms,
+    compressors=costs,
   )
 
 
@@ -244,6 +257,7 @@ def summary_lines(profile: fmt.Profile) -> list:
     )
   lines.append(_chunk_line(profile))
   lines.extend(_transport_lines(profile))
+  lines.append(profile_compression.summary_line(profile.compressors))
   return lines
 
 
