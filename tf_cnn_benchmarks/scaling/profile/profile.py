@@ -61,15 +61,12 @@ def measure_profile(
   Args:
     model, data_name, batch_size, device: the benchmark's flags of the same
       names (None: the benchmark's default).
-    num_steps: timed steps of the local run (after 5 warm-up steps).
-    num_traced: traced steps after them (ready times, forward/backward).
+    num_steps, num_traced: timed steps (after 5 warm-up), then traced ones.
     transport_sizes: transport message sizes (empty: none; ps apply = worker's).
     specs: --all_reduce_spec strings for the chunk lists (default: all).
-    notes: the profile's free-text note.
-    timeout: seconds the transport tasks (and each concurrent run) may take.
+    notes, timeout: the note; seconds a transport task or copy may take.
     concurrent_copies: the k of compute.concurrent_speedup (CPU; empty: none).
-    compressors: names of the registry whose compute to measure (empty:
-      none; profile.compressors is then None).
+    compressors: the compressors whose compute to measure (empty: none).
     **flags: further benchmark flags (data_format, use_fp16, ...), checked.
 
   Raises:
@@ -90,16 +87,8 @@ def measure_profile(
   transports, ps_apply, how = _transports(
     plan, compute, transport_sizes, timeout
   )
-  costs = profile_compression.measure_compressors(
-    gradients,
-    compressors,
-    device=plan.params.device,
-    rank=plan.params.powersgd_rank,
-    config=profile_graph.session_config(plan),
-  )
-  now = datetime.datetime.now(datetime.timezone.utc)
   return fmt.Profile(
-    created=now.strftime('%Y-%m-%dT%H:%M:%SZ'),
+    created=_now(),
     host=_host(plan.params.device),
     run=compute.run,
     compute=tower,
@@ -109,7 +98,23 @@ def measure_profile(
     transports=transports,
     notes='; '.join(n for n in (notes, machine_note()) if n),
     chunk_algorithms=algorithms,
-    compressors=costs,
+    compressors=_compressors(plan, gradients, compressors),
+  )
+
+
+def _now() -> str:
+  now = datetime.datetime.now(datetime.timezone.utc)
+  return now.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def _compressors(plan, gradients, names):
+  """The compressors' compute (fmt.CompressorCosts), None for no names."""
+  return profile_compression.measure_compressors(
+    gradients,
+    names,
+    device=plan.params.device,
+    rank=plan.params.powersgd_rank,
+    config=profile_graph.session_config(plan),
   )
 
 
