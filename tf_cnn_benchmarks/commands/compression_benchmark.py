@@ -274,24 +274,25 @@ def prediction_table(lines, profile_dir) -> list:
         '%+.0f%%' % ((scaled / ln['images_per_sec'] - 1) * 100),
       ]
     out.append('| %s |' % ' | '.join(cells))
-  return out + [''] + compute_sources(lines, profiles)
+  return out
 
 
-def compute_sources(lines, profiles) -> list:
+def compute_sources(lines, profile_dir) -> list:
   """'- model: compressor compute: ...' per model and compressor of the
-  predicted cells: measured in the profile, or assumed (and why)."""
+  cells with a profile: measured in the profile, or assumed (and why)."""
   out, seen = [], set()
   for ln in lines:
-    key = (ln['model'], ln['data_name'], ln['batch_size'])
     compression = cost_model_compression.Compression(
       ln['gradient_compression'],
       ln.get('powersgd_rank') or catalog.DEFAULT_POWERSGD_RANK,
     )
-    if not compression.compresses or profiles.get(key) is None:
+    key = (ln['model'], ln['data_name'], ln['batch_size'], compression)
+    if not compression.compresses or key in seen:
       continue
-    if (key, compression) not in seen:
-      seen.add((key, compression))
-      out.append('- %s: %s' % (ln['model'], compression.source(profiles[key])))
+    seen.add(key)
+    profile = model_profile(profile_dir, *key[:3])
+    if profile is not None:
+      out.append('- %s: %s' % (ln['model'], compression.source(profile)))
   return out
 
 
@@ -486,6 +487,7 @@ def main(argv=None) -> int:
   rows = table(lines)
   if args.predict:
     rows += [''] + prediction_table(lines, args.profile_dir)
+    rows += [''] + compute_sources(lines, args.profile_dir)
   print('\n'.join(rows))
   if args.markdown:
     with open(args.markdown, 'w') as f:
