@@ -12,7 +12,8 @@ Runs of the compressors alternate (rounds of a few runs each), so a load
 that comes and goes on a shared host falls on every compressor alike. Each
 figure is the median of a compressor's runs less the median of the
 identity's (the same variables read, nothing computed: the session's own
-cost), with the p10/p90 of its runs less that same median.
+cost), with the p10/p90 of its runs less that same median. Grappler's
+dependency optimizer is off for these runs (_config says why).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def measure_compressors(
   with graph.as_default():
     ops = _build(gradients, [NONE] + names, '/%s:0' % device, rank)
     init = tf1.global_variables_initializer()
-  with tf1.Session(graph=graph, config=config) as sess:
+  with tf1.Session(graph=graph, config=_config(config)) as sess:
     sess.run(init)
     times = _timed(sess, ops, rounds, runs_per_round)
   base_ms = stats.median(times[NONE])
@@ -117,6 +118,22 @@ def _build(gradients, names, device: str, rank: int) -> dict:
       out = registry.create(name, rank).reduce(reads, wire)
       ops[name] = tf.group(*out[0])
   return ops
+
+
+def _config(given):
+  """`given` (or the default) with Grappler's dependency optimizer off.
+
+  Each compressor's outputs are run through a control-only group (nothing
+  fetched); that optimizer turns an op whose outputs only such a group
+  consumes into a no-op, and so would remove a plain cast and its way back.
+  In the training step the reduced gradients feed the update, so they run.
+  """
+  config = tf1.ConfigProto()
+  if given is not None:
+    config.CopyFrom(given)
+  options = config.graph_options.rewrite_options
+  options.dependency_optimization = type(options).OFF
+  return config
 
 
 def _identity(tower_tensors) -> list:
