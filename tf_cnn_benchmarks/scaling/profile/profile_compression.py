@@ -34,6 +34,12 @@ NONE = 'none'
 DEFAULT_ROUNDS = 6
 DEFAULT_RUNS_PER_ROUND = 5
 WARMUP_RUNS = 2
+# How the figures were taken (CompressorCosts.measured).
+MEASURED = (
+  "each compressor's reduce() on a one-replica Wire whose reduction is the "
+  'identity, for the %d gradients of the profile on its %s: wall-clock ms '
+  'per run, median less the median of the identity run'
+)
 
 
 def measure_compressors(
@@ -82,13 +88,6 @@ def measure_compressors(
     runs=rounds * runs_per_round,
     measured=MEASURED % (len(gradients), device),
   )
-
-
-MEASURED = (
-  "each compressor's reduce() on a one-replica Wire whose reduction is the "
-  'identity, for the %d gradients of the profile on its %s: wall-clock ms '
-  'per run, median less the median of the identity run'
-)
 
 
 def _build(gradients, names, device: str, rank: int) -> dict:
