@@ -31,7 +31,7 @@ PROFILES = os.path.join(REPO, 'results', 'profiles')
 # A matrix, a conv kernel and a vector: large enough that each compressor's
 # ops take longer than reading the variables (the baseline).
 GRADIENTS = (
-  fmt.Gradient('w', (512, 256), 'float32', 512 * 256 * 4, 1.0),
+  fmt.Gradient('w', (1024, 512), 'float32', 1024 * 512 * 4, 1.0),
   fmt.Gradient('k', (3, 3, 32, 64), 'float32', 3 * 3 * 32 * 64 * 4, 1.0),
   fmt.Gradient('b', (256,), 'float32', 256 * 4, 1.0),
 )
