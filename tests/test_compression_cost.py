@@ -75,6 +75,22 @@ def test_the_profile_keeps_the_figures(measured, tmp_path):
   assert fmt.load_profile(path).compressors is None
 
 
+def test_add_compressors_keeps_the_files_other_keys(measured, tmp_path):
+  path = str(tmp_path / 'p.json')
+  with open(os.path.join(PROFILES, 'trivial_cifar10_b32_cpu.json')) as f:
+    data = json.load(f)
+  data['a_later_key'] = [1, 2]
+  with open(path, 'w') as f:
+    json.dump(data, f)
+  got = fmt.add_compressors(path, measured, 'added')
+  assert got.compressors == measured and got.notes.endswith('; added')
+  with open(path) as f:
+    again = json.load(f)
+  assert again.pop('compressors') == dataclasses.asdict(measured)
+  assert again.pop('notes') == data.pop('notes') + '; added'
+  assert again == data
+
+
 def test_another_version_is_refused(measured, tmp_path):
   old = fmt.load_profile(os.path.join(PROFILES, 'trivial_cifar10_b32_cpu.json'))
   data = fmt.profile_to_dict(dataclasses.replace(old, compressors=measured))

@@ -40,7 +40,6 @@ Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import math
 import sys
@@ -290,11 +289,8 @@ def _compressors_only() -> int:
     _now(),
     profile.machine_note(),
   )
-  result = dataclasses.replace(
-    old, compressors=costs, notes='; '.join(n for n in (old.notes, note) if n)
-  )
   try:
-    profile_format.save_profile(result, FLAGS.out)
+    profile_format.add_compressors(FLAGS.out, costs, note)
   except OSError as e:
     return _usage_error('--out=%s: cannot write: %s' % (FLAGS.out, e))
   print(profile_compression.summary_line(costs), flush=True)

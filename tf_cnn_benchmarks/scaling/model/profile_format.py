@@ -719,7 +719,27 @@ def other_run_error(profile, path, run: dict, flag, anyway_flag):
 
 def save_profile(profile, path):
   """Writes `profile` to `path` as indented JSON (atomically: temp+rename)."""
-  data = profile_to_dict(profile)
+  _write(profile_to_dict(profile), path)
+
+
+def add_compressors(path, costs, note: str = '') -> Profile:
+  """Puts `costs` (CompressorCosts) into the profile file at `path` and
+  appends `note` to its notes; every other key stays as the file has it
+  (also keys this reader does not know). Returns the new Profile.
+
+  Raises:
+    ProfileError: the file cannot be read or is not a profile (one line).
+  """
+  profile = load_profile(path)
+  data = json_input.load_file(path)
+  data['compressors'] = dataclasses.asdict(costs)
+  data['notes'] = '; '.join(n for n in (profile.notes, note) if n)
+  _write(data, path)
+  return profile_from_dict(data, source=path)
+
+
+def _write(data, path):
+  """`data` to `path` as indented JSON (atomically: temp+rename)."""
   profile_from_dict(data, source=path)  # refuse to write what cannot be read
   tmp = '%s.tmp%d' % (path, os.getpid())
   with open(tmp, 'w', encoding='utf-8') as f:
