@@ -24,7 +24,8 @@ from such a file, running nothing) prints the markdown table: per model and
 compressor, bytes and images/sec at each link, each against none; with
 --predict, a second table: each cell against the test-bed model's
 prediction (scaling/model/cost_model.py, from the model's profile of the
-same batch in --profile_dir).
+same batch in --profile_dir), then where each compressor's compute figure
+comes from (measured in the profile, or assumed).
 
 Exit status: 0 when every cell ran, 1 when some failed (each failure is one
 stderr line, the others still run), 2 for bad input.
@@ -43,6 +44,7 @@ from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.commands import results_io as rio
 from tf_cnn_benchmarks.platform import checkout
 from tf_cnn_benchmarks.scaling.model import cost_model
+from tf_cnn_benchmarks.scaling.model import cost_model_compression
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.model import target as target_lib
 from variable_mgr.compression import catalog
@@ -177,7 +179,8 @@ def predicted(profile, line) -> float:
 
 def slowed(profile, k: float):
   """`profile` with every CPU time k times as long: the step, its ready
-  times and the apply (and so the compressors' work, priced at its rate)."""
+  times, the apply and the compressors' measured work (or, not measured,
+  their work priced at the apply's rate)."""
   c = profile.compute
   compute = dataclasses.replace(
     c,
@@ -197,7 +200,24 @@ def slowed(profile, k: float):
     ps=dataclasses.replace(a.ps, ms_per_mb=a.ps.ms_per_mb * k),
   )
   return dataclasses.replace(
-    profile, compute=compute, gradients=grads, apply=apply
+    profile,
+    compute=compute,
+    gradients=grads,
+    apply=apply,
+    compressors=_slowed_compressors(profile.compressors, k),
+  )
+
+
+def _slowed_compressors(costs, k: float):
+  """The measured compressors' figures k times as long (None: None)."""
+  if costs is None:
+    return None
+  per_step = {
+    name: profile_format.CompressorCost(c.ms * k, c.ms_p10 * k, c.ms_p90 * k)
+    for name, c in costs.per_step.items()
+  }
+  return dataclasses.replace(
+    costs, per_step=per_step, baseline_ms=costs.baseline_ms * k
   )
 
 
@@ -254,6 +274,25 @@ def prediction_table(lines, profile_dir) -> list:
         '%+.0f%%' % ((scaled / ln['images_per_sec'] - 1) * 100),
       ]
     out.append('| %s |' % ' | '.join(cells))
+  return out
+
+
+def compute_sources(lines, profile_dir) -> list:
+  """'- model: compressor compute: ...' per model and compressor of the
+  cells with a profile: measured in the profile, or assumed (and why)."""
+  out, seen = [], set()
+  for ln in lines:
+    compression = cost_model_compression.Compression(
+      ln['gradient_compression'],
+      ln.get('powersgd_rank') or catalog.DEFAULT_POWERSGD_RANK,
+    )
+    key = (ln['model'], ln['data_name'], ln['batch_size'], compression)
+    if not compression.compresses or key in seen:
+      continue
+    seen.add(key)
+    profile = model_profile(profile_dir, *key[:3])
+    if profile is not None:
+      out.append('- %s: %s' % (ln['model'], compression.source(profile)))
   return out
 
 
@@ -448,6 +487,7 @@ def main(argv=None) -> int:
   rows = table(lines)
   if args.predict:
     rows += [''] + prediction_table(lines, args.profile_dir)
+    rows += [''] + compute_sources(lines, args.profile_dir)
   print('\n'.join(rows))
   if args.markdown:
     with open(args.markdown, 'w') as f:

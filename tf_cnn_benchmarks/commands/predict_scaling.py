@@ -22,8 +22,9 @@ shape, a ranked table of predicted images/sec with its band, the margin of
 the best to the runner-up, and where the constants came from; --json_out
 writes one JSON line per strategy and shape. docs/predicting.md.
 --gradient_compression prices each compressor (bytes from its catalog,
-compute at the profile's streaming rate: cost_model_compression.py) for the
-managers that all-reduce every gradient; the others run uncompressed.
+compute as the profile measured it, else at the profile's streaming rate:
+cost_model_compression.py, the printout says which) for the managers that
+all-reduce every gradient; the others run uncompressed.
 """
 
 from __future__ import annotations
@@ -347,7 +348,7 @@ def run(args):
       targets = predict_hardware.targets(args, [t.num_workers for t in targets])
     except hw_lib.HardwareError as e:  # each field is a flag of this name
       raise UsageError('--%s' % e) from None
-  lines = []
+  lines, compressions = [], {}
   for target in targets:
     strategies = strategies_for(args, profile, target, hardware)
     if not strategies:
@@ -359,6 +360,10 @@ def run(args):
     print_table(profile, target, preds)
     print()
     lines += [p.as_json() for p in preds]
+    for p in preds:
+      c = cmc.of_strategy(p.strategy)
+      if c.compresses:
+        compressions.setdefault(c, c.source(profile))
   if hardware:
     print('hardware model (closed forms); where its figures come from:')
     for line in targets[0].source_lines():
@@ -366,6 +371,10 @@ def run(args):
   else:
     print('test-bed model (loopback clusters); its calibration constants:')
     for line in cal.lines():
+      print('  ' + line)
+  if compressions:
+    print("the compressors' compute:")
+    for line in compressions.values():
       print('  ' + line)
   if args.json_out:
     with open(args.json_out, 'w', encoding='utf-8') as f:

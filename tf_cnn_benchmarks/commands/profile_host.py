@@ -10,8 +10,18 @@ e.g. --data_format, --use_fp16, --optimizer, --weight_decay); the profile
 always runs one tower on one device with parameter_server, as the cost
 model expects. Its own flags: --out (required), --profile_steps,
 --profile_traced_steps, --transport_max_bytes (0: no transport run),
---all_reduce_specs, --concurrent_copies. How to use it: docs/predicting.md;
+--all_reduce_specs, --concurrent_copies, --compressors,
+--compressors_only. How to use it: docs/predicting.md;
 every field and how it is measured: lab/notes/predicting_profile.md.
+
+The gradient compressors' compute (profile.compressors: each one's
+compress + decompress work for the model's gradients on the profiled
+device, no network) is measured by default: a few seconds against the
+minutes of the rest, and without it the predictors price PowerSGD's many
+small ops as streaming passes. To add it to a profile measured before:
+
+    .venv/bin/python scripts/profile_host.py --compressors_only \
+      --out=results/profiles/alexnet_cifar10_b32_cpu.json
 
 On paper, for a device this machine does not have (no run: a published
 figure and stated assumptions, every one in the profile's `notes`):
@@ -30,6 +40,7 @@ Exit status: 0; 2 with one line on stderr for a bad flag or an unwritable
 
 from __future__ import annotations
 
+import datetime
 import math
 import sys
 
@@ -38,10 +49,12 @@ from absl import flags  # noqa: E402
 from tf_cnn_benchmarks.config import params_value  # noqa: E402  (no TF)
 from tf_cnn_benchmarks.platform import quiet
 from tf_cnn_benchmarks.reporting import outputs
+from tf_cnn_benchmarks.scaling.model import cost_model_compression as cmc
 from tf_cnn_benchmarks.scaling.model import profile_format
 from tf_cnn_benchmarks.scaling.profile import cost_model_paper
 from tf_cnn_benchmarks.scaling.profile import profile_concurrent
 from variable_mgr import allreduce_spec
+from variable_mgr.compression import catalog
 
 FLAGS = flags.FLAGS
 params_value.define_flags(FLAGS)
@@ -70,6 +83,20 @@ flags.DEFINE_list(
   'On CPU: k copies of the local run at once, for each k given, against '
   'one alone (compute.concurrent_speedup: what k towers on one host get '
   'done; empty: not measured).',
+)
+flags.DEFINE_list(
+  'compressors',
+  ['all'],
+  'Gradient compressors whose compute to measure (profile.compressors): '
+  'all, none, or names of --gradient_compression; PowerSGD at '
+  '--powersgd_rank.',
+)
+flags.DEFINE_bool(
+  'compressors_only',
+  False,
+  'Measure only --compressors, for the gradients of the profile --out '
+  'already holds, on its device, and write them into it (the rest of the '
+  'profile as it was; the model flags are not used).',
 )
 
 flags.DEFINE_bool(
@@ -133,6 +160,12 @@ def _check_args():
       return '--concurrent_copies=%s: want whole numbers >= 2' % ','.join(
         FLAGS.concurrent_copies
       )
+  try:
+    cmc.measured_names(FLAGS.compressors)
+  except ValueError as e:
+    return str(e)
+  if FLAGS.compressors_only and FLAGS.paper:
+    return '--compressors_only: not with --paper (a paper profile has no run)'
   return None
 
 
@@ -147,6 +180,8 @@ _OWN_FLAGS = (
   'transport_max_bytes',
   'all_reduce_specs',
   'concurrent_copies',
+  'compressors',
+  'compressors_only',
 )
 
 
@@ -177,6 +212,8 @@ def main(argv) -> int:
     return _usage_error(problem)
   if FLAGS.paper:
     return _paper()
+  if FLAGS.compressors_only:
+    return _compressors_only()
   # TensorFlow loads after the flags parse (--help and flag errors answer
   # at once), its start-up lines kept off stderr; these modules import it.
   quiet.load_tensorflow()
@@ -199,6 +236,7 @@ def main(argv) -> int:
       transport_sizes=transport_bench.sizes_up_to(FLAGS.transport_max_bytes),
       specs=FLAGS.all_reduce_specs or None,
       concurrent_copies=tuple(int(k) for k in FLAGS.concurrent_copies),
+      compressors=cmc.measured_names(FLAGS.compressors),
       **given,
     )
   except (params_lib.ParamsError, allreduce_spec.AllReduceSpecError) as e:
@@ -217,6 +255,53 @@ def main(argv) -> int:
     print(line, flush=True)
   print('profile written to %s' % FLAGS.out, flush=True)
   return 0
+
+
+def _compressors_only() -> int:
+  """--compressors_only: the compressors measured into the profile --out."""
+  try:
+    old = profile_format.load_profile(FLAGS.out)
+  except profile_format.ProfileError as e:
+    return _usage_error('--compressors_only: %s' % e)
+  names = cmc.measured_names(FLAGS.compressors)
+  if not names:
+    return _usage_error('--compressors_only: --compressors names none')
+  quiet.load_tensorflow()
+  # pylint: disable=g-import-not-at-top
+  from tf_cnn_benchmarks.platform import devices
+  from tf_cnn_benchmarks.scaling.profile import profile
+  from tf_cnn_benchmarks.scaling.profile import profile_compression
+
+  device = old.host.device
+  costs = profile_compression.measure_compressors(
+    old.gradients,
+    names,
+    device=device,
+    rank=FLAGS.powersgd_rank or catalog.DEFAULT_POWERSGD_RANK,
+    config=devices.session_config(
+      device,
+      1,
+      num_intra_threads=FLAGS.num_intra_threads,
+      num_inter_threads=FLAGS.num_inter_threads,
+    ),
+  )
+  note = 'compressors measured %s and put in this profile (%s)' % (
+    _now(),
+    profile.machine_note(),
+  )
+  try:
+    profile_format.add_compressors(FLAGS.out, costs, note)
+  except OSError as e:
+    return _usage_error('--out=%s: cannot write: %s' % (FLAGS.out, e))
+  print(profile_compression.summary_line(costs), flush=True)
+  print('profile written to %s' % FLAGS.out, flush=True)
+  return 0
+
+
+def _now() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).strftime(
+    '%Y-%m-%d %H:%M UTC'
+  )
 
 
 def _paper_problem():

@@ -6,16 +6,29 @@ each float32 gradient; PowerSGD sends P (r n floats), then, after the P's
 all-reduce and their orthogonalisation, Q (r m floats) of every matrix it
 compresses, and the rest whole with the P's.
 
-The compute is the catalog's Work timed at the profile's own streaming
-rate: the worker's optimizer apply (profile.apply.worker.ms_per_mb: measured
-on a CPU host, the stated memory-bound assumption of a paper GPU profile)
-reads and writes its bytes like an elementwise op, so each pass over a
-float32 tensor costs what the apply costs per MB. PowerSGD's matmuls with
-a thin rank-r factor (2 r flops per element read, far under a CPU's or a
-GPU's flops per byte of memory) are counted the same way: one pass over
-the n x m matrix each (catalog.Work.matmul_elements). Half the work comes
-before the reduction (compressing), half after (decompressing); PowerSGD's
-orthogonalisation and Q = M^T P^ sit between its two phases.
+The compute is measured when the profile has it (profile.compressors:
+each compressor's compress + decompress work per step for the model's own
+gradients on the profiled device, profile/profile_compression.py): the
+step's figure is spread over the gradients in proportion to the catalog's
+elements of each (below). A profile without it (an older one, a paper
+one), or PowerSGD at another rank than measured, falls back to the
+assumption, and source() says which.
+
+The assumption: the catalog's Work timed at the profile's own streaming
+rate. The worker's optimizer apply (profile.apply.worker.ms_per_mb:
+measured on a CPU host, the stated memory-bound assumption of a paper GPU
+profile) reads and writes its bytes like an elementwise op, so each pass
+over a float32 tensor costs what the apply costs per MB. PowerSGD's
+matmuls with a thin rank-r factor (2 r flops per element read, far under
+a CPU's or a GPU's flops per byte of memory) are counted the same way:
+one pass over the n x m matrix each (catalog.Work.matmul_elements).
+Against a throttled cluster (docs/all-reduce.md) it held for the casts and
+over-priced PowerSGD several times over: its many small ops are not
+streaming passes.
+
+Either way, half the work comes before the reduction (compressing), half
+after (decompressing); PowerSGD's orthogonalisation and Q = M^T P^ sit
+between its two phases.
 """
 
 from __future__ import annotations
@@ -65,11 +78,63 @@ class Compression:
       self.name, [(g.shape, g.dtype) for g in gradients], self.rank
     )
 
-  def work_ms(self, gradient, ms_per_mb: float) -> float:
-    """The gradient's compression compute (every part), in ms."""
+  def elements(self, gradient) -> int:
+    """The float32 elements the catalog's Work of the gradient streams."""
     w = catalog.work(self.name, [(gradient.shape, gradient.dtype)], self.rank)
-    elements = w.elementwise + w.matmul_elements
-    return elements * 4 / 1e6 * ms_per_mb
+    return w.elementwise + w.matmul_elements
+
+  def work_ms(self, gradient, ms_per_mb: float) -> float:
+    """The gradient's compression compute (every part), in ms, assumed:
+    its elements streamed at `ms_per_mb`."""
+    return self.elements(gradient) * 4 / 1e6 * ms_per_mb
+
+  def measured(self, profile):
+    """The profile's fmt.CompressorCost of this compressor, or None (not
+    measured, or PowerSGD measured at another rank)."""
+    costs = getattr(profile, 'compressors', None)
+    if costs is None or self.name not in costs.per_step:
+      return None
+    if self.two_phase and costs.rank != self.rank:
+      return None
+    return costs.per_step[self.name]
+
+  def gradient_ms(self, profile) -> list:
+    """Each gradient's compression compute (ms), in profile order: the
+    measured step's figure spread by the gradients' elements, else the
+    assumption (work_ms at the worker's apply rate)."""
+    grads = profile.gradients
+    cost = self.measured(profile)
+    if cost is None:
+      rate = profile.apply.worker.ms_per_mb
+      return [self.work_ms(g, rate) for g in grads]
+    weights = [self.elements(g) for g in grads]
+    total = sum(weights)
+    if total <= 0:  # work the catalog does not see: spread evenly
+      return [cost.ms / len(grads)] * len(grads)
+    return [cost.ms * w / total for w in weights]
+
+  def source(self, profile) -> str:
+    """Where this compressor's compute figure comes from, in words."""
+    cost = self.measured(profile)
+    if cost is not None:
+      return (
+        '%s compute: measured on the profiled host, %.3f ms a step '
+        '(p10 %.3f, p90 %.3f), spread over the gradients by their elements'
+        % (self.name, cost.ms, cost.ms_p10, cost.ms_p90)
+      )
+    costs = getattr(profile, 'compressors', None)
+    if costs is None:
+      why = 'the profile has no compressor measurement'
+    elif self.name in costs.per_step:
+      why = 'measured at rank %d, not %d' % (costs.rank, self.rank)
+    else:
+      why = 'the profile did not measure it'
+    total = sum(self.gradient_ms(profile))
+    return (
+      "%s compute: assumed (%s): the catalog's passes at the apply rate "
+      '%.3f ms/MB, %.3f ms a step'
+      % (self.name, why, profile.apply.worker.ms_per_mb, total)
+    )
 
   def split(self) -> tuple:
     """(before, between, after): the work's shares around the reductions."""
@@ -82,6 +147,25 @@ class Compression:
     if not self.compresses:
       return ''
     return ' +%s%s' % (self.name, self.rank if self.two_phase else '')
+
+
+def measured_names(items) -> tuple:
+  """The compressors a --compressors list asks to measure: 'all' (every
+  one but none), 'none' or nothing (()), or names of the catalog;
+  ValueError (one line) for another name."""
+  items = [t.strip() for t in items if t.strip()]
+  every = tuple(n for n in catalog.NAMES if n != NONE)
+  if items == ['all']:
+    return every
+  if items in ([], [NONE]):
+    return ()
+  unknown = [t for t in items if t not in every]
+  if unknown:
+    raise ValueError(
+      '--compressors=%s: all, none, or names of %s'
+      % (','.join(items), ', '.join(every))
+    )
+  return tuple(dict.fromkeys(items))
 
 
 def of_strategy(strategy) -> Compression:
@@ -133,12 +217,12 @@ def reduce_all(b, order, ready, extra_deps, compression, reduce_unit) -> dict:
   all-reduce). Compress work runs on each tower before the first phase,
   PowerSGD's middle work between its phases, decompress work after.
   """
-  ms_per_mb = b.profile.apply.worker.ms_per_mb
   before, between, after = compression.split()
   done = {p: [] for p in order}
   k = 0
+  work = compression.gradient_ms(b.profile)
   for i, g in enumerate(b.profile.gradients):
-    us = compression.work_ms(g, ms_per_mb) * 1000.0
+    us = work[i] * 1000.0
     deps = {p: [ready[p][i]] + list(extra_deps) for p in order}
     phases = [x for x in compression.phases(g) if x > 0]
     shares = [before] + [between] * (len(phases) - 1)
@@ -172,11 +256,9 @@ def messages(compression, profile, k: float) -> tuple:
   A PowerSGD Q is ready when its P is: the bottleneck's queue sends it
   after the P, as its reduction must wait for the P's.
   """
-  ms_per_mb = profile.apply.worker.ms_per_mb
   before, between, _ = compression.split()
   msgs, queued, total = [], 0.0, 0.0
-  for g in profile.gradients:
-    work = compression.work_ms(g, ms_per_mb)
+  for g, work in zip(profile.gradients, compression.gradient_ms(profile)):
     total += work
     queued += work * (before + between)
     for nbytes in compression.phases(g):

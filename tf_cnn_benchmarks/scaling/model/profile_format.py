@@ -22,6 +22,9 @@ import os
 from tf_cnn_benchmarks.platform import json_input
 
 PROFILE_VERSION = 1
+# The version of the optional `compressors` object (CompressorCosts): a
+# reader refuses another, a profile without the object still loads.
+COMPRESSORS_VERSION = 1
 
 # Keys of `transports` that hold one figure (no size term): the step a
 # one-graph manager's controller drives on two other tasks, beyond a local
@@ -132,6 +135,32 @@ class Apply:
 
 
 @dataclasses.dataclass(frozen=True)
+class CompressorCost:
+  """One compressor's compress + decompress compute of one replica's step
+  (ms, the profiled model's gradients, no network): the median of the
+  timed runs less the identity's, and the p10/p90 of those runs."""
+
+  ms: float
+  ms_p10: float
+  ms_p90: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CompressorCosts:
+  """The compressors' compute measured on the profile's device
+  (profile/profile_compression.py): name -> CompressorCost per step, 'none'
+  left out (nothing to do). rank: the PowerSGD rank measured;
+  baseline_ms: the identity's run the figures are net of."""
+
+  per_step: dict
+  rank: int
+  baseline_ms: float = 0.0
+  runs: int = 0
+  measured: str = ''
+  version: int = COMPRESSORS_VERSION
+
+
+@dataclasses.dataclass(frozen=True)
 class Transport:
   """One transport: time(bytes) = latency_us + bytes / bytes_per_us.
 
@@ -229,6 +258,9 @@ class Profile:
   notes: str = ''
   # 'spec=...' key of `chunks` -> the algorithm of each chunk ('xring#2').
   chunk_algorithms: dict = dataclasses.field(default_factory=dict)
+  # None: not measured (an older profile, a paper one, --compressors=none);
+  # the predictors then price the compressors' compute by assumption.
+  compressors: CompressorCosts | None = None
   profile_version: int = PROFILE_VERSION
 
   @property
@@ -503,6 +535,34 @@ def _read_chunk_algorithms(r, top, chunks):
   return out
 
 
+def _read_compressors(r, top):
+  """compressors: None when absent or null (not measured)."""
+  if top.get('compressors') is None:
+    return None
+  d, p = r.obj(top, 'compressors')
+  version = r.int_(d, 'version', p)
+  if version != COMPRESSORS_VERSION:
+    r.fail(p + '.version', str(COMPRESSORS_VERSION), version)
+  steps, sp = r.obj(d, 'per_step', p)
+  per_step = {}
+  for name in steps:
+    c, cp = r.obj(steps, name, sp)
+    cost = CompressorCost(
+      *(r.num(c, k, cp) for k in ('ms', 'ms_p10', 'ms_p90'))
+    )
+    if not cost.ms_p10 <= cost.ms <= cost.ms_p90:
+      r.fail(cp + '.ms', 'ms_p10 <= ms <= ms_p90', cost.ms)
+    per_step[name] = cost
+  return CompressorCosts(
+    per_step=per_step,
+    rank=r.int_(d, 'rank', p, minimum=1),
+    baseline_ms=r.num(d, 'baseline_ms', p) if 'baseline_ms' in d else 0.0,
+    runs=r.int_(d, 'runs', p) if 'runs' in d else 0,
+    measured=r.str_(d, 'measured', p, default=''),
+    version=version,
+  )
+
+
 def profile_from_dict(data, source='<profile>'):
   """The typed Profile of a decoded JSON object; ProfileError if bad.
 
@@ -531,6 +591,7 @@ def profile_from_dict(data, source='<profile>'):
     transports=_read_transports(r, data),
     notes=r.str_(data, 'notes', default=''),
     chunk_algorithms=_read_chunk_algorithms(r, data, chunks),
+    compressors=_read_compressors(r, data),
   )
 
 
@@ -555,6 +616,8 @@ def profile_to_dict(profile):
   data['chunk_algorithms'] = {
     k: list(v) for k, v in profile.chunk_algorithms.items()
   }
+  if profile.compressors is None:
+    del data['compressors']  # an older reader's file stays as it was
   return data
 
 
@@ -656,7 +719,27 @@ def other_run_error(profile, path, run: dict, flag, anyway_flag):
 
 def save_profile(profile, path):
   """Writes `profile` to `path` as indented JSON (atomically: temp+rename)."""
-  data = profile_to_dict(profile)
+  _write(profile_to_dict(profile), path)
+
+
+def add_compressors(path, costs, note: str = '') -> Profile:
+  """Puts `costs` (CompressorCosts) into the profile file at `path` and
+  appends `note` to its notes; every other key stays as the file has it
+  (also keys this reader does not know). Returns the new Profile.
+
+  Raises:
+    ProfileError: the file cannot be read or is not a profile (one line).
+  """
+  profile = load_profile(path)
+  data = json_input.load_file(path)
+  data['compressors'] = dataclasses.asdict(costs)
+  data['notes'] = '; '.join(n for n in (profile.notes, note) if n)
+  _write(data, path)
+  return profile_from_dict(data, source=path)
+
+
+def _write(data, path):
+  """`data` to `path` as indented JSON (atomically: temp+rename)."""
   profile_from_dict(data, source=path)  # refuse to write what cannot be read
   tmp = '%s.tmp%d' % (path, os.getpid())
   with open(tmp, 'w', encoding='utf-8') as f:

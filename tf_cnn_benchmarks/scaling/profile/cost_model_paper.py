@@ -61,7 +61,9 @@ def scaled_profile(
 
   Every ready time, forward and backward scale by step_ms / base step, the
   p10/p90 keep their relative spread; the optimizer apply is assumed to
-  be memory bound (0.01 ms per variable + 0.003 ms per MB).
+  be memory bound (0.01 ms per variable + 0.003 ms per MB); the base's
+  compressor figures (of its own device) are dropped: the predictors price
+  the compressors by assumption.
   """
   c = base.compute
   k = step_ms / c.step_ms
@@ -86,6 +88,7 @@ def scaled_profile(
     apply=fmt.Apply(gpu_apply, gpu_apply),
     transports=transports,
     notes=notes or base.notes,
+    compressors=None,
   )
 
 
@@ -260,7 +263,8 @@ def paper_profile(
     'gradient ready after the backward pass reached it, in reverse variable '
     "order, the pass's time shared by the weights' forward FLOPs; p10/p90 "
     'assumed +-%d%%; apply assumed 0.01 ms per variable + 0.003 ms per MB; '
-    'transports: assumed (gpu_assumptions)'
+    "transports: assumed (gpu_assumptions); the compressors' compute: "
+    'not measured (the predictors assume streaming passes at the apply rate)'
     % (step, batch_size, images_per_sec, device_name, PAPER_SPREAD * 100)
   )
   return fmt.Profile(

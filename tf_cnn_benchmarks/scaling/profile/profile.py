@@ -6,7 +6,8 @@
 
 Parts: one tower's compute (profile_compute.py), the all-reduce chunk lists
 (profile_chunks.py), the transports and the ps-side apply
-(transport.py). See lab/notes/predicting_profile.md.
+(transport.py), and, when asked, the gradient compressors' compute
+(profile_compression.py). See lab/notes/predicting_profile.md.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tf_cnn_benchmarks.platform import cpu_features
 from tf_cnn_benchmarks.reporting import environment
 from tf_cnn_benchmarks.scaling.model import profile_format as fmt
 from tf_cnn_benchmarks.scaling.profile import profile_chunks
+from tf_cnn_benchmarks.scaling.profile import profile_compression
 from tf_cnn_benchmarks.scaling.profile import profile_compute
 from tf_cnn_benchmarks.scaling.profile import profile_concurrent
 from tf_cnn_benchmarks.scaling.profile import profile_graph
@@ -51,6 +53,7 @@ def measure_profile(
   notes: str = SPREAD_NOTE,
   timeout: float = 900.0,
   concurrent_copies=profile_concurrent.DEFAULT_COPIES,
+  compressors=(),
   **flags,
 ) -> fmt.Profile:
   """Measures this host's profile of `model` (see the module docstring).
@@ -58,13 +61,12 @@ def measure_profile(
   Args:
     model, data_name, batch_size, device: the benchmark's flags of the same
       names (None: the benchmark's default).
-    num_steps: timed steps of the local run (after 5 warm-up steps).
-    num_traced: traced steps after them (ready times, forward/backward).
+    num_steps, num_traced: timed steps (after 5 warm-up), then traced ones.
     transport_sizes: transport message sizes (empty: none; ps apply = worker's).
     specs: --all_reduce_spec strings for the chunk lists (default: all).
-    notes: the profile's free-text note.
-    timeout: seconds the transport tasks (and each concurrent run) may take.
+    notes, timeout: the note; seconds a transport task or copy may take.
     concurrent_copies: the k of compute.concurrent_speedup (CPU; empty: none).
+    compressors: the compressors whose compute to measure (empty: none).
     **flags: further benchmark flags (data_format, use_fp16, ...), checked.
 
   Raises:
@@ -85,9 +87,8 @@ def measure_profile(
   transports, ps_apply, how = _transports(
     plan, compute, transport_sizes, timeout
   )
-  now = datetime.datetime.now(datetime.timezone.utc)
   return fmt.Profile(
-    created=now.strftime('%Y-%m-%dT%H:%M:%SZ'),
+    created=_now(),
     host=_host(plan.params.device),
     run=compute.run,
     compute=tower,
@@ -97,6 +98,23 @@ def measure_profile(
     transports=transports,
     notes='; '.join(n for n in (notes, machine_note()) if n),
     chunk_algorithms=algorithms,
+    compressors=_compressors(plan, gradients, compressors),
+  )
+
+
+def _now() -> str:
+  now = datetime.datetime.now(datetime.timezone.utc)
+  return now.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def _compressors(plan, gradients, names):
+  """The compressors' compute (fmt.CompressorCosts), None for no names."""
+  return profile_compression.measure_compressors(
+    gradients,
+    names,
+    device=plan.params.device,
+    rank=plan.params.powersgd_rank,
+    config=profile_graph.session_config(plan),
   )
 
 
@@ -244,6 +262,7 @@ def summary_lines(profile: fmt.Profile) -> list:
     )
   lines.append(_chunk_line(profile))
   lines.extend(_transport_lines(profile))
+  lines.append(profile_compression.summary_line(profile.compressors))
   return lines
 
 
