@@ -359,6 +359,7 @@ class Checkpointer:
     # The newest checkpoint of this run's values: restored or written.
     self.last_path = restore_from
     self._last_step = step_of(restore_from) if restore_from else None
+    self._last_met = True  # a restored checkpoint is not written again
 
   @property
   def meets_workers(self) -> bool:
@@ -391,15 +392,17 @@ class Checkpointer:
     if met and self._barrier is not None:
       self._lockstep_steps = 0
       with self._barrier.around(sess):
-        return self._save(sess, again=True)
+        return self._save(sess, met=True)
     return self._save(sess)
 
-  def _save(self, sess, again: bool = False) -> str | None:
+  def _save(self, sess, met: bool = False) -> str | None:
     self._steps_since, self._last_time = 0, time.monotonic()
     if not self.writes:
       return None
     step = int(sess.run(self._global_step))
-    if step == self._last_step and not again:
+    # A met save takes again a step an unmet one took (its other workers'
+    # state was read while they ran).
+    if step == self._last_step and (self._last_met or not met):
       return None
     prefix = os.path.join(self.train_dir, CHECKPOINT_BASENAME)
     try:
@@ -413,7 +416,7 @@ class Checkpointer:
       raise outputs.write_failure(
         'checkpoint', '%s-%d' % (prefix, step), e
       ) from None
-    self._last_step = step
+    self._last_step, self._last_met = step, met
     return self.last_path
 
   def step_done(self, sess) -> str | None:
