@@ -357,7 +357,11 @@ class BenchmarkCNN:
         self.facts, flops_per_image=built.flops_per_image
       )
       # Logical CPU devices of a cluster task come from its server's config.
-      config = self.run_context.configure(self._session_config())
+      config = self.run_context.configure(
+        self._session_config(),
+        reaches_workers=built.checkpointer is not None
+        and built.checkpointer.meets_workers,
+      )
       with (
         tf1.Session(
           self.run_context.target, graph=built.graph, config=config
@@ -425,7 +429,7 @@ class BenchmarkCNN:
     failed_save = None
     if built.checkpointer is not None and self.params.train_dir:
       try:
-        path = built.checkpointer.save(sess)
+        path = built.checkpointer.save(sess, met=True)  # every task is here
       except outputs.OutputWriteError as e:
         # Raised by run() once the result is made: the results line is
         # still written (run_benchmark), then the run fails.

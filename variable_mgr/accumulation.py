@@ -20,6 +20,9 @@ are non-trainable resource variables outside every tower's variable scope
 buffer on its tower's device. They are global variables, so a checkpoint
 holds them: one taken between micro-steps resumes where it stopped (the
 step loop reads `micro_steps_done` and runs only the micro-steps left).
+In a cluster of a graph per worker each worker's are named by its task
+('gradient_accumulation_worker_W/...') and registered as its own state, so
+the chief's checkpoint holds every worker's (worker_state.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import dataclasses
 from typing import Sequence
 
 import tensorflow as tf
+
+from variable_mgr import worker_state
 
 tf1 = tf.compat.v1
 
@@ -53,18 +58,21 @@ class AccumulatedStep:
 class GradientAccumulation:
   """The buffers and the micro-step count of one graph."""
 
-  def __init__(self, steps: int, device: str, name_suffix: str = ''):
+  def __init__(self, steps: int, device: str, worker: int | None = None):
     """steps: K (>= 2); device: where the count and the loss buffer live
-    (this process's CPU); name_suffix: tells apart the buffers of workers
-    whose graphs share one checkpoint (e.g. '/worker_1')."""
+    (this process's CPU); worker: this worker's task index in a cluster
+    whose workers build a graph each (their variables share one
+    checkpoint), else None."""
     if steps < 2:
       raise ValueError('gradient accumulation needs at least 2 micro-steps')
     self.steps = steps
     self.device = device
-    self._scope = SCOPE + name_suffix
+    self._worker = worker
+    self._scope = scope_of(worker)
     with tf.device(device), tf1.variable_scope(self._scope):
-      self.counter = _zeros_variable('micro_steps_done', [], tf.int64)
-      self.loss_sum = _zeros_variable('loss_sum', [], tf.float32)
+      counter = _zeros_variable('micro_steps_done', [], tf.int64)
+      loss_sum = _zeros_variable('loss_sum', [], tf.float32)
+    self.counter, self.loss_sum = self._own(counter), self._own(loss_sum)
     self._buffers: list = []
     self._index = None
 
@@ -134,9 +142,23 @@ class GradientAccumulation:
     # (parameter_server's towers share one variable, replicated's have a
     # copy each).
     name = '%s/tower_%d/%s' % (self._scope, index, v.op.name)
-    buffer = _zeros_variable(name, g.shape, g.dtype.base_dtype)
+    buffer = self._own(_zeros_variable(name, g.shape, g.dtype.base_dtype))
     self._buffers.append(buffer)
     return buffer
+
+  def _own(self, var: tf.Variable) -> tf.Variable:
+    """`var`, registered as this worker's own state (in a cluster)."""
+    if self._worker is not None:
+      if not var.op.name.startswith(self._scope + '/'):
+        raise ValueError('%s is outside %s' % (var.op.name, self._scope))
+      relative = var.op.name[len(self._scope) :]
+      worker_state.register(var, lambda w: scope_of(w) + relative)
+    return var
+
+
+def scope_of(worker: int | None) -> str:
+  """The accumulation's scope in worker `worker`'s graph (None: local)."""
+  return SCOPE if worker is None else '%s_worker_%d' % (SCOPE, worker)
 
 
 def _zeros_variable(name: str, shape, dtype) -> tf.Variable:

@@ -33,7 +33,7 @@ class RunContext(Protocol):
   describe: Optional[str]  # the header's "Cluster:" line, if any
 
   def start(self) -> None: ...
-  def configure(self, config): ...
+  def configure(self, config, *, reaches_workers: bool = False): ...
   def finish(self) -> None: ...
   def verdicts(self) -> Optional[verdicts_lib.Verdicts]: ...
 
@@ -50,7 +50,8 @@ class LocalRun:
   def start(self) -> None:
     pass
 
-  def configure(self, config):
+  def configure(self, config, *, reaches_workers: bool = False):
+    del reaches_workers  # no other worker
     return config
 
   def finish(self) -> None:
@@ -154,14 +155,19 @@ class ClientRun:
       (keeper, self.roles.clients[i]) for keeper, i in self.flags.lost_clients()
     ]
 
-  def configure(self, config):
-    """Adds what a cluster session needs to a session config."""
+  def configure(self, config, *, reaches_workers: bool = False):
+    """Adds what a cluster session needs to a session config.
+
+    reaches_workers: the graph has ops on the other workers besides its
+    manager's (the chief's checkpoint of every worker's own state).
+    """
     config.experimental.collective_group_leader = spec_lib.task_device(
       'worker', 0
     )
     if not (self.traits.cross_worker_ops or self.traits.one_graph):
+      own = '/job:%s/task:%d' % self.cluster.me
       config.device_filters.extend(
-        ['/job:ps', '/job:%s/task:%d' % self.cluster.me]
+        ['/job:ps', '/job:worker' if reaches_workers else own]
       )
     return config
 

@@ -98,6 +98,11 @@ class TrainDirLock:
     self._file.write('pid %d on %s\n' % (os.getpid(), socket.gethostname()))
     self._file.flush()
 
+  @property
+  def meets_workers(self) -> bool:
+    """Whether its saves meet every worker (worker_saves.SaveBarrier)."""
+    return self._barrier is not None
+
   def release(self) -> None:
     """Releases the lock (closing the file); a second call does nothing."""
     if self._file is not None:
@@ -310,10 +315,16 @@ class Checkpointer:
     max_to_keep: int,
     policy: SavePolicy,
     writes: bool,
+    barrier=None,
   ):
     self.train_dir = train_dir
     self.policy = policy
     self.writes = writes
+    # worker_saves.SaveBarrier: the final and step-counted saves of a
+    # cluster whose workers keep state of their own meet every worker.
+    self._barrier = barrier
+    # Steps since the last met save (counted alike on every worker).
+    self._lockstep_steps = 0
     # Held from before the first save to the end of the run (release()).
     self._lock = TrainDirLock(train_dir) if writes else None
     self.restore_from = restore_from
@@ -348,6 +359,12 @@ class Checkpointer:
     # The newest checkpoint of this run's values: restored or written.
     self.last_path = restore_from
     self._last_step = step_of(restore_from) if restore_from else None
+    self._last_met = True  # a restored checkpoint is not written again
+
+  @property
+  def meets_workers(self) -> bool:
+    """Whether its saves meet every worker (worker_saves.SaveBarrier)."""
+    return self._barrier is not None
 
   def release(self) -> None:
     """Ends the run's hold on --train_dir (TrainDirLock)."""
@@ -360,19 +377,32 @@ class Checkpointer:
       restorer.restore(sess, self.restore_from)
     self._last_time = time.monotonic()
 
-  def save(self, sess) -> str | None:
+  def save(self, sess, *, met: bool = False) -> str | None:
     """Writes a checkpoint of the current values, named by the global step.
 
     Returns its path; None in a process that does not write, or when the
     checkpoint of this step exists already (a periodic save just before the
     final one; `last_path` names it). A failed write (a full disk) raises
     outputs.OutputWriteError naming the checkpoint.
+    met: every worker calls it at this point (the final save, the
+    step-counted ones): with a barrier, the workers meet around it, so the
+    other workers' own state is saved as of this step (and saved again if
+    an unmet save took this step).
     """
+    if met and self._barrier is not None:
+      self._lockstep_steps = 0
+      with self._barrier.around(sess):
+        return self._save(sess, met=True)
+    return self._save(sess)
+
+  def _save(self, sess, met: bool = False) -> str | None:
     self._steps_since, self._last_time = 0, time.monotonic()
     if not self.writes:
       return None
     step = int(sess.run(self._global_step))
-    if step == self._last_step:
+    # A met save takes again a step an unmet one took (its other workers'
+    # state was read while they ran).
+    if step == self._last_step and (self._last_met or not met):
       return None
     prefix = os.path.join(self.train_dir, CHECKPOINT_BASENAME)
     try:
@@ -386,12 +416,31 @@ class Checkpointer:
       raise outputs.write_failure(
         'checkpoint', '%s-%d' % (prefix, step), e
       ) from None
-    self._last_step = step
+    self._last_step, self._last_met = step, met
     return self.last_path
 
   def step_done(self, sess) -> str | None:
-    """Counts a step; saves if the policy says a checkpoint is due."""
+    """Counts a step; saves if the policy says a checkpoint is due.
+
+    With a barrier, the step-counted saves are counted on every worker
+    alike (the chief's other saves do not reset the count) and met; the
+    timed ones are the chief's alone.
+    """
     self._steps_since += 1
+    if self._barrier is not None:
+      self._lockstep_steps += 1
+      every = self.policy.every_n_steps
+      if every and self._lockstep_steps >= every:
+        return self.save(sess, met=True)
+      if not self.policy.every_n_secs:
+        return None
+      return self._timed_save(sess)
     if self.policy.due(self._steps_since, time.monotonic() - self._last_time):
+      return self.save(sess)
+    return None
+
+  def _timed_save(self, sess) -> str | None:
+    """The --save_model_secs save, if due."""
+    if time.monotonic() - self._last_time >= self.policy.every_n_secs:
       return self.save(sess)
     return None

@@ -21,6 +21,7 @@ from tf_cnn_benchmarks.training import graph as graph_lib
 from tf_cnn_benchmarks.training import learning_rates
 from tf_cnn_benchmarks.training import optimizers
 from tf_cnn_benchmarks.training import tower_inputs
+from tf_cnn_benchmarks.training import worker_saves
 from variable_mgr import accumulation as accumulation_lib
 from variable_mgr import base
 from variable_mgr import loss_scale as loss_scale_lib
@@ -213,11 +214,11 @@ def _accumulation(plan: StepGraphPlan, manager):
   steps = plan.params.gradient_accumulation_steps
   if steps == 1 or not plan.training:
     return None
-  # Workers with a graph each may share a checkpoint: buffers per worker.
+  # Workers with a graph each share a checkpoint: buffers per worker.
   cluster = manager.cluster
-  suffix = '_worker_%d' % cluster.task_index if cluster is not None else ''
+  worker = cluster.task_index if cluster is not None else None
   return accumulation_lib.GradientAccumulation(
-    steps, manager.cpu_device, suffix
+    steps, manager.cpu_device, worker
   )
 
 
@@ -463,7 +464,8 @@ def _checkpointer(
   if train_dir is None or not (plan.training or p.train_dir):
     return None
   saved = manager.savable_variables()
-  for v in extra:
+  # The other workers' own state: saved by the chief, restored by each.
+  for v in list(extra) + worker_saves.other_workers_state(manager):
     base.add_savable(saved, v.op.name, v)
   latest = checkpoints.latest_checkpoint(p.train_dir)
   mine = set(manager.initialized_variables()) | set(extra)
@@ -488,4 +490,5 @@ def _checkpointer(
     max_to_keep=p.max_ckpts_to_keep,
     policy=checkpoints.SavePolicy(p.save_model_steps, p.save_model_secs),
     writes=plan.writes_checkpoints,
+    barrier=worker_saves.save_barrier(manager),
   )

@@ -16,8 +16,9 @@ State (error buffers, PowerSGD's Q) is made of global, non-trainable
 variables, so checkpoints save them:
   * what each replica keeps for itself (an error buffer) is named
     'gradient_compression/replica_K/NAME/STATE', K the replica's index in
-    the whole run; a checkpoint saves every one of this process, and the v0
-    copy leaves it alone;
+    the whole run; a checkpoint saves every one of this process (and in a
+    cluster of a graph per worker, the chief's every worker's: see
+    worker_state.py), and the v0 copy leaves it alone;
   * what the replicas share (PowerSGD's Q, equal on every replica after a
     step) is a tower copy 'vI/NAME/STATE': a checkpoint saves tower 0's,
     and the manager's v0 copy (or broadcast) makes every tower's equal.
@@ -33,6 +34,7 @@ from typing import Callable, ClassVar, Optional, Sequence
 import tensorflow as tf
 
 from variable_mgr import naming
+from variable_mgr import worker_state
 from variable_mgr.compression import catalog
 
 tf1 = tf.compat.v1
@@ -128,14 +130,26 @@ class Compressor:
 
   # ---- state ---------------------------------------------------------------
 
-  def replica_variable(self, replica: int, name: str, state: str, like, device):
-    """Replica `replica`'s own state for gradient `name` (zeros first)."""
+  def replica_variable(
+    self, replica: int, name: str, state: str, like, device, per_worker=1
+  ):
+    """Replica `replica`'s own state for gradient `name` (zeros first).
+
+    per_worker: how many replicas each worker has (replica = its worker's
+    index x per_worker + its tower): the same state of worker W's replicas
+    is named after W x per_worker + that tower (worker_state.py).
+    """
     shape, dtype = like.shape, like.dtype.base_dtype
-    return self._variable(
-      '%s/replica_%d/%s/%s' % (REPLICA_STATE_SCOPE, replica, name, state),
-      lambda: tf.zeros(shape, dtype),
-      device,
+
+    def name_of(index):
+      return '%s/replica_%d/%s/%s' % (REPLICA_STATE_SCOPE, index, name, state)
+
+    var = self._variable(
+      name_of(replica), lambda: tf.zeros(shape, dtype), device
     )
+    tower = replica % per_worker
+    worker_state.register(var, lambda w: name_of(w * per_worker + tower))
+    return var
 
   def tower_variable(self, prefix: str, name: str, state: str, initial, device):
     """A tower's copy of state every replica shares: 'vI/NAME/STATE'.

@@ -43,7 +43,11 @@ class Cast(base.Compressor):
       names = [wire.name(j) for j in range(len(grads))]
       sent.append(
         self._compress(
-          grads, wire.devices[i], wire.first_replica + i, names, updates
+          grads,
+          wire.devices[i],
+          (wire.first_replica + i, len(wire.devices)),
+          names,
+          updates,
         )
       )
     reduced = wire.reduce(sent)
@@ -60,7 +64,8 @@ class Cast(base.Compressor):
   def push(self, grads, device, replica, names=None):
     names = names or ['grad_%d' % j for j in range(len(grads))]
     updates = []
-    sent = self._compress(grads, device, replica, names, updates)
+    # One replica per worker: the pushes' replica is the worker's index.
+    sent = self._compress(grads, device, (replica, 1), names, updates)
     ops = base.guarded_updates(updates, device)
     return base.after([sent], ops, [device])[0]
 
@@ -71,7 +76,10 @@ class Cast(base.Compressor):
       return tf.cast(sent, dtype)
 
   def _compress(self, grads, device, replica, names, updates) -> list:
-    """One replica's gradients as sent; appends its error updates."""
+    """One replica's gradients as sent; appends its error updates.
+
+    replica: (its index in the run, replicas per worker).
+    """
     sent = []
     with tf.device(device):
       for g, name in zip(grads, names):
@@ -82,7 +90,9 @@ class Cast(base.Compressor):
         if not self.declared.error_feedback:
           sent.append(tf.cast(g, self.wire_dtype))
           continue
-        error = self.replica_variable(replica, name, ERROR_STATE, g, device)
+        error = self.replica_variable(
+          replica[0], name, ERROR_STATE, g, device, per_worker=replica[1]
+        )
         old = error.read_value()
         corrected = g + old
         rounded = tf.cast(corrected, self.wire_dtype)

@@ -99,7 +99,12 @@ class PowerSGD(base.Compressor):
         n, m, r = shape
         g = tf.convert_to_tensor(grads[j])
         error = self.replica_variable(
-          wire.first_replica + i, wire.name(j), ERROR_STATE, g, device
+          wire.first_replica + i,
+          wire.name(j),
+          ERROR_STATE,
+          g,
+          device,
+          per_worker=len(wire.devices),
         )
         q = self.tower_variable(
           wire.tower_prefix(i),
