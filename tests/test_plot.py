@@ -177,3 +177,40 @@ def test_unknown_extension_is_one_line_exit_2(tmp_path, capsys):
     assert err.startswith('plot.py: error: --out %s: unknown extension' % out)
     assert err.endswith('use .pdf, .png, .svg\n')
     assert not out.exists()
+
+
+def test_lines_split_by_compressor_and_accumulation(tmp_path):
+  """Runs that differ only in how gradients travel are separate lines,
+  labelled by what differs (never one median of both)."""
+  import json
+
+  import matplotlib.pyplot as plt
+
+  lines = [json.loads(x) for x in open(REPEATS) if x.strip()]
+  path = tmp_path / 'mixed.jsonl'
+  with open(path, 'w') as f:
+    for line in lines:
+      for compressor, steps in (('none', 1), ('fp16', 1), ('none', 2)):
+        f.write(
+          json.dumps(
+            dict(
+              line,
+              gradient_compression=compressor,
+              gradient_accumulation_steps=steps,
+            )
+          )
+          + '\n'
+        )
+  fig = figure_of(str(path))
+  try:
+    labels = {t.get_text() for t in fig.axes[0].get_legend().get_texts()} - {
+      'ideal scaling: N × images/sec at 1'
+    }
+  finally:
+    plt.close(fig)
+  prefixes = {label.split(':')[0] for label in labels}
+  assert prefixes == {
+    'compression=fp16 accumulation=1',
+    'compression=none accumulation=1',
+    'compression=none accumulation=2',
+  }, labels

@@ -40,6 +40,9 @@ KEY_LABELS = {
   'batch_size_per_device': 'bs',
   'num_workers': 'workers=',
   'num_devices': 'devices=',
+  'gradient_compression': 'compression=',
+  'gradient_accumulation_steps': 'accumulation=',
+  'collectives': 'collectives=',
 }
 
 
