@@ -43,6 +43,7 @@ import tempfile
 from tf_cnn_benchmarks.cluster import thread_pools
 from tf_cnn_benchmarks.commands import results_io as rio
 from tf_cnn_benchmarks.platform import checkout
+from tf_cnn_benchmarks.platform import json_input
 from tf_cnn_benchmarks.scaling.model import cost_model
 from tf_cnn_benchmarks.scaling.model import cost_model_compression
 from tf_cnn_benchmarks.scaling.model import profile_format
@@ -465,13 +466,14 @@ def read_lines(path) -> list:
     for number, text in enumerate(f, 1):
       if not text.strip():
         continue
+      where = '--table_from %s:%d' % (path, number)
       try:
-        line = json.loads(text)
+        line = json_input.loads(text, where)
         line['model'], line['link_mbits'], line['images_per_sec']
-      except (ValueError, KeyError, TypeError):
-        raise rio.InputError(
-          '--table_from %s:%d: not a line of this script' % (path, number)
-        ) from None
+      except json_input.JsonInputError as e:
+        raise rio.InputError(str(e)) from None
+      except (KeyError, TypeError):
+        raise rio.InputError('%s: not a line of this script' % where) from None
       lines.append(line)
   return lines
 
