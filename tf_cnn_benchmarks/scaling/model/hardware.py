@@ -94,18 +94,19 @@ INTRA_LINKS = {
 def host_staged_link(link: Link, sharing: int = 1) -> Link:
   """The link a ring's hop takes between GPUs that cannot access each
   other's memory (no peer access): through host memory, NCCL's SHM
-  transport, over each GPU's PCIe path at NCCL's own rate for it, split
-  between the `sharing` GPUs whose bytes cross one upstream link (a PCIe
-  switch's, or a CPU's x16 port bifurcated between them)."""
-  gb_s = SHM_PCIE3_GB_S * link.host_gb_s / _PCIE3 / sharing
+  transport, at the rate NCCL reaches there (SHM_GB_S, whatever the PCIe
+  generation), split between the `sharing` GPUs whose bytes cross one
+  upstream link (a PCIe switch's, or a CPU's x16 port bifurcated between
+  them)."""
+  gb_s = SHM_GB_S / sharing
   return Link(
     gb_s,
     1.0,
     _STEP_US,
     link.host_gb_s,
-    'no peer access: through host memory (NCCL SHM), %g GB/s (NCCL '
-    'PCI_BW for PCIe 3.0 x16, scaled by the PCIe generation, shared by %d '
-    'GPUs on one upstream link)' % (gb_s, sharing),
+    'no peer access: through host memory (NCCL SHM), %g GB/s (what SHM '
+    'reaches, NVIDIA/nccl#406, shared by %d GPUs on one upstream link)'
+    % (gb_s, sharing),
   )
 
 
@@ -170,10 +171,14 @@ HOROVOD_CYCLE_MS = 5.0
 # TensorFlow logs as 'N' in its device interconnect matrix) NCCL moves the
 # bytes through host memory: "SHM is used between devices when peer-to-peer
 # cannot happen, therefore, host memory is used" (NCCL docs, env.html,
-# NCCL_SHM_DISABLE). NCCL's topology model rates a GPU's PCIe 3.0 x16 path
-# at 12 GB/s (PCI_BW, NVIDIA/nccl src/graph/topo.h, "PCI Gen3 x16"); PCIe
-# 4.0 doubles the lane rate (PCI-SIG), so 24 GB/s.
-SHM_PCIE3_GB_S = 12.0
+# NCCL_SHM_DISABLE). NCCL's topology model rates the path at PCI_BW, 12 GB/s
+# (src/graph/topo.h), but SHM reaches less: GPUs that use NICs "instead of
+# SHM ... achieve 12GB/s instead of 9 or 6" (NCCL's maintainer,
+# NVIDIA/nccl#406, PCIe 3.0 hosts). The upper figure is taken. A newer PCIe
+# generation does not raise it: SHM's kernels read host memory over PCIe a
+# cache line at a time, and two PCIe 5.0 GPUs measured 1.9 GB/s on a 20 MB
+# all-reduce (sgl-project/sglang#39605).
+SHM_GB_S = 9.0
 
 PS_PLACEMENTS = ('own_hosts', 'worker_hosts')
 PARAMETER_DEVICES = ('cpu', 'gpu')
