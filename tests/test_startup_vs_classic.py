@@ -51,8 +51,33 @@ def test_the_ratio_line_says_classic_over_this():
   assert '1.50/1.50' in line
 
 
+def test_cluster_runs_one_config_per_manager_after_the_towers():
+  args = startup.parse_args(
+    ['--towers=1,2', '--models=inception3,resnet50', '--cluster',
+     '--cluster_variable_updates=parameter_server,distributed_replicated']
+  )  # fmt: skip
+  got = startup.configs(args)
+  assert [c.name for c in got] == [
+    'inception3 replicated x1',
+    'inception3 replicated x2',
+    'resnet50 replicated x1',
+    'resnet50 replicated x2',
+    'inception3 parameter_server 2 workers',
+    'inception3 distributed_replicated 2 workers',
+  ]
+  assert [c.cluster for c in got] == [False] * 4 + [True] * 2
+  assert '--variable_update=distributed_replicated' in got[-1].flags
+  assert '--num_gpus=1' in got[-1].flags
+
+
 @pytest.mark.parametrize(
-  'args', [['--towers=0'], ['--towers=a'], ['--classic_python=x']]
+  'args',
+  [
+    ['--towers=0'],
+    ['--towers=a'],
+    ['--classic_python=x'],
+    ['--cluster', '--cluster_variable_updates=replicated'],
+  ],
 )
 def test_bad_flags_are_one_line_exit_2(args):
   proc = subprocess.run(

@@ -2,7 +2,8 @@
 """How long a run takes to start, phase by phase, against the classic harness.
 
   python scripts/startup_vs_classic.py [--towers=1,2,4,8]
-      [--models=resnet50] [--variable_updates=replicated] [--cluster]
+      [--models=resnet50] [--variable_updates=replicated]
+      [--cluster [--cluster_variable_updates=parameter_server]]
       [--classic_python=PY --classic_script=PATH] [--repeats=2]
       [--num_batches=3] [--json=FILE] [--write_reference=FILE]
 
@@ -27,8 +28,9 @@ means this harness is faster. Without --classic_python the classic figures
 come from the committed reference (results/startup_reference.json, made by
 --write_reference on the CPU it names), meaningful only on that CPU. This
 harness runs with --peak_tflops_per_device=none (no peak measurement, as the
-classic harness has none). --cluster adds a 2-worker parameter_server run
-(one ps task, two workers, one tower each, on 127.0.0.1), timed on worker 0.
+classic harness has none). --cluster adds a 2-worker run of each manager in
+--cluster_variable_updates (parameter_server, distributed_replicated: one ps
+task, two workers, one tower each, on 127.0.0.1), timed on worker 0.
 No test asserts a time: this script prints them.
 """
 
@@ -58,6 +60,9 @@ MARKS = (
 )
 PHASES = ('import', 'build', 'init', 'first', 'steady', 'end', 'total')
 TOTAL = 'total images/sec'
+# The managers a 2-worker run with one ps task times (both harnesses run
+# them with the same flags).
+CLUSTER_UPDATES = ('parameter_server', 'distributed_replicated')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,15 +89,25 @@ def configs(args) -> list:
         )  # fmt: skip
   if args.cluster:
     model = args.models.split(',')[0]
-    out.append(
-      Config(
-        '%s parameter_server 2 workers' % model,
-        ('--model=%s' % model, '--variable_update=parameter_server',
-         '--num_gpus=1'),
-        cluster=True,
-      )
-    )  # fmt: skip
+    for update in args.cluster_variable_updates.split(','):
+      out.append(
+        Config(
+          '%s %s 2 workers' % (model, update),
+          ('--model=%s' % model, '--variable_update=%s' % update,
+           '--num_gpus=1'),
+          cluster=True,
+        )
+      )  # fmt: skip
   return out
+
+
+def _cluster_updates(text: str) -> str:
+  names = text.split(',')
+  if not names or any(n not in CLUSTER_UPDATES for n in names):
+    raise argparse.ArgumentTypeError(
+      'a comma-separated list of %s, got %r' % ('/'.join(CLUSTER_UPDATES), text)
+    )
+  return text
 
 
 def _tower_counts(text: str) -> tuple:
@@ -115,6 +130,12 @@ def parse_args(argv):
   parser.add_argument('--models', default='resnet50')
   parser.add_argument('--variable_updates', default='replicated')
   parser.add_argument('--cluster', action='store_true')
+  parser.add_argument(
+    '--cluster_variable_updates',
+    type=_cluster_updates,
+    default='parameter_server',
+    help='the managers of the 2-worker runs: %s' % ','.join(CLUSTER_UPDATES),
+  )
   parser.add_argument('--classic_python', default=None)
   parser.add_argument('--classic_script', default=None)
   parser.add_argument('--ours_python', default=sys.executable)
