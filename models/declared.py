@@ -100,7 +100,7 @@ _TABLE = (
   ('vgg16', 'imagenet', 224, 64, 0.005, (16,), 'slow'),
   ('vgg19', 'imagenet', 224, 64, 0.005, (19,), 'slow'),
   Family('inception3', 'Inception3'),
-  ('inception3', 'imagenet', 299, 32, 0.005, (), 'aux'),
+  ('inception3', 'imagenet', 299, 32, 0.005, ()),
   Family('inception4', 'Inception4'),
   ('inception4', 'imagenet', 299, 32, 0.005, (), 'slow'),
   # The classic harness's mobilenet is V2 (mobilenet_v2 stays as an

@@ -7,18 +7,16 @@ second reduction and two 8x8 modules with split 1x3 / 3x1 branches. Every
 convolution is conv - batch norm (no gamma, epsilon 0.001, as in the classic
 harness) - ReLU.
 
-Auxiliary head (on the last 17x17 module, as in the paper and the classic
-harness): 5x5/3 average pool - 1x1 conv (128) - 5x5 conv (768) - classifier.
-It is built only for training (`is_training`): it exists to add a loss
-term, so inference graphs -- and the parameter / FLOP counts, which are taken
-from one -- leave it out.
+No auxiliary head: the paper's training-time classifier on the last 17x17
+module is not built, as the classic harness's `inception3` never built it
+(tensorflow/benchmarks, models/inception_model.py: Inceptionv3Model's
+auxiliary=False, and models/model_config.py constructs it without).
 
 As the classic harness (and the original released graph) did, the pool
 branch of the last module uses max pooling, the one before it average
 pooling; parameters are the same either way.
 """
 
-from models import initializers
 from models.model import Model
 
 
@@ -133,34 +131,10 @@ def module_8(net, pool):
     )
 
 
-def auxiliary_head(net, x):
-  """Features of the auxiliary classifier on a 17x17x768 map (training only).
-
-  Leaves the builder's top layer where it was. Call it after the trunk is
-  complete: builder layer numbers are per builder, so building it in the
-  middle would rename every later trunk variable.
-  """
-  top = net.top_layer
-  with net.scope('aux'):
-    y = net.avg_pool(5, 3, input_layer=x)  # 5x5
-    y = conv_bn(net, 128, 1, x=y)
-    y = net.conv(
-      768,
-      5,
-      1,
-      'VALID',
-      batch_norm=True,
-      use_bias=False,
-      kernel_init=initializers.truncated_normal(0.01),
-      input_layer=y,
-    )
-    features = net.flatten(input_layer=y)
-  net.set_top(top)
-  return features
-
-
 class Inception3(Model):
-  """Inception v3 with its training-time auxiliary head."""
+  """Inception v3 as the classic harness trains it: no auxiliary head (its
+  Inceptionv3Model takes auxiliary=False, and its model table never sets
+  it), so `inception3` builds, computes and sends what it did there."""
 
   batch_norm_config = dict(
     batch_norm_decay=0.999, batch_norm_epsilon=0.001, batch_norm_scale=False
@@ -179,12 +153,9 @@ class Inception3(Model):
     reduction_35_to_17(net)  # 17x17x768
     for width in (128, 160, 160, 192):
       module_17(net, width)
-    aux_input = net.top_layer
     reduction_17_to_8(net)  # 8x8x1280
     module_8(net, 'avg')
     module_8(net, 'max')  # 8x8x2048
     net.avg_pool(8, 1)
     net.flatten()
-    # Built last, so that the trunk's layer numbering (hence its variable
-    # names) is the same with and without the head.
-    return auxiliary_head(net, aux_input) if net.is_training else None
+    return None

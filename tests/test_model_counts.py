@@ -237,22 +237,36 @@ def test_model_stats_builds_once_and_agrees():
   assert flops == models.model_flops_per_image(model, 10)
 
 
+def _trainable_names(name, image_size, is_training):
+  model = models.create_model(name, 'imagenet')
+  graph = tf.Graph()
+  with graph.as_default():
+    out = model.build(
+      _images(2, image_size, 'NHWC'), 1001, is_training=is_training
+    )
+    return out, {v.op.name for v in tf1.trainable_variables()}
+
+
+def test_inception3_trains_without_an_auxiliary_head_as_classic():
+  """The classic harness's inception3 never built the paper's auxiliary
+  classifier (Inceptionv3Model(auxiliary=False)): training builds the same
+  variables as inference."""
+  out, trained = _trainable_names('inception3', 299, True)
+  _, inferred = _trainable_names('inception3', 299, False)
+  assert out.aux_logits is None
+  assert trained == inferred
+
+
+@pytest.mark.slow
 def test_aux_head_only_when_training():
-  """inception3's auxiliary head is a training-time loss: inference builds
-  (and therefore the parameter / FLOP table) leave it out."""
-  model = models.create_model('inception3', 'imagenet')
-  names = {}
-  for is_training in (True, False):
-    graph = tf.Graph()
-    with graph.as_default():
-      out = model.build(_images(2, 299, 'NHWC'), 1001, is_training=is_training)
-      names[is_training] = {v.op.name for v in tf1.trainable_variables()}
-    assert (out.aux_logits is not None) == is_training
-  # Same trunk variable names either way (so a training checkpoint restores
-  # into an inference graph); the head adds only its own.
-  extra = names[True] - names[False]
-  assert names[False] < names[True]
-  assert extra and all(n.startswith(('aux0/', 'affine1/')) for n in extra)
+  """nasnet's auxiliary head (the classic use_aux_head=1) is a training-time
+  loss: inference builds (and therefore the parameter / FLOP table) leave
+  it out, and the trunk's variable names are the same either way."""
+  out, trained = _trainable_names('nasnet', 224, True)
+  assert out.aux_logits is not None
+  out, inferred = _trainable_names('nasnet', 224, False)
+  assert out.aux_logits is None
+  assert inferred < trained
 
 
 def test_count_forward_flops_exact():

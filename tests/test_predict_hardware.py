@@ -201,7 +201,7 @@ def test_rows_become_targets_by_their_hardware_and_software():
   )
   # and two 2080 Tis on each upstream link (bus ids 1a 1b, 3d 3e ...)
   assert ti.peer_gpus == 1 and ti.gpus_per_host_link == 2
-  assert ti.ring_link().gb_s == pytest.approx(6.0)
+  assert ti.ring_link().gb_s == pytest.approx(9.0 / 2)  # SHM, shared
   assert quadro.ring_link().gb_s == pytest.approx(15.75)
   # tf_cnn_benchmarks' default --local_parameter_device=gpu where the row
   # sets none, and distributed_replicated always has a ps task

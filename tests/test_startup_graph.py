@@ -72,7 +72,7 @@ def test_each_tower_builds_only_what_its_manager_needs(variable_update):
     ('resnet20', 'cifar10'),
     ('lenet', 'imagenet'),
     ('alexnet', 'cifar10'),
-    ('inception3', 'imagenet'),  # an auxiliary head: not counted
+    ('inception3', 'imagenet'),  # the classic harness's: no auxiliary head
     ('mobilenet', 'imagenet'),  # depthwise convolutions
   ],
 )
