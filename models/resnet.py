@@ -83,7 +83,11 @@ def bottleneck_v2(net, depth, bottleneck, stride, *, project, stride_in_3x3):
   # An identity shortcut carries the un-normalised input; a projection
   # reads the pre-activation (both as in the paper).
   shortcut = _shortcut(
-    net, preact if project else x, depth, stride, project=project,
+    net,
+    preact if project else x,
+    depth,
+    stride,
+    project=project,
     batch_norm=False,
   )
   stride_1x1, stride_3x3 = (1, stride) if stride_in_3x3 else (stride, 1)
@@ -107,7 +111,11 @@ def basic_block_v2(net, depth, stride, *, project):
   x = net.top_layer
   preact = net.relu(input_layer=net.batch_norm(input_layer=x))
   shortcut = _shortcut(
-    net, preact if project else x, depth, stride, project=project,
+    net,
+    preact if project else x,
+    depth,
+    stride,
+    project=project,
     batch_norm=False,
   )
   net.conv(depth, 3, stride, 'FIXED', batch_norm=True, input_layer=preact)

@@ -140,9 +140,7 @@ def _l2_term_and_variables(name, dataset, num_classes, size):
     init = tf1.global_variables_initializer()
   with tf1.Session(graph=graph) as sess:
     sess.run(init)
-    total, base, values = sess.run(
-      (tower.loss, tower.base_loss, variables)
-    )
+    total, base, values = sess.run((tower.loss, tower.base_loss, variables))
   names = [v.op.name for v in variables]
   return float(total) - float(base), dict(zip(names, values))
 
@@ -166,7 +164,9 @@ def test_l2_term_covers_batch_norm_only_for_official_models(
 ):
   l2, variables = _l2_term_and_variables(name, dataset, num_classes, size)
   decayed = [
-    v for n, v in variables.items() if batch_norm_decayed or 'batchnorm' not in n
+    v
+    for n, v in variables.items()
+    if batch_norm_decayed or 'batchnorm' not in n
   ]
   batch_norm = [v for n, v in variables.items() if 'batchnorm' in n]
   # The batch-norm part (gamma starts at 1) tells the two apart.
