@@ -128,15 +128,15 @@ _TABLE = (
   ('resnet152_v1.5', 'imagenet', 224, 32, 0.128, (152, 'v1.5'), 'slow'),
   ('resnet152_v2', 'imagenet', 224, 32, 0.128, (152, 'v2'), 'slow'),
   # The classic official_resnet* names, the TF official models' ResNets:
-  # their v1 is v1.5 here; 0.1 at a global batch of 256, no warm-up. 50 and
-  # up are networks the resnet* rows step already.
+  # their v1 is v1.5 here; 0.1 at a global batch of 256, no warm-up. The
+  # classic default batch: 128 for depth 50, 32 for any other.
   Family('resnet', 'OfficialResNet', ('depth', 'version')),
-  ('official_resnet18', 'imagenet', 224, 64, 0.1, (18, 'v1.5')),
-  ('official_resnet18_v2', 'imagenet', 224, 64, 0.1, (18, 'v2')),
-  ('official_resnet34', 'imagenet', 224, 64, 0.1, (34, 'v1.5'), 'slow'),
-  ('official_resnet34_v2', 'imagenet', 224, 64, 0.1, (34, 'v2'), 'slow'),
-  ('official_resnet50', 'imagenet', 224, 64, 0.1, (50, 'v1.5'), 'slow'),
-  ('official_resnet50_v2', 'imagenet', 224, 64, 0.1, (50, 'v2'), 'slow'),
+  ('official_resnet18', 'imagenet', 224, 32, 0.1, (18, 'v1.5')),
+  ('official_resnet18_v2', 'imagenet', 224, 32, 0.1, (18, 'v2')),
+  ('official_resnet34', 'imagenet', 224, 32, 0.1, (34, 'v1.5'), 'slow'),
+  ('official_resnet34_v2', 'imagenet', 224, 32, 0.1, (34, 'v2'), 'slow'),
+  ('official_resnet50', 'imagenet', 224, 128, 0.1, (50, 'v1.5'), 'slow'),
+  ('official_resnet50_v2', 'imagenet', 224, 128, 0.1, (50, 'v2'), 'slow'),
   ('official_resnet101', 'imagenet', 224, 32, 0.1, (101, 'v1.5'), 'slow'),
   ('official_resnet101_v2', 'imagenet', 224, 32, 0.1, (101, 'v2'), 'slow'),
   ('official_resnet152', 'imagenet', 224, 32, 0.1, (152, 'v1.5'), 'slow'),

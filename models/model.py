@@ -69,6 +69,12 @@ class Model:
   # overrides them where the classic model used other settings.
   batch_norm_config = {}
 
+  # Whether the L2 term (--weight_decay) also covers the batch-norm gamma
+  # and beta. The classic harness left out variables whose name contained
+  # 'batchnorm', which caught its own builder's and none of a model named
+  # otherwise (the official_resnet* names: 'batch_normalization').
+  l2_decays_batch_norm = False
+
   def __repr__(self):
     return '%s(name=%r, dataset=%r)' % (
       type(self).__name__,

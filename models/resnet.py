@@ -1,4 +1,5 @@
-"""ResNet-50/101/152 for ImageNet: bottleneck blocks, versions v1, v1.5, v2.
+"""ResNet for ImageNet: bottleneck (50 and up) or basic (18, 34) blocks,
+versions v1, v1.5, v2.
 
   * v1 (He et al. 2015, arXiv:1512.03385): post-activation; a downsampling
     block strides in its first 1x1 convolution. The classic default.
@@ -7,10 +8,16 @@
   * v2 (He et al. 2016, arXiv:1603.05027): pre-activation (BN-ReLU before
     each convolution, a final BN-ReLU after the last block).
 
-Projection shortcuts (1x1 conv) wherever the width changes; stage widths
-256/512/1024/2048 with bottlenecks of a quarter of that. Layout follows the
-classic tf_cnn_benchmarks models, including its v2 quirk of a BN-ReLU stem
-followed by the first block's own pre-activation.
+The first block of each stage has a projection shortcut (1x1 conv); stage
+widths 256/512/1024/2048 with bottlenecks of a quarter of that (basic
+blocks: 64/128/256/512). `ResNet` (the classic resnet* names) follows the
+classic tf_cnn_benchmarks models, including their v2 quirks: a BN-ReLU
+stem followed by the first block's own pre-activation, and the stride in a
+bottleneck's 1x1. `OfficialResNet` (the classic official_resnet* names)
+follows the TF official models' r1 resnet_model.py that the classic harness
+imported: v1 strides in the 3x3 (v1.5 here), v2 has a bare stem conv and
+strides in the 3x3, basic-block nets project in stage 1 too (64 -> 64),
+batch norm decays at 0.997, and the L2 term covers batch-norm gamma/beta.
 """
 
 import tensorflow as tf
@@ -32,10 +39,14 @@ _LAYER_COUNTS = {
 _BASIC_BLOCK_DEPTHS = (18, 34)
 
 
-def _shortcut(net, x, depth, stride, *, batch_norm):
-  """Identity (subsampled if strided), or a 1x1 projection if widths differ."""
-  if int(x.shape[net.channel_axis]) == depth:
-    return x if stride == 1 else net.avg_pool(1, stride, input_layer=x)
+def _shortcut(net, x, depth, stride, *, project, batch_norm):
+  """x itself, or a 1x1 projection of it (the first block of a stage).
+
+  Only a stage's first block strides or changes the width, and it always
+  projects, so an identity shortcut never needs subsampling.
+  """
+  if not project:
+    return x
   return net.conv(
     depth,
     1,
@@ -47,13 +58,13 @@ def _shortcut(net, x, depth, stride, *, batch_norm):
   )
 
 
-def bottleneck_v1(net, depth, bottleneck, stride, *, stride_in_3x3=False):
+def bottleneck_v1(net, depth, bottleneck, stride, *, project, stride_in_3x3):
   """1x1 -> 3x3 -> 1x1, each conv-BN, ReLU after the residual sum.
 
   `stride_in_3x3` selects v1.5 (stride in the 3x3) over v1 (in the 1x1).
   """
   x = net.top_layer
-  shortcut = _shortcut(net, x, depth, stride, batch_norm=True)
+  shortcut = _shortcut(net, x, depth, stride, project=project, batch_norm=True)
   stride_1x1, stride_3x3 = (1, stride) if stride_in_3x3 else (stride, 1)
   net.conv(bottleneck, 1, stride_1x1, batch_norm=True, input_layer=x)
   net.conv(bottleneck, 3, stride_3x3, 'FIXED', batch_norm=True)
@@ -61,53 +72,72 @@ def bottleneck_v1(net, depth, bottleneck, stride, *, stride_in_3x3=False):
   return net.set_top(tf.nn.relu(shortcut + residual))
 
 
-def bottleneck_v2(net, depth, bottleneck, stride):
-  """Pre-activation bottleneck: BN-ReLU, then 1x1 -> 3x3 -> 1x1, plain sum."""
+def bottleneck_v2(net, depth, bottleneck, stride, *, project, stride_in_3x3):
+  """Pre-activation bottleneck: BN-ReLU, then 1x1 -> 3x3 -> 1x1, plain sum.
+
+  The stride is in the 1x1 (the classic resnet*_v2) or, with
+  `stride_in_3x3`, in the 3x3 (the official *_v2).
+  """
   x = net.top_layer
   preact = net.relu(input_layer=net.batch_norm(input_layer=x))
   # An identity shortcut carries the un-normalised input; a projection
   # reads the pre-activation (both as in the paper).
-  if int(x.shape[net.channel_axis]) == depth:
-    shortcut = _shortcut(net, x, depth, stride, batch_norm=False)
-  else:
-    shortcut = _shortcut(net, preact, depth, stride, batch_norm=False)
-  net.conv(bottleneck, 1, stride, batch_norm=True, input_layer=preact)
-  net.conv(bottleneck, 3, 1, 'FIXED', batch_norm=True)
+  shortcut = _shortcut(
+    net,
+    preact if project else x,
+    depth,
+    stride,
+    project=project,
+    batch_norm=False,
+  )
+  stride_1x1, stride_3x3 = (1, stride) if stride_in_3x3 else (stride, 1)
+  net.conv(bottleneck, 1, stride_1x1, batch_norm=True, input_layer=preact)
+  net.conv(bottleneck, 3, stride_3x3, 'FIXED', batch_norm=True)
   residual = net.conv(depth, 1, 1, activation=None, use_bias=False)
   return net.set_top(shortcut + residual)
 
 
-def basic_block_v1(net, depth, stride):
+def basic_block_v1(net, depth, stride, *, project):
   """3x3 -> 3x3, each conv-BN, ReLU after the residual sum."""
   x = net.top_layer
-  shortcut = _shortcut(net, x, depth, stride, batch_norm=True)
+  shortcut = _shortcut(net, x, depth, stride, project=project, batch_norm=True)
   net.conv(depth, 3, stride, 'FIXED', batch_norm=True, input_layer=x)
   residual = net.conv(depth, 3, 1, 'FIXED', activation=None, batch_norm=True)
   return net.set_top(tf.nn.relu(shortcut + residual))
 
 
-def basic_block_v2(net, depth, stride):
+def basic_block_v2(net, depth, stride, *, project):
   """Pre-activation basic block: BN-ReLU, then 3x3 -> 3x3, plain sum."""
   x = net.top_layer
   preact = net.relu(input_layer=net.batch_norm(input_layer=x))
-  if int(x.shape[net.channel_axis]) == depth and stride == 1:
-    shortcut = x
-  else:
-    shortcut = _shortcut(net, preact, depth, stride, batch_norm=False)
+  shortcut = _shortcut(
+    net,
+    preact if project else x,
+    depth,
+    stride,
+    project=project,
+    batch_norm=False,
+  )
   net.conv(depth, 3, stride, 'FIXED', batch_norm=True, input_layer=preact)
   residual = net.conv(depth, 3, 1, 'FIXED', activation=None, use_bias=False)
   return net.set_top(shortcut + residual)
 
 
 class ResNetNetwork(Model):
-  """Bottleneck ResNet for 224x224 ImageNet: the network, whatever schedule.
+  """ResNet for 224x224 ImageNet: the network, whatever schedule.
 
   The schedule: the default learning rate (models/declared.py) at a global
   batch of BASE_BATCH_SIZE, scaled linearly with the global batch, divided
   by 10 after epochs 30, 60, 80 and 90; subclasses add a warm-up.
+
+  The two v2 layouts (class attributes): the classic resnet*_v2 put a
+  BN-ReLU after the stem conv (`v2_stem_batch_norm`) and stride a
+  bottleneck in its 1x1; the official *_v2 do neither.
   """
 
   BASE_BATCH_SIZE = 256
+  v2_stem_batch_norm = True
+  v2_stride_in_3x3 = False
 
   def __init__(self, *model_args, depth, version):
     if version not in ('v1', 'v1.5', 'v2'):
@@ -118,32 +148,43 @@ class ResNetNetwork(Model):
     self.basic_blocks = depth in _BASIC_BLOCK_DEPTHS
 
   def body(self, net):
-    net.conv(64, 7, 2, 'FIXED', batch_norm=True)
+    v2 = self.version == 'v2'
+    if v2 and not self.v2_stem_batch_norm:
+      net.conv(64, 7, 2, 'FIXED', activation=None, use_bias=False)
+    else:
+      net.conv(64, 7, 2, 'FIXED', batch_norm=True)
     net.max_pool(3, 2, 'SAME')
     for stage, (blocks, width) in enumerate(
       zip(self.layer_counts, _STAGE_WIDTHS)
     ):
       for i in range(blocks):
-        # The first block of stages 2-4 halves the resolution.
+        # The first block of stages 2-4 halves the resolution; the first
+        # block of every stage has a projection shortcut (stage 1's basic
+        # block too, 64 -> 64, as the official models' block_layer).
         stride = 2 if stage > 0 and i == 0 else 1
         with net.scope('block'):
-          if self.basic_blocks:
-            block = basic_block_v2 if self.version == 'v2' else basic_block_v1
-            block(net, width, stride)
-          elif self.version == 'v2':
-            bottleneck_v2(net, 4 * width, width, stride)
-          else:
-            bottleneck_v1(
-              net,
-              4 * width,
-              width,
-              stride,
-              stride_in_3x3=self.version == 'v1.5',
-            )
-    if self.version == 'v2':
+          self._block(net, width, stride, project=i == 0)
+    if v2:
       net.batch_norm()
       net.relu()
     net.spatial_mean()
+
+  def _block(self, net, width, stride, *, project):
+    """One residual block of a stage of `width` (bottleneck width)."""
+    v2 = self.version == 'v2'
+    if self.basic_blocks:
+      block = basic_block_v2 if v2 else basic_block_v1
+      return block(net, width, stride, project=project)
+    block = bottleneck_v2 if v2 else bottleneck_v1
+    stride_in_3x3 = self.v2_stride_in_3x3 if v2 else self.version == 'v1.5'
+    return block(
+      net,
+      4 * width,
+      width,
+      stride,
+      project=project,
+      stride_in_3x3=stride_in_3x3,
+    )
 
   def peak_learning_rate(self, global_batch_size):
     """The rate before the first decay: the base scaled to the batch."""
@@ -188,9 +229,19 @@ class ResNet(ResNetNetwork):
 
 
 class OfficialResNet(ResNetNetwork):
-  """The classic official_resnet* names: the TF official models' schedule.
+  """The classic official_resnet* names: the TF official models' ResNets.
 
-  0.1 at a global batch of 256 (classic: 0.0125 per 32 images), no warm-up,
-  /10 after epochs 30, 60, 80 and 90; --resnet_base_lr does not apply, as
-  in the classic harness.
+  Their schedule: 0.1 at a global batch of 256 (classic: 0.0125 per 32
+  images), no warm-up, /10 after epochs 30, 60, 80 and 90; --resnet_base_lr
+  does not apply, as in the classic harness. Their network differs from
+  the resnet* names' as the module docstring says.
   """
+
+  # tf.layers batch norm with momentum 0.997, epsilon 1e-5, center and
+  # scale (official/r1/resnet/resnet_model.py's _BATCH_NORM_DECAY/EPSILON).
+  batch_norm_config = dict(batch_norm_decay=0.997, batch_norm_epsilon=1e-5)
+  v2_stem_batch_norm = False
+  v2_stride_in_3x3 = True
+  # Their batch-norm variables were named 'batch_normalization', which the
+  # classic harness's L2 filter (names containing 'batchnorm') never caught.
+  l2_decays_batch_norm = True

@@ -363,11 +363,25 @@ def test_gradient_clip_clips_each_element_and_norm_has_its_own_flag():
 @pytest.mark.parametrize(
   'name,dataset,classes,expected,rel',
   [
-    # torchvision resnet18/34/50 num_params (the official v1 networks; the
-    # official v1 strides in the 3x3 like v1.5: no parameter changes).
-    ('official_resnet18', 'imagenet', 1000, 11_689_512, 0),
-    ('official_resnet34', 'imagenet', 1000, 21_797_672, 0),
+    # torchvision resnet18/34/50 num_params (the v1 networks; the official
+    # v1 strides in the 3x3 like v1.5: no parameter changes), plus, for the
+    # basic-block 18/34, the official block_layer's projection of stage 1's
+    # first block (1x1 64->64 conv + BN: 4,096 + 128).
+    ('official_resnet18', 'imagenet', 1000, 11_689_512 + 4_224, 0),
+    ('official_resnet34', 'imagenet', 1000, 21_797_672 + 4_224, 0),
     ('official_resnet50', 'imagenet', 1000, 25_557_032, 0),
+    # Official v2 against v1, basic blocks: the first blocks of stages 2-4
+    # normalise their input (w/2 wide) instead of their output (w): -2*(w/2)
+    # for w = 128, 256, 512 (-896); no BN on the projections (-1,792 for
+    # stages 2-4, -128 for stage 1) nor after the stem conv (-128); a final
+    # BN over 512 (+1,024). Net: v1 - 1,920.
+    ('official_resnet18_v2', 'imagenet', 1000, 11_689_512 + 4_224 - 1_920, 0),
+    ('official_resnet34_v2', 'imagenet', 1000, 21_797_672 + 4_224 - 1_920, 0),
+    # Bottlenecks (b = 64..512): first blocks normalise their input instead
+    # of the 4b output (stage 1: 2*64 for 2*256, -384; stages 2-4: 2*2b for
+    # 2*4b, -4b each, -3,584), no BN on the projections (-8 * 960) nor
+    # after the stem (-128), a final BN over 2048 (+4,096). Net: -7,680.
+    ('official_resnet50_v2', 'imagenet', 1000, 25_557_032 - 7_680, 0),
     # He et al. 2016 (arXiv:1603.05027), Table 4: ResNet-200 64.7M.
     pytest.param(
       'official_resnet200_v2',

@@ -194,7 +194,9 @@ class TrainingFields:
   adam_beta2: float = _model_data_graph_field(0.999, 'Adam beta2.')
   adam_epsilon: float = _model_data_graph_field(1e-8, 'Adam epsilon.')
   weight_decay: float = _model_data_graph_field(
-    0.00004, 'L2 weight decay factor (batch-norm variables excluded).'
+    0.00004,
+    'L2 weight decay factor (batch-norm variables excluded, except for the '
+    'official_resnet* models, as in the classic harness).',
   )
   single_l2_loss_op: bool = fields.field(
     False,

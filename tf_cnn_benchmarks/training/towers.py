@@ -44,6 +44,7 @@ def l2_penalty(
   weight_decay: float,
   single_op: bool = False,
   values: Sequence[tf.Tensor] | None = None,
+  decay_batch_norm: bool = False,
 ):
   """weight_decay * sum of l2_loss over the non-batch-norm variables.
 
@@ -51,10 +52,14 @@ def l2_penalty(
   (classic --single_l2_loss_op) instead of one per variable.
   values: what the tower read of each variable (default: the variables);
   the names that pick the decayed ones are the variables'.
+  decay_batch_norm: every variable, batch norm's too (a model's
+  `l2_decays_batch_norm`).
   """
   values = variables if values is None else values
   decayed = [
-    x for v, x in zip(variables, values) if 'batchnorm' not in v.op.name
+    x
+    for v, x in zip(variables, values)
+    if decay_batch_norm or 'batchnorm' not in v.op.name
   ]
   if not weight_decay or not decayed:
     return tf.constant(0.0)
@@ -190,8 +195,10 @@ def build_tower(
     base_loss = _base_loss(out, labels)
     variables = trainable_variables()
     weights = as_read(variables)
+    # A model outside models.Model (a test's) may not say: not decayed.
+    decay_bn = getattr(model, 'l2_decays_batch_norm', False)
     loss = base_loss + l2_penalty(
-      variables, weight_decay, single_l2_loss_op, weights
+      variables, weight_decay, single_l2_loss_op, weights, decay_bn
     )
   correct = _counted_right(out.logits, labels) if accuracy else None
   grads_and_vars = []
