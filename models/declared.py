@@ -103,13 +103,14 @@ _TABLE = (
   ('inception3', 'imagenet', 299, 32, 0.005, ()),
   Family('inception4', 'Inception4'),
   ('inception4', 'imagenet', 299, 32, 0.005, (), 'slow'),
-  # The classic harness's mobilenet is V2 (mobilenet_v2 stays as an
-  # alias); V1 has a name of its own.
+  # The classic harness's mobilenet is V2 as TF-slim built it (tf_slim:
+  # slim's init and logits layer under the classifier); mobilenet_v2 is the
+  # paper's network, V1 has a name of its own.
   Family('mobilenet', 'MobileNet'),
   ('mobilenet_v1', 'imagenet', 224, 32, 0.005, (), 'nchw'),
-  Family('mobilenet_v2', 'MobileNetV2'),
-  ('mobilenet', 'imagenet', 224, 32, 0.005, (), 'slow'),
-  ('mobilenet_v2', 'imagenet', 224, 32, 0.005, (), 'nchw'),
+  Family('mobilenet_v2', 'MobileNetV2', ('tf_slim',)),
+  ('mobilenet', 'imagenet', 224, 32, 0.005, (True,), 'slow'),
+  ('mobilenet_v2', 'imagenet', 224, 32, 0.005, (False,), 'nchw'),
   Family('nasnet', 'NASNet', _NASNET_OPTIONS),
   ('nasnet', 'imagenet', 224, 32, 0.005, (4, 44, 32, False), 'slow aux'),
   ('nasnetlarge', 'imagenet', 331, 16, 0.005, (6, 168, 96, True), 'slow aux'),

@@ -9,11 +9,25 @@ no dropout.
 
 Layout follows the classic tf_cnn_benchmarks model, including two of its
 choices: convolutions carry a bias (there is no batch norm right after them),
-and the transition convolution is followed by a ReLU.
+and the transition convolution is followed by a ReLU. So do the initial
+kernels: the dense and transition convolutions draw from a normal truncated
+at two standard deviations with stddev sqrt(2 / (9 n)), n the convolution's
+output width (k for a dense layer, the full width for a 1x1 transition), not
+rescaled for the truncation; the stem keeps the builder's default.
 """
+
+import math
 
 from models import initializers
 from models.model import Model
+
+
+def _classic_init(width):
+  """The classic harness's DenseNet kernel init: truncated normal with
+  stddev sqrt(2 / (9 width)). The 9 is a 3x3 kernel's area, which the
+  classic kept for the 1x1 transition too, whose initial weights are hence
+  a third of He's over the output fan."""
+  return initializers.truncated_normal(math.sqrt(2.0 / (9 * width)))
 
 
 class CifarDenseNet(Model):
@@ -34,15 +48,14 @@ class CifarDenseNet(Model):
     x = net.top_layer
     with net.scope('dense'):
       y = net.relu(input_layer=net.batch_norm(input_layer=x))
-      # He init over the *output* fan (variance 2 / (9 k)), the classic
-      # harness's choice: the concatenated input keeps growing, and a
-      # fan-in scaling would shrink the later layers' initial outputs.
+      # Scaled by the output fan (9 k), not the concatenated input, which
+      # keeps growing along the block.
       y = net.conv(
         self.growth_rate,
         3,
         activation=None,
         input_layer=y,
-        kernel_init=initializers.variance_scaling(2.0, 'fan_out'),
+        kernel_init=_classic_init(self.growth_rate),
       )
       return net.concat([x, y])
 
@@ -50,9 +63,7 @@ class CifarDenseNet(Model):
     width = net.top_size
     with net.scope('transition'):
       net.relu(input_layer=net.batch_norm())
-      net.conv(
-        width, 1, kernel_init=initializers.variance_scaling(2.0, 'fan_out')
-      )
+      net.conv(width, 1, kernel_init=_classic_init(width))
       return net.avg_pool(2, 2)
 
   def body(self, net):

@@ -59,7 +59,8 @@ def _module(net, scope, branches):
 
 
 # The modules of figures 4, 7, 5 and 8: each branch's conv_bn layers as
-# (filters, kernel[, stride, padding]).
+# (filters, kernel[, stride, padding]); a kernel (h, w), in the classic
+# harness's orientations (1x7 first in Inception-B's long branch).
 _BLOCK_A = (
   ('avg', (96, 1)),
   ((96, 1),),
@@ -75,7 +76,7 @@ _BLOCK_B = (
   ('avg', (128, 1)),
   ((384, 1),),
   ((192, 1), (224, (1, 7)), (256, (7, 1))),
-  ((192, 1), (192, (7, 1)), (224, (1, 7)), (224, (7, 1)), (256, (1, 7))),
+  ((192, 1), (192, (1, 7)), (224, (7, 1)), (224, (1, 7)), (256, (7, 1))),
 )
 _REDUCTION_B = (
   ('max',),
@@ -109,15 +110,17 @@ def block_c(net):
   x = net.top_layer
   with net.scope('block_c'):
     single = _chain(net, x, [(384, 1)])
-    double = _chain(net, x, [(384, 1), (448, (3, 1)), (512, (1, 3))])
+    double = _chain(net, x, [(384, 1), (448, (1, 3)), (512, (3, 1))])
+    # The classic harness's order: after the 1x3 / 3x1 pair on `single`,
+    # the 3x1 on `double` comes before its 1x3.
     return net.concat(
       [
         _chain(net, net.avg_pool(3, 1, 'SAME', input_layer=x), [(256, 1)]),
         _chain(net, x, [(256, 1)]),
         conv_bn(net, 256, (1, 3), x=single),
         conv_bn(net, 256, (3, 1), x=single),
-        conv_bn(net, 256, (1, 3), x=double),
         conv_bn(net, 256, (3, 1), x=double),
+        conv_bn(net, 256, (1, 3), x=double),
       ]
     )
 

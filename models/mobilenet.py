@@ -27,8 +27,11 @@ _BLOCKS = (
 )
 
 
-def conv_bn_relu6(net, filters, kernel_size, strides=1, *, x=None):
-  """Convolution - batch norm - ReLU6, no bias."""
+def conv_bn_relu6(
+  net, filters, kernel_size, strides=1, *, x=None, kernel_init=None
+):
+  """Convolution - batch norm - ReLU6, no bias (kernel_init: as
+  NetBuilder.conv's)."""
   return net.conv(
     filters,
     kernel_size,
@@ -36,14 +39,21 @@ def conv_bn_relu6(net, filters, kernel_size, strides=1, *, x=None):
     batch_norm=True,
     use_bias=False,
     activation='relu6',
+    kernel_init=kernel_init,
     input_layer=x,
   )
 
 
-def depthwise_bn(net, strides, *, activation='relu6'):
-  """3x3 depthwise convolution - batch norm - activation, no bias."""
+def depthwise_bn(net, strides, *, activation='relu6', kernel_init=None):
+  """3x3 depthwise convolution - batch norm - activation, no bias
+  (kernel_init: as NetBuilder.depthwise_conv's)."""
   return net.depthwise_conv(
-    3, strides, batch_norm=True, use_bias=False, activation=activation
+    3,
+    strides,
+    batch_norm=True,
+    use_bias=False,
+    activation=activation,
+    kernel_init=kernel_init,
   )
 
 

@@ -148,8 +148,15 @@ def _inference_counts(name, num_classes=1000):
     # trainable 3,504,872 = torchvision mobilenet_v2. Sandler et al. 2018,
     # Table 4: 3.4M, 300M mult-adds.
     ('mobilenet_v2', 3_504_872, 3_538_984, 300e6),
-    # The classic --model=mobilenet is MobileNet V2 (0.60 GFLOPs/image).
-    ('mobilenet', 3_504_872, 3_538_984, 300e6),
+    # The classic --model=mobilenet is MobileNet V2 as TF-slim built it:
+    # slim's logits layer (1x1 conv 1280 -> 1001 with bias) under the
+    # classifier, 1001 -> 1000 here, in place of 1280 -> 1000.
+    (
+      'mobilenet',
+      3_504_872 - 1281 * 1000 + 1281 * 1001 + 1002 * 1000,
+      3_538_984 - 1281 * 1000 + 1281 * 1001 + 1002 * 1000,
+      300e6 + 1001 * 1000,
+    ),
     # keras-applications NASNetMobile: 5,326,716 total (it has no auxiliary
     # head either). Zoph et al. 2017, Table 2: NASNet-A (4 @ 1056) 5.3M, 564M
     # mult-adds.
