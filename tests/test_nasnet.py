@@ -95,6 +95,10 @@ def test_fp16_separable_convolutions_compute_in_float32():
   with graph.as_default():
     _, out = _normal_cell(tf.float16)
     ops = graph.get_operations()
+    variables = tf1.trainable_variables()
+    # The casts pass gradients to every (float32) variable.
+    grads = tf.gradients(tf.reduce_sum(tf.cast(out, tf.float32)), variables)
+  assert variables and all(g is not None for g in grads)
   depthwise = [op for op in ops if op.type == 'DepthwiseConv2dNative']
   sep_conv = [op for op in ops if op.type == 'Conv2D' and 'sepconv' in op.name]
   other_conv = [
