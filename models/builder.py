@@ -219,6 +219,18 @@ class NetBuilder:
       name, dtype=tf.float32, initializer=value, trainable=trainable
     )
 
+  @contextlib.contextmanager
+  def computing_in(self, dtype):
+    """Layers built inside compute in `dtype` (their variables are read in
+    it); the caller casts their inputs to `dtype` and their outputs back.
+    """
+    saved = self.compute_dtype
+    self.compute_dtype = tf.as_dtype(dtype)
+    try:
+      yield
+    finally:
+      self.compute_dtype = saved
+
   def read(self, var):
     """Casts a float32 variable to the compute dtype (the cast's gradient
     flows back to the float32 variable)."""
@@ -375,6 +387,7 @@ class NetBuilder:
     batch_norm=False,
     use_bias=True,
     bias_init=0.0,
+    kernel_init=None,
     input_layer=None,
   ):
     """Depthwise convolution straight into a 1x1 pointwise one (no
@@ -382,7 +395,9 @@ class NetBuilder:
     activation: the NASNet "separable" op.
 
     Built as two ops (DepthwiseConv2dNative + Conv2D), so FLOP counting
-    sees both.
+    sees both. `kernel_init` (an `initializers` function) initialises both
+    kernels; by default the depthwise one as `depthwise_conv`'s and the
+    pointwise one as `conv`'s.
     """
     x, in_channels = self._input_and_channels(input_layer)
     kh, kw = _pair(kernel_size)
@@ -390,12 +405,12 @@ class NetBuilder:
       depthwise = self.variable(
         'depthwise_kernel',
         [kh, kw, in_channels, depth_multiplier],
-        _depthwise_variance_scaling,
+        kernel_init or _depthwise_variance_scaling,
       )
       pointwise = self.variable(
         'pointwise_kernel',
         [1, 1, in_channels * depth_multiplier, filters],
-        initializers.variance_scaling(),
+        kernel_init or initializers.variance_scaling(),
       )
       y = self._spatial(
         tf.nn.depthwise_conv2d, x, depthwise, (kh, kw), strides, padding

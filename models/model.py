@@ -22,9 +22,10 @@ class ModelOutput:
 
   Attributes:
     logits: [batch, num_classes] in the compute dtype.
-    aux_logits: auxiliary-head logits (inception3, nasnet, nasnetlarge when
-      training), else None. The harness adds 0.4 x their cross entropy to
-      the loss.
+    aux_logits: auxiliary-head logits of a trunk whose `body` returns head
+      features, else None (no declared model's: the classic harness's
+      inception3 and NASNets built no auxiliary head). The harness adds
+      0.4 x their cross entropy to the loss.
     update_ops: this tower's batch-norm moving-average assign ops (never the
       global UPDATE_OPS collection).
   """

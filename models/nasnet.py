@@ -19,21 +19,31 @@ cell of twice the resolution is brought down by a "factorised reduction"
     skip_reduction_layer_input).
 
 Two stem reduction cells (widths F/4, F/2) follow a 3x3/2 convolution; the
-two reduction cells in the body double F. Final ReLU, global average pool,
-dropout 0.5, classifier.
+two reduction cells in the body double F. Final ReLU and global average
+pool; `Model.build` adds the classifier.
 
-Deviations, on purpose, for a throughput benchmark:
-  * no drop-path (stochastic cell-branch dropping; slim used keep 0.7 for
-    the large model, 1.0 -- i.e. none -- for mobile): a regulariser that
-    adds only element-wise work;
-  * the auxiliary head (on the cell before the second reduction, as in
-    slim: 5x5/3 avg pool - 1x1 conv 128 - conv 768 over the whole map -
-    classifier) is built, like slim's, only when training. Parameter and
-    FLOP counts are of the inference network, without it.
+As the classic harness built it: its NasnetModel / NasnetLargeModel /
+NasnetCifarModel called TF-slim's build_nasnet_* without `num_classes` and
+outside slim's nasnet arg scope, so
+  * every convolution (the separable ones too) kept slim's defaults: a bias
+    and a ReLU (conv - bias - ReLU - BN), Glorot-uniform kernels; the batch
+    norms kept slim's too: no gamma, decay 0.999, epsilon 0.001 (one bias
+    per BN channel replaces the gamma: the parameter count is the paper's);
+  * there is no auxiliary head (slim builds it only with num_classes) and
+    no dropout (slim returns at the global pool without num_classes);
+  * under --use_fp16 the separable convolutions and their batch norms
+    compute in float32 (slim's _stacked_separable_conv casts).
+
+Deviation, on purpose, for a throughput benchmark: no drop-path (stochastic
+cell-branch dropping; the classic used keep 0.7 for the large model, 0.6 on
+cifar10, none for mobile): a regulariser that adds only element-wise work.
 """
 
 import collections
 
+import tensorflow as tf
+
+from models import initializers
 from models.model import Model
 
 Cell = collections.namedtuple('Cell', ['operations', 'inputs', 'outputs'])
@@ -79,22 +89,31 @@ def _height(net, x):
   return int(x.shape[1 if net.data_format == 'NHWC' else 2])
 
 
-def _project(net, x, filters, stride=1):
-  """1x1 conv - BN (no bias, no activation)."""
+def _conv(net, x, filters, kernel_size=1, strides=1, padding='SAME'):
+  """Convolution - bias - ReLU: slim.conv2d's defaults, which the classic
+  harness's NASNet never overrode."""
   return net.conv(
     filters,
-    1,
-    stride,
-    activation=None,
-    batch_norm=True,
-    use_bias=False,
+    kernel_size,
+    strides,
+    padding,
+    activation='relu',
+    use_bias=True,
+    kernel_init=initializers.glorot_uniform(),
     input_layer=x,
   )
 
 
-def _conv1x1_bn(net, x, filters, stride=1):
+def _conv_bn(net, x, filters, kernel_size=1, strides=1, padding='SAME'):
+  """Convolution - bias - ReLU - BN (see `_conv`)."""
+  return net.batch_norm(
+    input_layer=_conv(net, x, filters, kernel_size, strides, padding)
+  )
+
+
+def _relu_conv1x1_bn(net, x, filters, stride=1):
   """ReLU - 1x1 conv - BN: the projection used wherever widths differ."""
-  return _project(net, net.relu(input_layer=x), filters, stride)
+  return _conv_bn(net, net.relu(input_layer=x), filters, 1, stride)
 
 
 def factorized_reduction(net, x, filters, stride=2):
@@ -102,55 +121,61 @@ def factorized_reduction(net, x, filters, stride=2):
   convolutions (F/2 each) on stride-2 subsamples offset by one pixel,
   concatenated, then BN. With stride 1 just a 1x1 conv + BN."""
   if stride == 1:
-    return _project(net, x, filters)
+    return _conv_bn(net, x, filters)
   with net.scope('factorized_reduction'):
-    path1 = net.avg_pool(1, stride, input_layer=x)
-    path1 = net.conv(
-      filters // 2, 1, activation=None, use_bias=False, input_layer=path1
-    )
+    path1 = _conv(net, net.avg_pool(1, stride, input_layer=x), filters // 2)
     # Shift by one pixel: pad one row/column at the end, drop the first.
     if net.data_format == 'NHWC':
       shifted = net.pad_spatial(x, 0, 1)[:, 1:, 1:, :]
     else:
       shifted = net.pad_spatial(x, 0, 1)[:, :, 1:, 1:]
-    path2 = net.avg_pool(1, stride, input_layer=shifted)
-    path2 = net.conv(
+    path2 = _conv(
+      net,
+      net.avg_pool(1, stride, input_layer=shifted),
       filters - filters // 2,
-      1,
-      activation=None,
-      use_bias=False,
-      input_layer=path2,
     )
     net.concat([path1, path2])
     return net.batch_norm()
+
+
+def _separable_stack(net, x, kernel, stride, filters):
+  """Two (ReLU - separable conv - bias - ReLU - BN) layers.
+
+  In float32 when the network computes in float16, as the classic
+  (nasnet_utils._stacked_separable_conv) did; the result is cast back.
+  """
+  dtype = x.dtype
+  compute_dtype = tf.float32 if dtype == tf.float16 else dtype
+  with net.computing_in(compute_dtype):
+    x = tf.cast(x, compute_dtype)  # the identity unless float16
+    for _ in range(2):
+      x = net.separable_conv(
+        filters,
+        kernel,
+        stride,
+        activation='relu',
+        use_bias=True,
+        kernel_init=initializers.glorot_uniform(),
+        input_layer=net.relu(input_layer=x),
+      )
+      x = net.batch_norm()
+      stride = 1
+  return net.set_top(tf.cast(x, dtype))
 
 
 def _apply(net, x, operation, stride, filters):
   """One cell operation on state `x`."""
   in_channels = int(x.shape[net.channel_axis])
   if operation.startswith('sep'):
-    kernel = int(operation[3])
-    for _ in range(2):
-      x = net.relu(input_layer=x)
-      x = net.separable_conv(
-        filters,
-        kernel,
-        stride,
-        activation=None,
-        batch_norm=True,
-        use_bias=False,
-        input_layer=x,
-      )
-      stride = 1
-    return x
+    return _separable_stack(net, x, int(operation[3]), stride, filters)
   if operation == 'none':
     if stride > 1 or in_channels != filters:
-      return _conv1x1_bn(net, x, filters, stride)
+      return _relu_conv1x1_bn(net, x, filters, stride)
     return x
   pool = net.avg_pool if operation.startswith('avg') else net.max_pool
   x = pool(3, stride, 'SAME', input_layer=x)
   if in_channels != filters:
-    x = _project(net, x, filters)
+    x = _conv_bn(net, x, filters)
   return x
 
 
@@ -163,8 +188,8 @@ def cell(net, x, prev, spec, filters, stride):
     elif _height(net, prev) != _height(net, x):
       prev = factorized_reduction(net, net.relu(input_layer=prev), filters)
     elif int(prev.shape[net.channel_axis]) != filters:
-      prev = _conv1x1_bn(net, prev, filters)
-    states = [_conv1x1_bn(net, x, filters), prev]
+      prev = _relu_conv1x1_bn(net, prev, filters)
+    states = [_relu_conv1x1_bn(net, x, filters), prev]
     for i in range(0, 10, 2):
       pair = []
       for j in (i, i + 1):
@@ -193,30 +218,14 @@ def cell(net, x, prev, spec, filters, stride):
     return net.concat(outputs)
 
 
-def auxiliary_head(net, x):
-  """Features of the auxiliary classifier (training only); keeps the top."""
-  top = net.top_layer
-  with net.scope('aux'):
-    y = net.relu(input_layer=x)
-    y = net.avg_pool(5, 3, input_layer=y)
-    y = net.conv(128, 1, batch_norm=True, use_bias=False, input_layer=y)
-    y = net.conv(
-      768,
-      _height(net, y),
-      padding='VALID',
-      batch_norm=True,
-      use_bias=False,
-      input_layer=y,
-    )
-    features = net.flatten(input_layer=y)
-  net.set_top(top)
-  return features
-
-
 class NASNet(Model):
   """NASNet-A for ImageNet."""
 
-  batch_norm_config = dict(batch_norm_decay=0.9997, batch_norm_epsilon=0.001)
+  # slim.batch_norm's defaults (the classic never entered slim's nasnet
+  # arg scope, whose decay 0.9997 and gamma it therefore did not use).
+  batch_norm_config = dict(
+    batch_norm_decay=0.999, batch_norm_epsilon=0.001, batch_norm_scale=False
+  )
 
   def __init__(
     self,
@@ -234,15 +243,7 @@ class NASNet(Model):
 
   def stem(self, net) -> list:
     """The stem's outputs: [None, conv, reduction cell 1, reduction cell 2]."""
-    x = net.conv(
-      self.stem_filters,
-      3,
-      2,
-      'VALID',
-      activation=None,
-      batch_norm=True,
-      use_bias=False,
-    )
+    x = _conv_bn(net, net.top_layer, self.stem_filters, 3, 2, 'VALID')
     outputs = [None, x]
     for scale in (4, 2):  # two stem reduction cells, widths F/4 and F/2
       x = cell(net, x, outputs[-2], REDUCTION_CELL, self.filters // scale, 2)
@@ -268,14 +269,8 @@ class NASNet(Model):
           prev = outputs[-2]
         x = cell(net, x, prev, NORMAL_CELL, filters, 1)
         outputs.append(x)
-      if stack == 1:
-        aux_input = x
     net.relu(input_layer=x)
     net.spatial_mean()
-    net.dropout(0.5)
-    # Built last, so that the trunk's layer numbering (hence its variable
-    # names) is the same with and without the head.
-    return auxiliary_head(net, aux_input) if net.is_training else None
 
 
 class NASNetCifar(NASNet):
@@ -285,7 +280,4 @@ class NASNetCifar(NASNet):
   """
 
   def stem(self, net) -> list:
-    x = net.conv(
-      self.stem_filters, 3, 1, activation=None, batch_norm=True, use_bias=False
-    )
-    return [None, x]
+    return [None, _conv_bn(net, net.top_layer, self.stem_filters, 3)]
