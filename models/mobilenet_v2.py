@@ -75,6 +75,9 @@ class MobileNetV2(Model):
   def __init__(self, *model_args, tf_slim):
     super().__init__(*model_args)
     self.tf_slim = tf_slim
+    # slim named its batch norms 'BatchNorm', which the classic harness's
+    # L2 filter (names containing 'batchnorm') never caught.
+    self.l2_decays_batch_norm = tf_slim
 
   def body(self, net):
     init = None

@@ -226,6 +226,9 @@ class NASNet(Model):
   batch_norm_config = dict(
     batch_norm_decay=0.999, batch_norm_epsilon=0.001, batch_norm_scale=False
   )
+  # slim named their batch norms '*_bn' / 'BatchNorm', which the classic
+  # harness's L2 filter (names containing 'batchnorm') never caught.
+  l2_decays_batch_norm = True
 
   def __init__(
     self,

@@ -255,3 +255,27 @@ def test_lrn_normalises_across_channels_in_nchw_too():
     values['NCHW'].transpose(0, 2, 3, 1), expected, rtol=1e-5
   )
   assert np.abs(classic.transpose(0, 2, 3, 1) - expected).max() > 0.01
+
+
+@pytest.mark.parametrize(
+  'name,dataset,decayed',
+  [
+    ('official_resnet50', 'imagenet', True),
+    ('nasnet', 'imagenet', True),
+    ('nasnetlarge', 'imagenet', True),
+    ('nasnet', 'cifar10', True),
+    ('mobilenet', 'imagenet', True),
+    ('mobilenet_v2', 'imagenet', False),
+    ('resnet50', 'imagenet', False),
+    ('inception3', 'imagenet', False),
+    ('resnet20', 'cifar10', False),
+  ],
+)
+def test_l2_covers_batch_norm_where_the_classic_filter_missed_it(
+  name, dataset, decayed
+):
+  """The classic L2 term skipped variables whose name held 'batchnorm' (its
+  own builder's); slim's ('BatchNorm', '*_bn') and the official models'
+  ('batch_normalization') were decayed."""
+  model = models.create_model(name, dataset)
+  assert model.l2_decays_batch_norm is decayed
