@@ -357,6 +357,37 @@ def test_inference_build_has_no_update_ops_or_dropout():
     assert isinstance(out, models.ModelOutput) and out.aux_logits is None
 
 
+class _TwoHeads(models.Model):
+  """A made-up trunk with an auxiliary head (no declared model has one: the
+  classic harness's inception3 and NASNets built none)."""
+
+  def body(self, net):
+    trunk = net.conv(4, 3, 2)
+    features = net.flatten()
+    net.set_top(trunk)
+    net.conv(4, 3, 1)
+    net.flatten()
+    return features
+
+
+def test_a_trunk_returning_features_gets_a_weighted_auxiliary_loss():
+  model = _TwoHeads('two_heads', 'cifar10', 8, 2, 0.1)
+  graph = tf.Graph()
+  with graph.as_default():
+    labels = tf.constant([0, 1])
+    out = model.build(_images(2, 8, 'NHWC'), 10, is_training=True)
+    plain = towers.cross_entropy(out.logits, labels)
+    aux = towers.cross_entropy(out.aux_logits, labels)
+    total = towers._base_loss(out, labels)
+    init = tf1.global_variables_initializer()
+  with tf1.Session(graph=graph) as sess:
+    sess.run(init)
+    plain, aux, total = sess.run([plain, aux, total])
+  assert out.aux_logits.shape.as_list() == [2, 10]
+  assert total == pytest.approx(plain + 0.4 * aux, rel=1e-6)
+  assert aux > 0.0
+
+
 # --------------------------------------------------------------------------
 # Deterministic initialisation
 
