@@ -58,6 +58,23 @@ def _shortcut(net, x, depth, stride, *, project, batch_norm):
   )
 
 
+def _preactivated(net, depth, stride, project):
+  """(BN-ReLU of the top layer, the v2 shortcut). An identity shortcut
+  carries the un-normalised input; a projection reads the pre-activation
+  (both as in the paper)."""
+  x = net.top_layer
+  preact = net.relu(input_layer=net.batch_norm(input_layer=x))
+  shortcut = _shortcut(
+    net,
+    preact if project else x,
+    depth,
+    stride,
+    project=project,
+    batch_norm=False,
+  )
+  return preact, shortcut
+
+
 def bottleneck_v1(net, depth, bottleneck, stride, *, project, stride_in_3x3):
   """1x1 -> 3x3 -> 1x1, each conv-BN, ReLU after the residual sum.
 
@@ -78,18 +95,7 @@ def bottleneck_v2(net, depth, bottleneck, stride, *, project, stride_in_3x3):
   The stride is in the 1x1 (the classic resnet*_v2) or, with
   `stride_in_3x3`, in the 3x3 (the official *_v2).
   """
-  x = net.top_layer
-  preact = net.relu(input_layer=net.batch_norm(input_layer=x))
-  # An identity shortcut carries the un-normalised input; a projection
-  # reads the pre-activation (both as in the paper).
-  shortcut = _shortcut(
-    net,
-    preact if project else x,
-    depth,
-    stride,
-    project=project,
-    batch_norm=False,
-  )
+  preact, shortcut = _preactivated(net, depth, stride, project)
   stride_1x1, stride_3x3 = (1, stride) if stride_in_3x3 else (stride, 1)
   net.conv(bottleneck, 1, stride_1x1, batch_norm=True, input_layer=preact)
   net.conv(bottleneck, 3, stride_3x3, 'FIXED', batch_norm=True)
@@ -108,16 +114,7 @@ def basic_block_v1(net, depth, stride, *, project):
 
 def basic_block_v2(net, depth, stride, *, project):
   """Pre-activation basic block: BN-ReLU, then 3x3 -> 3x3, plain sum."""
-  x = net.top_layer
-  preact = net.relu(input_layer=net.batch_norm(input_layer=x))
-  shortcut = _shortcut(
-    net,
-    preact if project else x,
-    depth,
-    stride,
-    project=project,
-    batch_norm=False,
-  )
+  preact, shortcut = _preactivated(net, depth, stride, project)
   net.conv(depth, 3, stride, 'FIXED', batch_norm=True, input_layer=preact)
   residual = net.conv(depth, 3, 1, 'FIXED', activation=None, use_bias=False)
   return net.set_top(shortcut + residual)
