@@ -559,22 +559,23 @@ class NetBuilder:
     stddev=None,
     bias_init=0.0,
     input_layer=None,
+    kernel_init=None,
   ):
     """Fully connected layer on a [batch, features] input.
 
-    The default weight init is a truncated normal with stddev
-    sqrt(2 / fan_in) before a ReLU and sqrt(1 / fan_in) otherwise, the
-    classic harness's choice.
+    The default weight init (no `kernel_init`) is a truncated normal with
+    stddev sqrt(2 / fan_in) before a ReLU and sqrt(1 / fan_in) otherwise,
+    the classic harness's choice.
     """
     x = self.top_layer if input_layer is None else input_layer
     fan_in = int(x.shape[-1])
-    if stddev is None:
-      gain = 2.0 if activation == 'relu' else 1.0
-      stddev = (gain / fan_in) ** 0.5
+    if kernel_init is None:
+      if stddev is None:
+        gain = 2.0 if activation == 'relu' else 1.0
+        stddev = (gain / fan_in) ** 0.5
+      kernel_init = initializers.truncated_normal(stddev)
     with tf1.variable_scope(self._unique('affine')):
-      weights = self.variable(
-        'weights', [fan_in, units], initializers.truncated_normal(stddev)
-      )
+      weights = self.variable('weights', [fan_in, units], kernel_init)
       biases = self.variable(
         'biases', [units], initializers.constant(bias_init)
       )

@@ -83,6 +83,12 @@ class Model:
       self.dataset,
     )
 
+  def classifier_init(self):
+    """The classifier's initial weights: None, the builder's affine default
+    (the classic harness's own final layer); a model the classic harness
+    took from elsewhere returns what that model's layer drew."""
+    return None
+
   def body(self, net: NetBuilder) -> Optional[tf.Tensor]:
     """Appends the trunk (everything but the classifier) to `net`.
 
@@ -126,7 +132,9 @@ class Model:
       **self.batch_norm_config,
     )
     aux_features = self.body(net)
-    logits = net.affine(num_classes, activation=None)
+    logits = net.affine(
+      num_classes, activation=None, kernel_init=self.classifier_init()
+    )
     aux_logits = None
     if aux_features is not None:
       # Small initial weights, as the classic auxiliary classifiers had.

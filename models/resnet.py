@@ -22,6 +22,7 @@ batch norm decays at 0.997, and the L2 term covers batch-norm gamma/beta.
 
 import tensorflow as tf
 
+from models import initializers
 from models import schedules
 from models.model import Model
 
@@ -242,3 +243,8 @@ class OfficialResNet(ResNetNetwork):
   # Their batch-norm variables were named 'batch_normalization', which the
   # classic harness's L2 filter (names containing 'batchnorm') never caught.
   l2_decays_batch_norm = True
+
+  def classifier_init(self):
+    """tf.layers.dense's default kernel, Glorot uniform: the official
+    model's own classifier, not the classic harness's final layer."""
+    return initializers.glorot_uniform()

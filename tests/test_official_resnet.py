@@ -172,3 +172,39 @@ def test_l2_term_covers_batch_norm_only_for_official_models(
   # The batch-norm part (gamma starts at 1) tells the two apart.
   assert _half_sum_of_squares(batch_norm) > 100
   assert l2 == pytest.approx(_half_sum_of_squares(decayed), rel=1e-5)
+
+
+def _classifier_weights(name, num_classes=1001):
+  """The initial classifier weights of `name` built on 32x32 images."""
+  graph = tf.Graph()
+  with graph.as_default():
+    models.create_model(name, 'imagenet').build(
+      _images(2, 32, 'NHWC'), num_classes, is_training=True
+    )
+    weights = [
+      v
+      for v in tf1.global_variables()
+      if v.shape.as_list()[-1:] == [num_classes] and v.shape.ndims == 2
+    ]
+    assert len(weights) == 1
+    with tf1.Session(graph=graph) as sess:
+      sess.run(weights[0].initializer)
+      return sess.run(weights[0])
+
+
+def test_official_classifier_draws_as_tf_layers_dense():
+  # tf.layers.dense's default kernel: Glorot uniform, bound
+  # sqrt(6 / (fan_in + fan_out)), standard deviation bound / sqrt(3).
+  w = _classifier_weights('official_resnet18')
+  bound = (6.0 / (512 + 1001)) ** 0.5
+  assert np.abs(w).max() <= bound
+  assert w.std() == pytest.approx(bound / 3**0.5, rel=0.02)
+
+
+def test_classic_resnet_classifier_keeps_the_classic_layer():
+  # The classic final layer: truncated normal (two standard deviations),
+  # stddev sqrt(1 / fan_in).
+  w = _classifier_weights('resnet50')
+  stddev = (1.0 / 2048) ** 0.5
+  assert np.abs(w).max() <= 2 * stddev
+  assert w.std() < 0.9 * stddev  # truncation narrows it (0.88 x)
