@@ -164,24 +164,77 @@ def test_distributed_replicated_by_hand():
   # 4 GPUs, one ps task on the host, variables averaged on the GPUs
   # (local_parameter_device=gpu): a 40 MB gradient ready at 90 ms is
   # gathered on one GPU (3/4 of it over the GPU link), copied once to host
-  # memory, sent by loopback to the ps, summed and applied there; the
-  # worker's CPU reads it back (loopback) and copies it to all 4 GPUs.
+  # memory, sent by loopback to the ps, summed and applied there; after the
+  # variable's barrier (a latency) the worker's CPU reads it back (loopback)
+  # and copies it to all 4 GPUs; a barrier ends the step.
   p = _profile([(40 * MB, 90.0)])
   hw = _hw(gpus_per_host=4, num_ps=1, local_parameter_device='gpu')
   link = 15.75e3 * 256 / 280
   loop = 2 * 40 * MB / (8 / 0.5 * 1e3) / 1e3
   cpu = 8 * 4000.0
   lat = (1.0 + 25.0) / 1e3  # wire and TCP latency, ms
-  push = 3 / 4 * 40 * MB / link / 1e3 + 2 * 20 / 1e3 / 2
-  push += 40 * MB / link / 1e3 + max(loop, 40 * MB / cpu / 1e3)
-  apply = 3 * 40 * MB / cpu / 1e3
-  reads = loop + lat + 40 * MB / link / 1e3
+  means = 3 / 4 * 40 * MB / link / 1e3 + 2 * 20 / 1e3 / 2
+  means += 40 * MB / link / 1e3
+  sum_and_apply = (1 + 3) * 40 * MB / cpu / 1e3
+  read_back = lat + loop + 40 * MB / link / 1e3
   step = hm.parameter_server(p, hw, replicated=True)
   assert step.step_ms == pytest.approx(
-    max(100.0, 90.0 + push) + apply + lat + reads
+    90.0 + means + loop + sum_and_apply + read_back + lat
   )
   strategy = cost_model.Strategy('distributed_replicated')
   assert hm.step(p, hw, strategy).step_ms == pytest.approx(step.step_ms)
+
+
+def _two_hosts_one_ps():
+  # 2 one-GPU hosts and a ps host over RDMA at 1,000 payload bytes/us each
+  # way: a worker's 10 MB take 10 ms on its NIC, the ps's 20 ms on its own
+  # (both workers' bytes). No CPU copies on RDMA.
+  return _hw(
+    num_workers=2,
+    gpus_per_host=1,
+    num_ps=1,
+    ps_placement='own_hosts',
+    network='rdma',
+    link_mbits=8000 * 4122 / 4096,
+  )
+
+
+def test_read_backs_overlap_later_pushes():
+  # distributed_replicated: v1 (ready at 50 ms) is pushed by 70, summed and
+  # applied (5 passes over 10 MB on 8 cores), and read back out of the ps
+  # host while v0 (ready at 60) is still pushed into it: the ps NIC's two
+  # directions are separate lanes.
+  hw = _two_hosts_one_ps()
+  p = _profile([(10 * MB, 60.0), (10 * MB, 50.0)])
+  s = 5 * 10 * MB / (8 * 4000.0) / 1e3  # the ps's sum and apply, ms
+  lat = (1.0 + 3.0) / 1e3  # the wire's and RDMA's latency
+  towers = 10 * MB / (15.75e3 * 256 / 280) / 1e3  # host memory to the GPU
+  read_v1 = 70.0 + s + lat + 20.0  # out of the ps host, while v0 comes in
+  # v0's push comes into the ps host from 70 to 90 ms, v1's read goes out
+  read_v0 = max(read_v1, 90.0 + s + lat) + 20.0
+  end = max(read_v1 + towers, read_v0) + towers
+  step = hm.parameter_server(p, hw, replicated=True)
+  assert step.step_ms == pytest.approx(end + lat)
+  # one after the other (reads only once every push is in) is 20 ms more
+  assert step.step_ms < 90.0 + s + 2 * 20.0
+
+
+def test_parameter_server_forward_waits_for_its_reads():
+  # parameter_server: v0 (the first layer, its gradient ready last) is
+  # needed at the forward's start and arrives 20 ms in (out of the ps host
+  # at 20 ms per 10 MB); v1, needed at 25 ms (where the backward leaves it,
+  # mirrored: 1/4 of the backward), arrives at 40. The forward waits 20 ms,
+  # the gradients come 20 ms later, then the pushes into the ps host.
+  hw = _two_hosts_one_ps()
+  p = _profile([(10 * MB, 100.0), (10 * MB, 50.0)])
+  lat = (1.0 + 3.0) / 1e3
+  s = 5 * 10 * MB / (8 * 4000.0) / 1e3
+  stall = lat + 20.0
+  assert hm._forward_use_ms(p, p.gradients[1]) == pytest.approx(25.0)
+  v0_in = 100.0 + stall + 20.0  # v1's push (70 to 90) is done by then
+  step = hm.parameter_server(p, hw)
+  assert step.step_ms == pytest.approx(v0_in + s + lat)
+  assert step.compute_ms == pytest.approx(100.0)
 
 
 def test_replicated_without_a_spec_copies_to_one_gpu():

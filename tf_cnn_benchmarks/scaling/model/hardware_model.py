@@ -21,6 +21,7 @@ logarithmic latency, the same bus bandwidth) 2(n-1)/n * b / B +
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 import statistics
 
@@ -279,26 +280,27 @@ def all_reduce_cluster(profile, hw, spec=None, repacking=0, compression=None):
   )
 
 
-def ps_fractions(profile, hw, round_robin=False) -> list:
-  """Each ps task's share of the model's bytes: whole variables placed
-  greedily by size in model order (the harness's placer for
-  parameter_server; a variable is never split, so one big variable can
-  load one ps task most), or round_robin: variable i on task i mod p
-  (distributed_replicated's shadow variables go through
-  tf.train.replica_device_setter with no ps_strategy, whose default is
-  round-robin: tensorflow/benchmarks@9165a70 tf_cnn_benchmarks.py#L783-784,
-  variable_mgr.py#L585-599)."""
+def _placement(profile, hw, round_robin=False) -> list:
+  """The ps task of each variable: greedily by size in model order (the
+  classic's GreedyLoadBalancingStrategy for parameter_server,
+  tensorflow/benchmarks@9165a70 variable_mgr.py#L530-536), or round_robin:
+  variable i on task i mod p (distributed_replicated's shadow variables go
+  through tf.train.replica_device_setter with no ps_strategy, whose default
+  is round-robin: tf_cnn_benchmarks.py#L783-784, variable_mgr.py#L585-599).
+  A variable is never split, so one big variable can load one task most."""
   p = max(1, hw.num_ps)
   sizes = [g.bytes for g in profile.gradients]
-  where = (
-    [i % p for i in range(len(sizes))]
-    if round_robin
-    else st.greedy_placement(sizes, p)
-  )
-  load = [0.0] * p
-  for k, n in zip(where, sizes):
-    load[k] += n
-  total = float(sum(sizes)) or 1.0
+  if round_robin:
+    return [i % p for i in range(len(sizes))]
+  return st.greedy_placement(sizes, p)
+
+
+def ps_fractions(profile, hw, round_robin=False) -> list:
+  """Each ps task's share of the model's bytes (placed by _placement)."""
+  load = [0.0] * max(1, hw.num_ps)
+  for k, g in zip(_placement(profile, hw, round_robin), profile.gradients):
+    load[k] += g.bytes
+  total = sum(load) or 1.0
   return [x / total for x in load]
 
 
@@ -313,21 +315,6 @@ def _host_loads(hw, fractions):
   if h > len(fractions):  # worker hosts without a ps task
     loads.append((1.0, 0.0, 0.0))
   return loads
-
-
-def _ps_net_ms(hw, fractions, nbytes):
-  """Every worker's nbytes to the ps tasks (or back), at the busiest
-  host: its NIC each way at the wire's rate (full duplex), and its comm
-  cores copying both directions' TCP bytes and both ends of the loopback
-  ones (gRPC runs over TCP on the host's own address too)."""
-  wire = hw.wire_bytes_per_us()
-  net_copy = hw.copy_bytes_per_us()
-  loop_copy = hw.copy_bytes_per_us('tcp')
-  worst = 0.0
-  for out, inward, loop in _host_loads(hw, fractions):
-    cores = (out + inward) / net_copy + 2.0 * loop / loop_copy
-    worst = max(worst, max(out, inward) / wire, cores)
-  return worst * nbytes / 1e3
 
 
 def _local_means_ms(costs, hw, b, on_gpus=False):
@@ -351,44 +338,138 @@ def _to_towers_ms(costs, hw, nbytes, from_cpu=False):
   return costs.to_host(nbytes)
 
 
+class HostLanes:
+  """The hosts of a ps cluster as first-come-first-served lanes: each
+  distinct host's outgoing wire, incoming wire and comm cores (their
+  per-byte loads from _host_loads). A message (every worker's bytes of one
+  variable to its ps task, or back) holds each lane of each host for its
+  share of the bytes, from when it is ready; it is through when the last
+  lane is. Lanes are separate, so pushes into a ps host and reads out of it
+  overlap (full duplex)."""
+
+  def __init__(self, hw, fractions):
+    wire = hw.wire_bytes_per_us()
+    net_copy, loop_copy = hw.copy_bytes_per_us(), hw.copy_bytes_per_us('tcp')
+    self._per_byte = [
+      (
+        out / wire,
+        inward / wire,
+        (out + inward) / net_copy + 2.0 * loop / loop_copy,
+      )
+      for out, inward, loop in sorted(set(_host_loads(hw, fractions)))
+    ]
+    self._free = [[0.0, 0.0, 0.0] for _ in self._per_byte]
+
+  def send(self, ready_ms, nbytes, back=False) -> float:
+    """When nbytes per worker are through (ms), queued from ready_ms; back:
+    from the ps tasks to the workers (out and in swap)."""
+    end = ready_ms
+    for (out, inward, cores), free in zip(self._per_byte, self._free):
+      if back:
+        out, inward = inward, out
+      for lane, per_byte in enumerate((out, inward, cores)):
+        if per_byte > 0:
+          free[lane] = max(free[lane], ready_ms) + per_byte * nbytes / 1e3
+          end = max(end, free[lane])
+    return end
+
+
+def _ps_net_ms(hw, fractions, nbytes):
+  """Every worker's nbytes to the ps tasks, alone on the lanes: at the
+  busiest host, its NIC each way at the wire's rate (full duplex), or its
+  comm cores copying both directions' TCP bytes and both ends of the
+  loopback ones (gRPC runs over TCP on the host's own address too)."""
+  return HostLanes(hw, fractions).send(0.0, nbytes)
+
+
+def _fp32_bytes(gradient) -> float:
+  return gradient.bytes * 4 / _ITEMSIZE.get(gradient.dtype, 4)
+
+
+def _forward_use_ms(profile, gradient) -> float:
+  """When the forward pass reaches a variable (unstretched ms): at the
+  share of the forward where the backward leaves it (its gradient's ready
+  time, mirrored)."""
+  c = profile.compute
+  backward = max(c.step_ms - c.forward_ms, 1e-9)
+  left = min(max((gradient.ready_ms - c.forward_ms) / backward, 0.0), 1.0)
+  return c.forward_ms * (1.0 - left)
+
+
+def _read_stall_ms(profile, hw, costs, lanes, k) -> float:
+  """How long the forward waits for its variables (parameter_server):
+  every variable is read from its ps task from the step's start, in the
+  order the forward uses them, once per host (the classic's caching
+  device, variable_mgr.py#L513-520), then copied to the towers."""
+  towers = stall = 0.0
+  for g in profile.gradients:
+    v = _fp32_bytes(g)
+    through = lanes.send(costs.l_net / 1e3, v, back=True)
+    towers = max(towers, through) + _to_towers_ms(costs, hw, v)
+    stall = max(stall, towers - _forward_use_ms(profile, g) * k)
+  return stall
+
+
+def _ps_traffic_end(profile, hw, costs, lanes, where, shift, read_back):
+  """When the last push's apply (read_back: the last read-back's copy to
+  the towers) ends: each gradient, when ready (+shift), averaged over the
+  host's towers one after another, pushed on the lanes, summed over the
+  workers and applied by its ps task's CPU; read_back: then, after the
+  variable's barrier (a latency), read back and assigned to every tower's
+  copy (distributed_replicated, variable_mgr.py#L601-617), sharing the
+  lanes with later pushes in the order they are ready."""
+  grads, h = profile.gradients, hw.num_workers
+  k = _stretched(profile, hw)[1]
+  on_gpus = read_back and hw.local_parameter_device == 'gpu'
+  queue = [(g.ready_ms * k + shift, False, i) for i, g in enumerate(grads)]
+  heapq.heapify(queue)
+  ps_cpu = [0.0] * max(1, hw.num_ps)
+  means = towers = end = 0.0
+  while queue:
+    ready, back, i = heapq.heappop(queue)
+    g, p = grads[i], where[i]
+    if back:
+      through = lanes.send(ready, _fp32_bytes(g), back=True)
+      towers = max(towers, through)
+      towers += _to_towers_ms(costs, hw, _fp32_bytes(g), from_cpu=True)
+      end = max(end, towers)
+      continue
+    b = wire_bytes(g, hw)
+    means = max(means, ready) + _local_means_ms(costs, hw, b, on_gpus)
+    arrived = lanes.send(means, b)
+    work = h * b + APPLY_PASSES * _fp32_bytes(g)
+    ps_cpu[p] = max(ps_cpu[p], arrived) + costs.cpu_ms(work)
+    end = max(end, ps_cpu[p])
+    if read_back:
+      heapq.heappush(queue, (ps_cpu[p] + costs.l_net / 1e3, True, i))
+  return end
+
+
 def parameter_server(profile, hw, replicated=False):
-  """Variables on ps tasks (or, on one host, its CPU or GPUs): the compute
-  with each gradient's local mean and push queued behind it, the ps's sum
-  and apply, the reads for the next step.
+  """Variables on ps tasks (or, on one host, its CPU or GPUs).
 
   parameter_server (tensorflow/benchmarks@9165a70 variable_mgr.py
-  VariableMgrDistributedFetchFromPS): the towers' gradients are averaged
-  on the worker's CPU (param_server_device: a replica_device_setter onto
-  the worker's cpu:0, tf_cnn_benchmarks.py#L783-784); variables are read
-  through a caching device, a GPU or the CPU per local_parameter_device.
-  replicated (distributed_replicated, VariableMgrDistributedReplicated):
-  averaged on the GPUs round-robin when local_parameter_device is gpu,
-  else on the worker's CPU; after the apply the worker's CPU reads each
-  variable once and assigns it to every GPU's copy (variable_mgr.py#L601-617).
+  VariableMgrDistributedFetchFromPS): the forward reads each variable when
+  it reaches it (_read_stall_ms); the towers' gradients are averaged on
+  the worker's CPU (param_server_device: a replica_device_setter onto the
+  worker's cpu:0, tf_cnn_benchmarks.py#L783-784) and pushed as they are
+  ready; the step ends when the last apply does. replicated
+  (distributed_replicated, VariableMgrDistributedReplicated): averaged on
+  the GPUs round-robin when local_parameter_device is gpu, else on the
+  worker's CPU; each variable read back once applied, while later
+  gradients are still pushed. Either way a barrier ends the step
+  (tf_cnn_benchmarks.py#L933-935: sync_queues_step_end_).
   """
   costs = Costs(hw)
-  v = var_bytes(profile)
   if hw.num_workers == 1 and hw.num_ps == 0:
-    return _local_parameter_server(profile, hw, costs, v)
-  fractions = ps_fractions(profile, hw, round_robin=replicated)
-  busiest = max(fractions)
-  on_gpus = replicated and hw.local_parameter_device == 'gpu'
-
-  def push(b):
-    # the busiest ps task's CPU sums every worker's share of its bytes
-    sums = costs.cpu_ms(hw.num_workers * busiest * b)
-    net = _ps_net_ms(hw, fractions, b)
-    return _local_means_ms(costs, hw, b, on_gpus) + max(net, sums)
-
-  reads = (
-    _ps_net_ms(hw, fractions, v)
-    + costs.l_net / 1e3
-    + _to_towers_ms(costs, hw, v, from_cpu=replicated)
-  )
-  apply_ms = costs.cpu_ms(APPLY_PASSES * v * busiest)
-  step = _overlapped(profile, hw, push, after=apply_ms + costs.l_net / 1e3)
-  total = step.step_ms + reads
-  return Step(total, step.compute_ms, total - step.compute_ms)
+    return _local_parameter_server(profile, hw, costs, var_bytes(profile))
+  where = _placement(profile, hw, round_robin=replicated)
+  lanes = HostLanes(hw, ps_fractions(profile, hw, round_robin=replicated))
+  c, k = _stretched(profile, hw)
+  stall = 0.0 if replicated else _read_stall_ms(profile, hw, costs, lanes, k)
+  end = _ps_traffic_end(profile, hw, costs, lanes, where, stall, replicated)
+  total = max(c + stall, end) + costs.l_net / 1e3
+  return Step(total, c, total - c)
 
 
 def _local_parameter_server(profile, hw, costs, v):
