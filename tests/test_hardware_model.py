@@ -137,27 +137,37 @@ def test_distributed_replicated_places_round_robin():
   assert hm.ps_fractions(p, hw) == pytest.approx([6 / 9, 3 / 9])
 
 
-def _one_gradient_ps(device):
-  p = _profile([(40 * MB, 90.0)])
+def _one_gradient_ps(device, ready_ms=90.0):
+  p = _profile([(40 * MB, ready_ms)])
   hw = _hw(gpus_per_host=4, intra='pcie3', local_parameter_device=device)
   return p, hw, hm.parameter_server(p, hw)
 
 
 def test_variables_on_the_cpu_by_hand():
-  p, hw, step = _one_gradient_ps('cpu')
+  # one host, variables in host memory: each tower reads the 40 MB when its
+  # forward reaches it and pushes its gradient over its own PCIe link; the
+  # CPU sums the 4 and applies once the last is in.
   host = 15.75e3 * 256 / 280  # PCIe 3 x16 payload, bytes/us
   cpu = 8 * 4000.0  # 8 of 32 cores at 4 GB/s
-  reads = 40 * MB / host / 1e3
+  read = 40 * MB / host / 1e3
   push = 40 * MB / host / 1e3 + 4 * 40 * MB / cpu / 1e3
   apply = 3 * 40 * MB / cpu / 1e3
-  assert step.step_ms == pytest.approx(reads + max(100.0, 90.0 + push) + apply)
+  # ready at 90 of 100 ms: the forward reaches it at 5 ms (where the
+  # backward leaves it, 15% from its end, mirrored), after its read is in
+  p, hw, step = _one_gradient_ps('cpu')
+  assert read < 5.0
+  assert step.step_ms == pytest.approx(max(100.0, 90.0 + push) + apply)
+  # ready at 99: needed at 0.5 ms, so the forward waits for the read
+  p, hw, step = _one_gradient_ps('cpu', 99.0)
+  stall = read - 0.5
+  assert step.step_ms == pytest.approx(99.0 + stall + push + apply)
 
 
 def test_variables_on_the_gpus_by_hand():
-  p, hw, step = _one_gradient_ps('gpu')
+  p, hw, step = _one_gradient_ps('gpu', 99.0)
   link = 15.75e3 * 256 / 280
   per = 3 / 4 * 40 * MB / link / 1e3  # each GPU moves 3/4 of the bytes
-  assert step.step_ms == pytest.approx(per + max(100.0, 90.0 + per))
+  assert step.step_ms == pytest.approx(99.0 + (per - 0.5) + per)
 
 
 def test_distributed_replicated_by_hand():

@@ -396,17 +396,15 @@ def _forward_use_ms(profile, gradient) -> float:
   return c.forward_ms * (1.0 - left)
 
 
-def _read_stall_ms(profile, hw, costs, lanes, k) -> float:
-  """How long the forward waits for its variables (parameter_server):
-  every variable is read from its ps task from the step's start, in the
-  order the forward uses them, once per host (the classic's caching
-  device, variable_mgr.py#L513-520), then copied to the towers."""
-  towers = stall = 0.0
+def _read_stall_ms(profile, k, read) -> float:
+  """How long the forward waits for its variables: each read from the
+  step's start, one after another in the order the forward uses them
+  (read(fp32 bytes, the previous read's end) -> this one's end, ms),
+  against when the forward reaches it (stretched by k)."""
+  done = stall = 0.0
   for g in profile.gradients:
-    v = _fp32_bytes(g)
-    through = lanes.send(costs.l_net / 1e3, v, back=True)
-    towers = max(towers, through) + _to_towers_ms(costs, hw, v)
-    stall = max(stall, towers - _forward_use_ms(profile, g) * k)
+    done = read(_fp32_bytes(g), done)
+    stall = max(stall, done - _forward_use_ms(profile, g) * k)
   return stall
 
 
@@ -462,31 +460,46 @@ def parameter_server(profile, hw, replicated=False):
   """
   costs = Costs(hw)
   if hw.num_workers == 1 and hw.num_ps == 0:
-    return _local_parameter_server(profile, hw, costs, var_bytes(profile))
+    return _local_parameter_server(profile, hw, costs)
   where = _placement(profile, hw, round_robin=replicated)
   lanes = HostLanes(hw, ps_fractions(profile, hw, round_robin=replicated))
   c, k = _stretched(profile, hw)
-  stall = 0.0 if replicated else _read_stall_ms(profile, hw, costs, lanes, k)
+
+  def read(v, previous):
+    # once per host, through the caching device (variable_mgr.py#L513-520),
+    # then copied to the towers
+    through = lanes.send(costs.l_net / 1e3, v, back=True)
+    return max(previous, through) + _to_towers_ms(costs, hw, v)
+
+  stall = 0.0 if replicated else _read_stall_ms(profile, k, read)
   end = _ps_traffic_end(profile, hw, costs, lanes, where, stall, replicated)
   total = max(c + stall, end) + costs.l_net / 1e3
   return Step(total, c, total - c)
 
 
-def _local_parameter_server(profile, hw, costs, v):
-  """One host: variables on its CPU (behind PCIe) or spread on its GPUs."""
-  g = hw.gpus_per_host
+def _local_parameter_server(profile, hw, costs):
+  """One host: variables on its CPU (behind PCIe) or spread on its GPUs;
+  every tower reads each one when its forward reaches it (no caching
+  device: VariableMgrLocalFetchFromPS, variable_mgr.py), pushes its
+  gradients as they are ready; the apply follows the last."""
+  g, v = hw.gpus_per_host, var_bytes(profile)
   if hw.local_parameter_device == 'gpu':
     per = (g - 1) / g / costs.b_intra / 1e3
-    reads = v * per
+    read = lambda b, previous: previous + b * per  # noqa: E731
     push = lambda b: b * per  # noqa: E731  (each to the GPU that holds it)
     after = _worker_apply_ms(profile)
   else:
-    reads = costs.to_host(v)
+    read = lambda b, previous: previous + costs.to_host(b)  # noqa: E731
     push = lambda b: costs.to_host(b) + costs.cpu_ms(g * b)  # noqa: E731
     after = costs.cpu_ms(APPLY_PASSES * v)
-  step = _overlapped(profile, hw, push, after=after)
-  total = step.step_ms + reads
-  return Step(total, step.compute_ms, total - step.compute_ms)
+  c, k = _stretched(profile, hw)
+  stall = _read_stall_ms(profile, k, read)
+  pushes = [
+    (gr.ready_ms * k + stall, push(wire_bytes(gr, hw)))
+    for gr in profile.gradients
+  ]
+  total = max(c + stall, fifo_end(pushes)) + after
+  return Step(total, c, total - c)
 
 
 def hybrid(profile, hw, threshold_bytes=1 << 20):
