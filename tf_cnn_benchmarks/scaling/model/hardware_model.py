@@ -8,8 +8,10 @@ link to host memory, the ps task's CPU). A message starts when its
 gradient is ready and the one before it is done, so communication overlaps
 the backward pass (not NCCL's: NCCL_OVERLAPS_COMPUTE); the step ends when
 both the compute and the last message are done, plus what must follow them
-(the apply, the reads of the next step's variables). The work is
-O(gradients), whatever the cluster's size.
+(the apply). The ps strategies queue each variable's push, and its read,
+on every distinct host's NIC directions and comm cores (HostLanes), where
+the classic harness makes them. The work is O(gradients x distinct
+hosts), whatever the cluster's size.
 
 Costs of one all-reduce of b bytes over n ranks (each rank's link B, each
 step's latency L; NCCL's own accounting, nccl-tests PERFORMANCE.md):
