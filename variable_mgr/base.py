@@ -55,7 +55,8 @@ class Reduction:
 class StepUpdate:
   """What build_train_op needs besides the towers' gradients.
 
-  make_optimizer: returns a new optimizer (one per apply site).
+  make_optimizer: returns a new optimizer (one per apply site);
+    make_optimizer(learning_rate=T) one that reads its rate from T.
   global_step: moved once per applied step.
   clip_norm: a float (clip the global norm), a function of grads_and_vars
     (e.g. a per-element clip), or None.
@@ -66,13 +67,17 @@ class StepUpdate:
     per-worker means: [loss, top-1, top-5]); a cluster manager sets
     `cluster_loss` from it (the mean over every worker's towers, of the
     same shape), riding on the step's own synchronisation. None: not wanted.
+  learning_rate: the rate tensor make_optimizer's optimizers read, for a
+    manager that applies on another task with a copy of it there; None
+    (unknown): they read it where it is.
   """
 
-  make_optimizer: Callable[[], tf1.train.Optimizer]
+  make_optimizer: Callable[..., tf1.train.Optimizer]
   global_step: tf.Variable
   clip_norm: float | Callable | None = None
   loss_scale: object = None
   loss: tf.Tensor | None = None
+  learning_rate: tf.Tensor | None = None
 
 
 class VariableMgr:

@@ -64,6 +64,28 @@ class _SkipGuard:
       return make_updates()
     return [self.loss_scale.apply_if(self.finite, make_updates)]
 
+  def run_on(self, device, inputs, make_updates) -> list:
+    """As run, for updates on another task's `device`: decided there.
+
+    inputs: every tensor from outside that the updates read. A conditional
+    is run as switches and merges, and on a skipped step the branch not
+    taken sends dead tensors between the devices it spans; no op waits for
+    those, so a step could end (and the other worker's end of the same
+    step, whose id collectives share, clean it up on the ps: "Cleanup")
+    while the ps still waits for them. Here the verdict is copied to
+    `device` after every input has arrived, and the conditional (both
+    branches, its merge) runs on `device` alone: what crosses tasks is
+    the verdict and the inputs before it, and its result after it, all of
+    which the step waits for.
+    """
+    if self.finite is None:
+      return make_updates()
+    self.loss_scale.record_verdict(self.finite)
+    with tf.device(device):
+      with tf.control_dependencies(inputs):
+        finite = tf.identity(self.finite)
+      return [self.loss_scale.apply_if(finite, make_updates, record=False)]
+
   def count_step(self, global_step):
     """Moves the global step (not on a skipped step) and the loss scale."""
     if self.finite is None:
@@ -72,6 +94,15 @@ class _SkipGuard:
       global_step.assign_add(tf.cast(self.finite, tf.int64)),
       self.loss_scale.adjust(self.finite),
     )
+
+
+def _by_device(grads_and_vars) -> list:
+  """(device, its variables' (gradient, variable) pairs), in first-seen
+  order."""
+  shares = {}
+  for g, v in grads_and_vars:
+    shares.setdefault(v.device, []).append((g, v))
+  return list(shares.items())
 
 
 def _squared_norm(grads_and_vars, device) -> tf.Tensor:
@@ -286,9 +317,7 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
       # The ps update first: with clipping, it learns the ps-held group's
       # share of the global norm that the towers' updates need too.
       ps_updates = (
-        [self._ps_update(means, step_update.make_optimizer, clip, guard)]
-        if means
-        else []
+        [self._ps_update(means, step_update, clip, guard)] if means else []
       )
       updates = (
         guard.run(
@@ -379,24 +408,52 @@ class Hybrid(ps_cluster.PsClusterMixin, base.PerTowerCopies):
         )
     return updates
 
-  def _ps_update(self, means, make_optimizer, clip, guard):
+  def _ps_update(self, means, step_update: base.StepUpdate, clip, guard):
     """The ps-held variables' update (averaged over workers if sync)."""
 
     def guarded(gvs, apply):
       # Where the update is applied (the chief, if sync): the averaged
       # gradients are known here, and clip learns their norm.
       gvs = clip.clipped(gvs, ps_group=True)
-      return tf.group(*guard.run(lambda: [apply(gvs)]))
+      if guard.finite is None:  # never skipped: one optimizer, applied
+        return tf.group(apply(gvs))
+      return tf.group(
+        *[
+          self._guarded_on_task(device, share, step_update, guard)
+          for device, share in _by_device(gvs)
+        ]
+      )
 
     # Its own name scope: the ps optimizer's non-slot variables (Adam's beta
     # powers) must not share tower 0's checkpoint names ('v0/beta1_power'
     # is saved as 'beta1_power'), or only one of them would be saved.
     with tf1.name_scope(PS_OPTIMIZER_SCOPE):
       update = self._sync_or_async(
-        means, make_optimizer, None, None, guard=guarded
+        means, step_update.make_optimizer, None, None, guard=guarded
       )
     clip.receive_ps_norm()  # a worker that did not apply: gets the norm
     return update
+
+  def _guarded_on_task(self, device, grads_and_vars, step_update, guard):
+    """The update of the ps-held variables on `device`, skipped there.
+
+    One optimizer per ps task (one, with a single ps task): its branch and
+    its learning rate's copy stay on that task (see _SkipGuard.run_on).
+    """
+    make_optimizer = step_update.make_optimizer
+    inputs = [g for g, _ in grads_and_vars]
+    if step_update.learning_rate is not None:
+      with tf.device(device):
+        rate = tf.identity(step_update.learning_rate)
+      inputs.append(rate)
+      make_optimizer = functools.partial(make_optimizer, learning_rate=rate)
+    return tf.group(
+      *guard.run_on(
+        device,
+        inputs,
+        lambda: [self._apply(grads_and_vars, make_optimizer, None, None)],
+      )
+    )
 
   def _finite_everywhere(self, loss_scale, sites, means) -> tf.Tensor:
     """True iff every worker's gradients of this step are finite.

@@ -37,10 +37,17 @@ class OptimizerConfig:
 
 def optimizer_factory(
   config: OptimizerConfig, learning_rate
-) -> Callable[[], tf1.train.Optimizer]:
-  """A function making a fresh optimizer (one per apply site)."""
+) -> Callable[..., tf1.train.Optimizer]:
+  """A function making a fresh optimizer (one per apply site).
 
-  def make():
+  make(learning_rate=T) reads the rate from T instead: a copy of the rate on
+  the device that applies (see hybrid's ps-held updates).
+  """
+  default_rate = learning_rate
+
+  def make(learning_rate=None):
+    if learning_rate is None:
+      learning_rate = default_rate
     if config.name == 'sgd':
       return tf1.train.GradientDescentOptimizer(learning_rate)
     if config.name in ('momentum', 'plain_momentum'):

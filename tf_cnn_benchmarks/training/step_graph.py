@@ -409,6 +409,7 @@ def _build_update(
         clip_norm=optimizers.gradient_clip(p),
         loss_scale=loss_scale,
         loss=loss,
+        learning_rate=lr,
       ),
     )
   if loss_scale is not None:  # a skipped step moves no statistic either
