@@ -133,6 +133,7 @@ class ClientRun:
       self.roles.clients,
       me,
       self.run_flags,
+      leaving=self.watchdog.stop,
     )
 
   def _peers_to_watch(self) -> list:
