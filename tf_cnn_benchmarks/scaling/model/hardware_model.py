@@ -90,9 +90,14 @@ def wire_bytes(gradient, hw) -> float:
   return elements * hw_lib.PRECISIONS[hw.gradient_precision]
 
 
+def _fp32_bytes(gradient) -> float:
+  """A gradient's variable's bytes (fp32 master copy)."""
+  return gradient.bytes * 4 / _ITEMSIZE.get(gradient.dtype, 4)
+
+
 def var_bytes(profile) -> float:
   """The variables' bytes (fp32 master copies)."""
-  return sum(g.bytes * 4 / _ITEMSIZE.get(g.dtype, 4) for g in profile.gradients)
+  return sum(_fp32_bytes(g) for g in profile.gradients)
 
 
 class Costs:
@@ -384,10 +389,6 @@ def _ps_net_ms(hw, fractions, nbytes):
   return HostLanes(hw, fractions).send(0.0, nbytes)
 
 
-def _fp32_bytes(gradient) -> float:
-  return gradient.bytes * 4 / _ITEMSIZE.get(gradient.dtype, 4)
-
-
 def _forward_use_ms(profile, gradient) -> float:
   """When the forward pass reaches a variable (unstretched ms): at the
   share of the forward where the backward leaves it (its gradient's ready
@@ -509,20 +510,19 @@ def hybrid(profile, hw, threshold_bytes=1 << 20):
   costs = Costs(hw)
   big = [g for g in profile.gradients if g.bytes > threshold_bytes]
   fractions = ps_fractions(dataclasses.replace(profile, gradients=big), hw)
-  v = sum(g.bytes * 4 / _ITEMSIZE.get(g.dtype, 4) for g in big)
+  v = sum(_fp32_bytes(g) for g in big)
   on_gpus = hw.local_parameter_device == 'gpu'
+  net_ms_per_byte = _ps_net_ms(hw, fractions, 1.0)  # linear in the bytes
 
   def cost(g):
     b = wire_bytes(g, hw)
     if g.bytes > threshold_bytes:
-      return _local_means_ms(costs, hw, b, on_gpus) + _ps_net_ms(
-        hw, fractions, b
-      )
+      return _local_means_ms(costs, hw, b, on_gpus) + net_ms_per_byte * b
     return ring_ms(b, costs.n, min(costs.b_intra, costs.b_net), costs.l_net)
 
   c, k = _stretched(profile, hw)
   end = fifo_end([(g.ready_ms * k, cost(g)) for g in profile.gradients])
-  reads = _ps_net_ms(hw, fractions, v) + _to_towers_ms(costs, hw, v)
+  reads = net_ms_per_byte * v + _to_towers_ms(costs, hw, v)
   total = max(c, end) + costs.cpu_ms(APPLY_PASSES * v) + reads
   return Step(total, c, total - c)
 
